@@ -1,0 +1,76 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "swift-disk-cache",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11)],
+    products: [
+        .library(name: "DiskCache", targets: ["DiskCache"]),
+        .library(name: "MemoryCache", targets: ["MemoryCache"]),
+        .library(name: "HTTPCache", targets: ["HTTPCache"]),
+        .executable(name: "diskcache", targets: ["diskcache"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        // Test-only: a real HTTP origin server on loopback for the HTTPCache tests.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CXXHash",
+            pkgConfig: "libxxhash",
+            providers: [.apt(["libxxhash-dev"]), .brew(["xxhash"])]
+        ),
+        .target(
+            name: "DiskCache",
+            dependencies: [
+                "CXXHash",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(name: "MemoryCache"),
+        .target(
+            name: "HTTPCache",
+            dependencies: ["DiskCache", "MemoryCache"]
+        ),
+        .executableTarget(
+            name: "diskcache",
+            dependencies: [
+                "DiskCache",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // A child process for the crash and lock tests: it writes to a cache until killed.
+        .executableTarget(
+            name: "DiskCacheTestWorker",
+            dependencies: ["DiskCache"]
+        ),
+        .testTarget(
+            name: "DiskCacheTests",
+            dependencies: ["DiskCache", "DiskCacheTestWorker"]
+        ),
+        .testTarget(name: "MemoryCacheTests", dependencies: ["MemoryCache"]),
+        .testTarget(
+            name: "HTTPCacheTests",
+            dependencies: [
+                "HTTPCache",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "DiskCacheToolTests",
+            dependencies: ["diskcache", "DiskCache"]
+        ),
+    ]
+)
+
+for target in package.targets where target.type != .system {
+    var settings = target.swiftSettings ?? []
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.enableUpcomingFeature("MemberImportVisibility"))
+    settings.append(.enableUpcomingFeature("InternalImportsByDefault"))
+    target.swiftSettings = settings
+}
