@@ -22,10 +22,13 @@ let package = Package(
             pkgConfig: "libxxhash",
             providers: [.apt(["libxxhash-dev"]), .brew(["xxhash"])]
         ),
+        // Syscalls Swift's Glibc module does not expose (fallocate with KEEP_SIZE).
+        .target(name: "CDiskCacheSupport"),
         .target(
             name: "DiskCache",
             dependencies: [
                 "CXXHash",
+                "CDiskCacheSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -48,7 +51,11 @@ let package = Package(
         ),
         .testTarget(
             name: "DiskCacheTests",
-            dependencies: ["DiskCache", "DiskCacheTestWorker"]
+            dependencies: [
+                "DiskCache",
+                "DiskCacheTestWorker",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(name: "MemoryCacheTests", dependencies: ["MemoryCache"]),
         .testTarget(
@@ -67,7 +74,7 @@ let package = Package(
     ]
 )
 
-for target in package.targets where target.type != .system {
+for target in package.targets where target.type != .system && target.name != "CDiskCacheSupport" {
     var settings = target.swiftSettings ?? []
     settings.append(.enableUpcomingFeature("ExistentialAny"))
     settings.append(.enableUpcomingFeature("MemberImportVisibility"))

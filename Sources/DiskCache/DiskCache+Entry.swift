@@ -1,0 +1,31 @@
+public import Foundation
+
+extension DiskCache {
+    /// What the cache knows about one entry, read without its body.
+    public struct Entry: Hashable, Sendable {
+        /// The key it was stored under.
+        public var key: String
+        /// Body size in bytes.
+        public var size: Int
+        /// When the value was stored (a `store` for the same key replaces it).
+        public var created: Date
+        /// The last read known to the index (second granularity).
+        public var lastAccessed: Date
+        /// When it stops being returned; nil for never.
+        public var expires: Date?
+        /// The metadata given to ``DiskCache/store(_:for:metadata:expires:)``.
+        public var metadata: [String: String]
+        /// XXH3-64 of the body.
+        public var checksum: UInt64
+    }
+}
+
+extension Date {
+    init(milliseconds: Int64) {
+        self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
+    }
+
+    var milliseconds: Int64 {
+        Int64((timeIntervalSince1970 * 1000).rounded(.down))
+    }
+}

@@ -1,0 +1,232 @@
+import Foundation
+import Logging
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension DiskCache {
+    /// Why an entry left the cache.
+    public enum RemovalReason: String, Hashable, Sendable, CaseIterable {
+        /// The sweeper evicted it to bring the cache under its disk capacity.
+        case capacity
+        /// The sweeper evicted it to bring the cache under its count limit.
+        case countLimit
+        /// The sweeper evicted it because the volume's free space fell under the floor.
+        case freeSpace
+        /// Its expiry date passed.
+        case expired
+        /// A read found its files damaged or missing.
+        case corrupt
+        /// `removeValue`, `removeEntries(modifiedSince:)` or a replacing `store`.
+        case explicit
+    }
+
+    enum ReadResult {
+        case found(EntryMetadata, Data?)
+        /// The files belong to a key with the same hash.
+        case otherKey
+        /// Missing, unreadable, not what the journal vouches for, or failing the checksum.
+        case damaged
+    }
+
+    static func systemMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    func stripe(_ hash: KeyHash) -> StripeLock {
+        stripes[Int(hash.low % UInt64(stripes.count))]
+    }
+
+    /// Runs `body` holding every stripe, so no write is between rename and journal append.
+    func withAllStripes<T: Sendable>(_ body: () throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
+        func lock(_ i: Int) throws(DiskCacheError) -> T {
+            if i == stripes.count { return try body() }
+            return try stripes[i].mutex.withLock { _ throws(DiskCacheError) in try lock(i + 1) }
+        }
+        return try lock(0)
+    }
+
+    func throwIfClosed() throws(DiskCacheError) {
+        if state.withLock({ $0.isClosed }) { throw DiskCacheError.closed() }
+    }
+
+    func lookup(_ hash: KeyHash) -> IndexEntry? {
+        state.withLock { state in
+            guard !state.isClosed, let entry = state.index[hash] else {
+                state.statistics.misses += 1
+                return nil
+            }
+            return entry
+        }
+    }
+
+    func countMiss() {
+        state.withLock { $0.statistics.misses += 1 }
+    }
+
+    func recordHit(_ hash: KeyHash, at now: Int64) {
+        state.withLock { state in
+            state.statistics.hits += 1
+            state.index.touch(hash, atMilliseconds: now)
+            state.pendingAccess[hash] = now
+            if state.pendingAccess.count >= 8192, let record = state.takePendingAccessRecord() {
+                // Access times are advisory: losing a batch only blurs LRU order.
+                _ = try? state.append(record, records: 1, path: layout.journal)
+            }
+        }
+    }
+
+    /// Reads and checks an entry's files against what the index vouches for.
+    func readEntry(_ hash: KeyHash, key: String, expected: IndexEntry, wantBody: Bool) -> ReadResult {
+        guard case .success(let metaBuffer?) = FileIO.read(layout.metaFile(hash), count: Int(expected.metaSize)) else {
+            return .damaged
+        }
+        let decoded = EntryMetadata.decode(UnsafeRawBufferPointer(metaBuffer))
+        metaBuffer.deallocate()
+        guard var meta = decoded else { return .damaged }
+        guard meta.key == key else { return .otherKey }
+        guard meta.checksum == expected.checksum, meta.size == expected.size,
+              (meta.inlineBody != nil) == expected.isInline else { return .damaged }
+        if let inline = meta.inlineBody {
+            meta.inlineBody = nil
+            guard wantBody else { return .found(meta, nil) }
+            if configuration.verifiesChecksums, inline.withUnsafeBytes({ Checksum.xxh3($0) }) != meta.checksum {
+                return .damaged
+            }
+            return .found(meta, Data(inline))
+        }
+        guard wantBody else { return .found(meta, nil) }
+        let size = Int(meta.size)
+        guard case .success(let bodyBuffer?) = FileIO.read(layout.bodyFile(hash), count: size) else {
+            return .damaged
+        }
+        let body = UnsafeRawBufferPointer(rebasing: bodyBuffer[0..<size])
+        if configuration.verifiesChecksums, Checksum.xxh3(body) != meta.checksum {
+            bodyBuffer.deallocate()
+            return .damaged
+        }
+        let data = size == 0
+            ? Data()
+            : Data(bytesNoCopy: bodyBuffer.baseAddress!, count: size, deallocator: .custom { pointer, _ in pointer.deallocate() })
+        if size == 0 { bodyBuffer.deallocate() }
+        return .found(meta, data)
+    }
+
+    /// Removes a damaged entry if the index still holds what the reader saw; false if a
+    /// writer replaced it meanwhile (the reader should look again).
+    func removeIfUnchanged(_ hash: KeyHash, _ seen: IndexEntry) -> Bool {
+        let unchanged = (try? remove(hash, reason: .corrupt) { $0 == seen }) ?? true
+        if unchanged {
+            logger.warning("Removed a damaged entry", metadata: ["hash": "\(hash)"])
+        }
+        return unchanged
+    }
+
+    func removeExpired(_ hash: KeyHash, _ seen: IndexEntry) {
+        _ = try? remove(hash, reason: .expired) { $0 == seen }
+        state.withLock {
+            $0.statistics.misses += 1
+            $0.statistics.expiredReads += 1
+        }
+    }
+
+    /// Removes the entry for `hash` if `predicate` accepts it; returns whether it did.
+    @discardableResult
+    func remove(_ hash: KeyHash, reason: RemovalReason,
+                where predicate: (IndexEntry) -> Bool = { _ in true }) throws(DiskCacheError) -> Bool {
+        let position: (generation: Int, end: Int64)? = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
+            let position = try state.withLock { state throws(DiskCacheError) -> (generation: Int, end: Int64)? in
+                guard !state.isClosed else { throw DiskCacheError.closed() }
+                guard let entry = state.index[hash], predicate(entry) else { return nil }
+                let position = try state.append(Journal.encode(.remove(hash)), records: 1, path: layout.journal)
+                state.index.remove(hash)
+                state.pendingAccess[hash] = nil
+                switch reason {
+                case .corrupt:
+                    state.statistics.corruptEntriesRemoved += 1
+                    state.statistics.misses += 1
+                case .explicit:
+                    state.statistics.removals += 1
+                default:
+                    break
+                }
+                return position
+            }
+            if position != nil {
+                _ = Syscall.unlink(layout.metaFile(hash))
+                _ = Syscall.unlink(layout.bodyFile(hash))
+            }
+            return position
+        }
+        guard let position else { return false }
+        if configuration.durability.mode == .immediate { try syncJournal(through: position) }
+        return true
+    }
+
+    /// Creates the entry's shard directories if needed and returns the inner one's path.
+    /// Refuses a shard that is a symbolic link or not a directory.
+    func ensureShard(_ hash: KeyHash, sync: Bool) throws(DiskCacheError) -> String {
+        let (outer, inner) = layout.shardDirectories(hash)
+        let id = UInt16(truncatingIfNeeded: hash.high >> 48)
+        if state.withLock({ $0.knownShards.contains(id) }) { return inner }
+        for (directory, parent) in [(outer, layout.root), (inner, outer)] {
+            switch Syscall.mkdir(directory, 0o700) {
+            case .success:
+                if sync { try Syscall.fsyncDirectory(parent).get(orThrow: "sync a directory", path: parent) }
+            case .failure(let error) where error == .fileExists:
+                break
+            case .failure(let error):
+                throw DiskCacheError.io(error, "create a shard directory", path: directory)
+            }
+            guard case .success(let info) = Syscall.lstat(directory), info.st_mode & S_IFMT == S_IFDIR else {
+                throw DiskCacheError(code: .ioFailure,
+                                     message: "A shard of the cache is not a directory (a symbolic link is never followed)",
+                                     path: directory)
+            }
+        }
+        _ = state.withLock { $0.knownShards.insert(id) }
+        return inner
+    }
+
+    /// Group commit: returns once the journal is durable through `position`. Concurrent
+    /// callers queue on `syncState`; the first fsyncs everything written so far, and the rest
+    /// find their records already covered.
+    func syncJournal(through position: (generation: Int, end: Int64)) throws(DiskCacheError) {
+        try syncState.withLock { synced throws(DiskCacheError) in
+            if synced.generation > position.generation { return }
+            if synced.generation == position.generation && synced.syncedLength >= position.end { return }
+            let (journal, generation, length) = state.withLock { ($0.journal, $0.journalGeneration, $0.journalLength) }
+            // A compaction since `position` wrote and synced a new journal holding the record.
+            if generation > position.generation {
+                synced = SyncState(generation: generation, syncedLength: 0)
+                return
+            }
+            try Syscall.fsync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
+            synced = SyncState(generation: generation, syncedLength: length)
+        }
+    }
+
+    func flushPendingAccess() throws(DiskCacheError) {
+        try state.withLock { state throws(DiskCacheError) in
+            guard !state.isClosed, let record = state.takePendingAccessRecord() else { return }
+            _ = try state.append(record, records: 1, path: layout.journal)
+        }
+    }
+}
+
+extension Result where Failure == Errno {
+    /// The value, or a ``DiskCacheError`` saying what could not be done.
+    func get(orThrow action: String, path: String?) throws(DiskCacheError) -> Success {
+        switch self {
+        case .success(let value): return value
+        case .failure(let error): throw DiskCacheError.io(error, action, path: path)
+        }
+    }
+}

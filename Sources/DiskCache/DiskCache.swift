@@ -1,0 +1,374 @@
+public import Foundation
+import Dispatch
+import Logging
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A persistent key-value cache made of plain files and an append-only journal.
+///
+/// ```swift
+/// let cache = try DiskCache(directory: URL(fileURLWithPath: "/var/cache/myapp"),
+///                           configuration: .init(diskCapacity: 512 << 20, durability: .immediate))
+/// try cache.store(Data("hello".utf8), for: "greeting")
+/// let value = cache.data(for: "greeting")   // nil on miss, expiry or failed checksum
+/// ```
+///
+/// **Layout.** A key (any string) is hashed with XXH3-128; the hash names the entry's files
+/// in two levels of shard directories: `ab/cd/<hash>.meta`, a binary property list holding
+/// the full key, sizes, dates, the body's XXH3-64 checksum and the caller's metadata, and
+/// `ab/cd/<hash>.body`, the raw bytes (bodies up to ``Configuration/inlineThreshold`` live
+/// inside the `.meta` file instead). See docs/on-disk-format.md.
+///
+/// **Commit and recovery.** A write lands in `tmp/`, is renamed into place, then a record is
+/// appended to the journal: that record is the commit point. Opening replays the journal to
+/// rebuild the in-memory index without listing directories. A torn or corrupt journal tail
+/// is cut at the last good record; a damaged record in the middle costs only the entries it
+/// described; a missing journal is rebuilt by scanning the shards. After an unclean shutdown
+/// a background scan removes files no record vouches for.
+///
+/// **Integrity.** Every read compares the full key and (by default) the body checksum, so a
+/// read never returns bytes that were not stored for its key: a hash collision is a miss, and
+/// a corrupt or missing file makes the entry a miss that is removed and counted.
+///
+/// **Durability.** See ``Durability`` and docs/durability.md.
+///
+/// **Ownership.** One `DiskCache` owns a directory at a time (an `flock` on `LOCK`); a second
+/// one, in this process or another, fails to open with ``DiskCacheError/Code/locked``.
+///
+/// **Threads.** All methods may be called from any thread. Reads run in parallel; writes of
+/// different keys do their file I/O in parallel. Blocking I/O happens on the caller's thread
+/// (do not call from Swift's cooperative pool in a hot loop; hop to your own executor), and
+/// background work (group commit, access-time batches, compaction, sweeping) runs on a
+/// dispatch queue the cache owns.
+public final class DiskCache: Sendable {
+    /// The cache directory.
+    public let directory: URL
+    /// The settings the cache was opened with.
+    public let configuration: Configuration
+
+    let layout: Layout
+    let blockSize: Int64
+    let state: Mutex<CacheState>
+    let syncState = Mutex(SyncState())
+    let stripes: [StripeLock] = (0..<64).map { _ in StripeLock() }
+    let lockFile: Mutex<FileDescriptor?>
+    let temporaryCounter = Atomic<UInt64>(0)
+    let maintenance: Maintenance
+    let logger: Logger
+
+    // MARK: - Opening
+
+    /// Opens the cache in `directory`, creating it (mode 0700) if it does not exist.
+    ///
+    /// #### Errors
+    /// - ``DiskCacheError/Code/notADirectory``: the path is a file or a symbolic link.
+    /// - ``DiskCacheError/Code/permissionDenied``: the directory cannot be read and written.
+    /// - ``DiskCacheError/Code/notACache``: the directory holds other files.
+    /// - ``DiskCacheError/Code/locked``: another `DiskCache` has it open (this process or another).
+    /// - ``DiskCacheError/Code/newerFormat``: written by a newer version; left untouched.
+    ///
+    /// #### Implementation details
+    /// Takes `flock(LOCK_EX|LOCK_NB)` on `LOCK`, empties `tmp/`, replays `journal` (cutting a
+    /// torn tail with `ftruncate`), or rebuilds it by scanning the shards if it is missing.
+    public init(directory: URL, configuration: Configuration = Configuration()) throws {
+        self.directory = directory
+        self.configuration = configuration
+        self.logger = configuration.logger
+        let opened = try Opener(path: directory.path, configuration: configuration).open()
+        self.layout = opened.layout
+        self.blockSize = opened.blockSize
+        self.lockFile = Mutex(opened.lock)
+        self.state = Mutex(opened.state)
+        self.syncState.withLock { $0 = SyncState(generation: 0, syncedLength: opened.state.journalLength) }
+        self.maintenance = Maintenance(interval: configuration.maintenanceInterval)
+        self.maintenance.start(owner: self, scanForOrphans: opened.needsOrphanScan)
+    }
+
+    deinit {
+        try? close()
+    }
+
+    // MARK: - Reading
+
+    /// The value stored for `key`, or nil on a miss, an expired entry, or an entry that fails
+    /// its checksum (which is then removed and counted in ``statistics``).
+    ///
+    /// #### Implementation details
+    /// One index lookup, then `open`/`pread`/`close` of the `.meta` file (and of the `.body`
+    /// file unless the body is inline), an XXH3-64 over the body, and an in-memory access-time
+    /// update journaled later in a batch.
+    public func data(for key: String) -> Data? {
+        let hash = configuration.keyHasher.hash(key)
+        for _ in 0..<2 {
+            guard let entry = lookup(hash) else { return nil }
+            let now = configuration.clock()
+            if entry.hasExpired(atMilliseconds: now) {
+                removeExpired(hash, entry)
+                return nil
+            }
+            switch readEntry(hash, key: key, expected: entry, wantBody: true) {
+            case .found(let meta, let body):
+                if let expires = meta.expires, expires <= now {
+                    removeExpired(hash, entry)
+                    return nil
+                }
+                recordHit(hash, at: now)
+                return body
+            case .otherKey:
+                state.withLock {
+                    $0.statistics.misses += 1
+                    $0.statistics.hashCollisions += 1
+                }
+                return nil
+            case .damaged:
+                // A writer may have replaced the files between our lookup and our read: if the
+                // index moved on, read again; if not, the entry is really damaged.
+                if removeIfUnchanged(hash, entry) { return nil }
+            }
+        }
+        countMiss()
+        return nil
+    }
+
+    /// The entry's key, size, dates and metadata, without reading its body; nil when
+    /// ``data(for:)`` would return nil for a missing or expired entry.
+    public func entry(for key: String) -> Entry? {
+        let hash = configuration.keyHasher.hash(key)
+        guard let indexEntry = state.withLock({ $0.isClosed ? nil : $0.index[hash] }) else { return nil }
+        let now = configuration.clock()
+        guard !indexEntry.hasExpired(atMilliseconds: now),
+              case .found(let meta, _) = readEntry(hash, key: key, expected: indexEntry, wantBody: false),
+              meta.expires.map({ $0 > now }) ?? true
+        else { return nil }
+        return Entry(key: meta.key, size: Int(meta.size), created: Date(milliseconds: meta.created),
+                     lastAccessed: Date(milliseconds: max(meta.accessed, indexEntry.accessedMilliseconds)),
+                     expires: meta.expires.map { Date(milliseconds: $0) }, metadata: meta.metadata,
+                     checksum: meta.checksum)
+    }
+
+    /// True if a value is stored for `key` (by the index alone: no file is read, so a
+    /// damaged entry may still report true until it is read).
+    public func contains(_ key: String) -> Bool {
+        let hash = configuration.keyHasher.hash(key)
+        let now = configuration.clock()
+        return state.withLock { $0.index[hash].map { !$0.hasExpired(atMilliseconds: now) } ?? false }
+    }
+
+    /// Live entries.
+    public var count: Int { state.withLock { $0.index.count } }
+
+    /// Bytes the cache occupies on disk: bodies, metadata files and the journal, each rounded
+    /// up to the filesystem's block size. This is what ``Configuration/diskCapacity`` limits.
+    public var totalSize: Int64 {
+        state.withLock { $0.index.diskUsage + $0.journalDiskUsage(blockSize: blockSize) }
+    }
+
+    /// Sum of the body sizes of the live entries.
+    public var logicalSize: Int64 { state.withLock { $0.index.logicalSize } }
+
+    /// Counters since the cache was opened.
+    public var statistics: Statistics { state.withLock { $0.statistics } }
+
+    // MARK: - Writing
+
+    /// Stores `data` for `key`, replacing any earlier value.
+    ///
+    /// - Parameters:
+    ///   - metadata: strings kept with the entry and returned by ``entry(for:)``.
+    ///   - expires: after this date the entry reads as a miss and the sweeper removes it.
+    ///
+    /// #### Errors
+    /// ``DiskCacheError/Code/diskFull`` when the volume is full, ``DiskCacheError/Code/ioFailure``
+    /// for other I/O errors, ``DiskCacheError/Code/invalidArgument`` when the metadata cannot fit
+    /// in an entry (1 MiB), ``DiskCacheError/Code/closed``. A failed store leaves every other
+    /// entry as it was, and the earlier value of `key` too, unless the failure struck after its
+    /// files were renamed into place (then `key` reads as a miss).
+    ///
+    /// #### Implementation details
+    /// Writes `tmp/<hash>-<n>.body` and `.meta` (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), renames
+    /// them into their shard, appends a PUT record to the journal. With `.immediate` durability it
+    /// also fsyncs both files before the rename, the shard directory after it, and the journal.
+    public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil) throws {
+        let hash = configuration.keyHasher.hash(key)
+        let now = configuration.clock()
+        let checksum = data.withUnsafeBytes { Checksum.xxh3($0) }
+        var meta = EntryMetadata(key: key, size: Int64(data.count), checksum: checksum, created: now, accessed: now,
+                                 expires: expires?.milliseconds, metadata: metadata, inlineBody: nil)
+        var isInline = data.count <= configuration.inlineThreshold
+        if isInline { meta.inlineBody = [UInt8](data) }
+        var metaBytes = meta.encoded()
+        if isInline && metaBytes.count > IndexEntry.maximumMetaSize {
+            isInline = false
+            meta.inlineBody = nil
+            metaBytes = meta.encoded()
+        }
+        guard metaBytes.count <= IndexEntry.maximumMetaSize else {
+            throw DiskCacheError(code: .invalidArgument,
+                                 message: "The key and metadata take \(metaBytes.count) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
+        }
+        guard !state.withLock({ $0.isClosed }) else { throw DiskCacheError.closed() }
+
+        let immediate = configuration.durability.mode == .immediate
+        let serial = temporaryCounter.add(1, ordering: .relaxed).newValue
+        let tempMeta = layout.tempFile("\(hash.hexName)-\(serial)\(Layout.META_SUFFIX)")
+        let tempBody = isInline ? nil : layout.tempFile("\(hash.hexName)-\(serial)\(Layout.BODY_SUFFIX)")
+        defer {
+            // Whatever was not renamed into place is removed.
+            _ = Syscall.unlink(tempMeta)
+            if let tempBody { _ = Syscall.unlink(tempBody) }
+        }
+        if let tempBody {
+            try data.withUnsafeBytes { FileIO.writeNewFile(tempBody, $0, sync: immediate) }
+                .get(orThrow: "write the body", path: tempBody)
+        }
+        try metaBytes.withUnsafeBytes { FileIO.writeNewFile(tempMeta, $0, sync: immediate) }
+            .get(orThrow: "write the metadata", path: tempMeta)
+
+        let put = Journal.Put(hash: hash, size: Int64(data.count), metaSize: UInt32(metaBytes.count),
+                              isInline: isInline, checksum: checksum, created: now, accessed: now,
+                              expires: meta.expires)
+        let record = Journal.encode(.put(put))
+        let committed: (generation: Int, end: Int64) = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
+            try state.withLock { state throws(DiskCacheError) in
+                guard !state.isClosed else { throw DiskCacheError.closed() }
+                try state.reserveJournalSpace(record.count, path: layout.journal)
+            }
+            let shard = try ensureShard(hash, sync: immediate)
+            if let tempBody {
+                try Syscall.rename(tempBody, layout.bodyFile(hash)).get(orThrow: "move the body into place", path: layout.bodyFile(hash))
+            }
+            try Syscall.rename(tempMeta, layout.metaFile(hash)).get(orThrow: "move the metadata into place", path: layout.metaFile(hash))
+            if immediate {
+                try Syscall.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
+            }
+            let (replaced, position) = try state.withLock { state throws(DiskCacheError) in
+                do throws(DiskCacheError) {
+                    let position = try state.append(record, records: 1, path: layout.journal)
+                    let replaced = state.index.insert(IndexEntry(put), for: hash)
+                    state.pendingAccess[hash] = nil
+                    state.statistics.writes += 1
+                    return (replaced, position)
+                } catch {
+                    // The files are in place but not committed: whatever the index held for
+                    // this key no longer matches them.
+                    state.index.remove(hash)
+                    throw error
+                }
+            }
+            if isInline, let replaced, !replaced.isInline {
+                _ = Syscall.unlink(layout.bodyFile(hash))
+            }
+            return position
+        }
+        if immediate {
+            try syncJournal(through: committed)
+        }
+        maintenance.noteWrite(owner: self)
+    }
+
+    /// Removes the value stored for `key`, if any.
+    ///
+    /// #### Implementation details
+    /// Appends a REMOVE record, then unlinks the entry's files.
+    public func removeValue(for key: String) throws {
+        let hash = configuration.keyHasher.hash(key)
+        guard let entry = state.withLock({ $0.index[hash] }) else {
+            try throwIfClosed()
+            return
+        }
+        // Never remove another key's entry because its hash collides with this key.
+        if case .otherKey = readEntry(hash, key: key, expected: entry, wantBody: false) { return }
+        try remove(hash, reason: .explicit)
+    }
+
+    /// Removes every entry.
+    ///
+    /// #### Implementation details
+    /// Appends a CLEAR record, then renames the shard directories into `tmp/` and deletes them
+    /// on the background queue (and at the next open, should the process stop first).
+    public func removeAll() throws {
+        let immediate = configuration.durability.mode == .immediate
+        let trash = layout.tempFile("trash-\(temporaryCounter.add(1, ordering: .relaxed).newValue)")
+        let position: (generation: Int, end: Int64) = try withAllStripes { () throws(DiskCacheError) in
+            let position = try state.withLock { state throws(DiskCacheError) in
+                guard !state.isClosed else { throw DiskCacheError.closed() }
+                let position = try state.append(Journal.encode(.clear), records: 1, path: layout.journal)
+                state.statistics.removals += state.index.count
+                state.index.removeAll()
+                state.pendingAccess.removeAll()
+                state.knownShards.removeAll()
+                return position
+            }
+            _ = Syscall.mkdir(trash)
+            if case .success(let names) = Syscall.listDirectory(layout.root) {
+                for (name, _) in names where Layout.isShardName(name) {
+                    _ = Syscall.rename(layout.root + "/" + name, trash + "/" + name)
+                }
+            }
+            return position
+        }
+        if immediate { try syncJournal(through: position) }
+        maintenance.async(owner: self) { _ in FileIO.removeTree(trash) }
+    }
+
+    /// Removes the entries stored at or after `date` (`NSURLCache`'s
+    /// `removeCachedResponsesSinceDate:`).
+    public func removeEntries(modifiedSince date: Date) throws {
+        let since = date.milliseconds
+        let hashes = try state.withLock { state throws(DiskCacheError) in
+            guard !state.isClosed else { throw DiskCacheError.closed() }
+            return state.index.entries.compactMap { $0.value.created >= since ? $0.key : nil }
+        }
+        for hash in hashes {
+            try remove(hash, reason: .explicit) { $0.created >= since }
+        }
+    }
+
+    /// Journals pending access times and makes every acknowledged write durable now, whatever
+    /// the durability mode.
+    ///
+    /// #### Implementation details
+    /// `syncfs(2)` on the cache's filesystem (bodies, metadata and directories), then `fsync(2)`
+    /// on the journal.
+    public func flush() throws {
+        try flushPendingAccess()
+        let target = state.withLock { ($0.journalGeneration, $0.journalLength, $0.journal) }
+        try Syscall.syncFileSystem(target.2.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
+        try syncJournal(through: (target.0, target.1))
+    }
+
+    /// Journals what is pending, marks a clean shutdown, releases the directory lock and
+    /// stops background work. Later calls read as misses and writes throw
+    /// ``DiskCacheError/Code/closed``. Called by `deinit` if you do not.
+    public func close() throws {
+        let wasOpen = state.withLock { !$0.isClosed }
+        guard wasOpen else { return }
+        maintenance.stop()
+        var failure: DiskCacheError?
+        do {
+            try flushPendingAccess()
+            _ = try state.withLock { state throws(DiskCacheError) in
+                try state.append(Journal.encode(.close), records: 1, path: layout.journal)
+            }
+            if configuration.durability.mode != .none {
+                let journal = state.withLock { $0.journal }
+                try Syscall.fsync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
+            }
+        } catch let error as DiskCacheError {
+            failure = error
+        } catch {}
+        state.withLock { state in
+            // Give back blocks reserved past the end of the journal.
+            _ = Syscall.ftruncate(state.journal.fd, state.journalLength)
+            state.isClosed = true
+        }
+        lockFile.withLock { $0 = nil }
+        if let failure { throw failure }
+    }
+}

@@ -1,0 +1,86 @@
+/// The one error type the store throws.
+///
+/// Match on ``code`` (new codes may be added in later versions without breaking a
+/// `switch`, since ``Code`` is a struct):
+/// ```swift
+/// do { cache = try DiskCache(directory: url) }
+/// catch DiskCacheError.Code.locked { print("another process owns this cache") }
+/// ```
+public struct DiskCacheError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, coarsely, for programs to act on.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Wrapped: Hashable, Sendable {
+            case notADirectory, permissionDenied, notACache, locked, newerFormat
+            case diskFull, ioFailure, closed, invalidArgument
+        }
+        private let wrapped: Wrapped
+        private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
+
+        /// The path exists but is not a directory (a file, or a symbolic link, which the store never follows).
+        public static let notADirectory = Code(.notADirectory)
+        /// The directory (or a file in it) cannot be read, written or searched by this process.
+        public static let permissionDenied = Code(.permissionDenied)
+        /// The directory holds files but is not a cache: the store refuses to take it over.
+        public static let notACache = Code(.notACache)
+        /// Another `DiskCache`, in this process or another, has the directory open.
+        public static let locked = Code(.locked)
+        /// The cache was written by a newer version of this library; it is left untouched.
+        public static let newerFormat = Code(.newerFormat)
+        /// No space (or quota) left on the volume. Earlier entries are unaffected.
+        public static let diskFull = Code(.diskFull)
+        /// A system call failed; ``DiskCacheError/errno`` says how.
+        public static let ioFailure = Code(.ioFailure)
+        /// The cache was closed.
+        public static let closed = Code(.closed)
+        /// An argument the store cannot accept (for example metadata too large for an entry).
+        public static let invalidArgument = Code(.invalidArgument)
+
+        public var description: String { "\(wrapped)" }
+
+        /// Lets `catch DiskCacheError.Code.locked` match a thrown ``DiskCacheError``.
+        public static func ~= (code: Code, error: any Error) -> Bool {
+            (error as? DiskCacheError)?.code == code
+        }
+    }
+
+    public var code: Code
+    /// A sentence saying what is wrong and, where it helps, what to do.
+    public var message: String
+    /// The file or directory concerned.
+    public var path: String?
+    /// The `errno` of the failing system call, if one failed.
+    public var errno: Int32?
+
+    public init(code: Code, message: String, path: String? = nil, errno: Int32? = nil) {
+        self.code = code
+        self.message = message
+        self.path = path
+        self.errno = errno
+    }
+
+    public var description: String {
+        var text = message
+        if let path { text += " (\(path))" }
+        if let errno { text += ": \(Errno(rawValue: errno)) (errno \(errno))" }
+        return text
+    }
+}
+
+extension DiskCacheError {
+    /// The error for a failed system call: out of space, permission, or plain I/O failure.
+    static func io(_ errno: Errno, _ action: String, path: String?) -> DiskCacheError {
+        if errno.isOutOfSpace {
+            return DiskCacheError(code: .diskFull, message: "No space left on the volume to \(action)",
+                                  path: path, errno: errno.rawValue)
+        }
+        if errno == .permissionDenied || errno == .notPermitted || errno == .readOnlyFileSystem {
+            return DiskCacheError(code: .permissionDenied, message: "Permission denied to \(action)",
+                                  path: path, errno: errno.rawValue)
+        }
+        return DiskCacheError(code: .ioFailure, message: "Could not \(action)", path: path, errno: errno.rawValue)
+    }
+
+    static func closed() -> DiskCacheError {
+        DiskCacheError(code: .closed, message: "The cache is closed")
+    }
+}

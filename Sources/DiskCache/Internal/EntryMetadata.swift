@@ -1,0 +1,90 @@
+/// The contents of an entry's `.meta` file: a binary property list dictionary.
+///
+/// ```
+/// {
+///   "format":   1                         integer, the entry format version
+///   "key":      "greeting"                string, the full key (compared on every read)
+///   "size":     5                         integer, body size in bytes
+///   "checksum": -3942215733470264621      integer, XXH3-64 of the body (UInt64 bit pattern)
+///   "created":  2026-11-22T02:00:00Z      date, when this value was stored
+///   "accessed": 2026-11-22T02:00:00Z      date, last access known when the file was written
+///   "expires":  2026-11-23T02:00:00Z      date, optional
+///   "metadata": { "content-type": "..." } dictionary of strings, the caller's metadata
+///   "body":     <68656c6c 6f>             data, optional: the body itself when stored inline
+/// }
+/// ```
+/// The journal, not this file, is the source of truth for the last access time.
+struct EntryMetadata: Equatable, Sendable {
+    static let formatVersion: Int64 = 1
+
+    var key: String
+    var size: Int64
+    var checksum: UInt64
+    /// Milliseconds since 1970.
+    var created: Int64
+    var accessed: Int64
+    /// Milliseconds since 1970; nil = never expires.
+    var expires: Int64?
+    var metadata: [String: String]
+    /// The body, when it is small enough to live in this file.
+    var inlineBody: [UInt8]?
+
+    private static let secondsFrom1970To2001 = 978_307_200.0
+
+    static func plistDate(_ milliseconds: Int64) -> BinaryPropertyList.Value {
+        .date(Double(milliseconds) / 1000 - secondsFrom1970To2001)
+    }
+
+    static func milliseconds(_ value: BinaryPropertyList.Value?) -> Int64? {
+        guard case .date(let seconds)? = value, seconds.isFinite,
+              abs(seconds) < 1e13 else { return nil }
+        return Int64(((seconds + secondsFrom1970To2001) * 1000).rounded())
+    }
+
+    func encoded() -> [UInt8] {
+        var pairs: [(String, BinaryPropertyList.Value)] = [
+            ("format", .integer(Self.formatVersion)),
+            ("key", .string(key)),
+            ("size", .integer(size)),
+            ("checksum", .integer(Int64(bitPattern: checksum))),
+            ("created", Self.plistDate(created)),
+            ("accessed", Self.plistDate(accessed)),
+        ]
+        if let expires { pairs.append(("expires", Self.plistDate(expires))) }
+        pairs.append(("metadata", .dictionary(metadata.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })))
+        if let inlineBody { pairs.append(("body", .data(inlineBody))) }
+        return BinaryPropertyList.encode(.dictionary(pairs))
+    }
+
+    /// Parses a `.meta` file; nil if it is not a well-formed entry of a format this version reads.
+    static func decode(_ bytes: UnsafeRawBufferPointer) -> EntryMetadata? {
+        guard let root = BinaryPropertyList.decode(bytes),
+              case .integer(let format)? = root["format"], format >= 1, format <= formatVersion,
+              case .string(let key)? = root["key"],
+              case .integer(let size)? = root["size"], size >= 0,
+              case .integer(let checksum)? = root["checksum"],
+              let created = milliseconds(root["created"]),
+              let accessed = milliseconds(root["accessed"])
+        else { return nil }
+        var expires: Int64?
+        if let value = root["expires"] {
+            guard let ms = milliseconds(value) else { return nil }
+            expires = ms
+        }
+        var metadata: [String: String] = [:]
+        if case .dictionary(let pairs)? = root["metadata"] {
+            for (k, v) in pairs {
+                guard case .string(let s) = v else { return nil }
+                metadata[k] = s
+            }
+        }
+        var inlineBody: [UInt8]?
+        if let body = root["body"] {
+            guard case .data(let bytes) = body, bytes.count == size else { return nil }
+            inlineBody = bytes
+        }
+        return EntryMetadata(key: key, size: size, checksum: UInt64(bitPattern: checksum),
+                             created: created, accessed: accessed, expires: expires,
+                             metadata: metadata, inlineBody: inlineBody)
+    }
+}

@@ -1,0 +1,86 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Whole-file reads and writes, never following a symbolic link at the last component.
+enum FileIO {
+    /// Creates `path` (which must not exist), writes `bytes`, optionally fsyncs, closes.
+    /// On failure the partial file is removed.
+    static func writeNewFile(_ path: String, _ bytes: UnsafeRawBufferPointer, sync: Bool) -> Result<Void, Errno> {
+        let fd: Int32
+        switch Syscall.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600) {
+        case .success(let opened): fd = opened
+        case .failure(let error): return .failure(error)
+        }
+        var result = Syscall.writeAll(fd, bytes)
+        if case .success = result, sync { result = Syscall.fsync(fd) }
+        Syscall.close(fd)
+        if case .failure = result { _ = Syscall.unlink(path) }
+        return result
+    }
+
+    /// Reads exactly `count` bytes from the start of `path` into a fresh buffer.
+    /// Returns nil (as `.success(nil)`) when the file is shorter than that.
+    static func read(_ path: String, count: Int) -> Result<UnsafeMutableRawBufferPointer?, Errno> {
+        let fd: Int32
+        switch Syscall.open(path, O_RDONLY | O_NOFOLLOW) {
+        case .success(let opened): fd = opened
+        case .failure(let error): return .failure(error)
+        }
+        defer { Syscall.close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
+        switch Syscall.preadAll(fd, slice, at: 0) {
+        case .success(let read) where read == count:
+            return .success(buffer)
+        case .success:
+            buffer.deallocate()
+            return .success(nil)
+        case .failure(let error):
+            buffer.deallocate()
+            return .failure(error)
+        }
+    }
+
+    /// Reads a whole file (of at most `limit` bytes) as an array; nil content if it is larger.
+    static func readAll(_ path: String, limit: Int) -> Result<[UInt8]?, Errno> {
+        let fd: Int32
+        switch Syscall.open(path, O_RDONLY | O_NOFOLLOW) {
+        case .success(let opened): fd = opened
+        case .failure(let error): return .failure(error)
+        }
+        defer { Syscall.close(fd) }
+        let size: Int
+        switch Syscall.fstat(fd) {
+        case .success(let info): size = Int(info.st_size)
+        case .failure(let error): return .failure(error)
+        }
+        guard size <= limit else { return .success(nil) }
+        var bytes = [UInt8](repeating: 0, count: size)
+        let result = bytes.withUnsafeMutableBytes { Syscall.preadAll(fd, $0, at: 0) }
+        switch result {
+        case .success(let read):
+            bytes.removeLast(size - read)
+            return .success(bytes)
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
+
+    /// Removes a directory tree without following symbolic links (a link is unlinked, not entered).
+    static func removeTree(_ path: String) {
+        guard case .success(let info) = Syscall.lstat(path) else { return }
+        if info.st_mode & S_IFMT == S_IFDIR {
+            if case .success(let names) = Syscall.listDirectory(path) {
+                for (name, _) in names { removeTree(path + "/" + name) }
+            }
+            _ = Syscall.rmdir(path)
+        } else {
+            _ = Syscall.unlink(path)
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import CXXHash
+
+/// A 128-bit key hash (XXH3-128), the name of an entry on disk and its identity in the index.
+struct KeyHash: Hashable, Sendable, Comparable, CustomStringConvertible {
+    var high: UInt64
+    var low: UInt64
+
+    static func < (a: KeyHash, b: KeyHash) -> Bool { (a.high, a.low) < (b.high, b.low) }
+
+    /// 32 lowercase hex digits, high half first (xxHash's canonical order).
+    var description: String { hexName }
+
+    var hexName: String {
+        var bytes = [UInt8](repeating: 0, count: 32)
+        KeyHash.writeHex(high, into: &bytes, at: 0)
+        KeyHash.writeHex(low, into: &bytes, at: 16)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Parses the 32-hex-digit file name form; nil for anything else.
+    init?(hexName: Substring) {
+        guard hexName.utf8.count == 32,
+              let high = UInt64(hexName.prefix(16), radix: 16),
+              let low = UInt64(hexName.suffix(16), radix: 16),
+              hexName.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) })
+        else { return nil }
+        self.high = high
+        self.low = low
+    }
+
+    init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    private static func writeHex(_ value: UInt64, into bytes: inout [UInt8], at start: Int) {
+        for i in 0..<16 {
+            let nibble = Int((value >> UInt64(60 - 4 * i)) & 0xF)
+            bytes[start + i] = digits[nibble]
+        }
+    }
+}
+
+/// The key hasher: XXH3-128 over the key's UTF-8 bytes. Tests inject others to force collisions.
+struct KeyHasher: Sendable {
+    var hash: @Sendable (String) -> KeyHash
+
+    static let xxh3: KeyHasher = KeyHasher { key in
+        var key = key
+        return key.withUTF8 { bytes in
+            let digest = XXH3_128bits(bytes.baseAddress, bytes.count)
+            return KeyHash(high: digest.high64, low: digest.low64)
+        }
+    }
+}
+
+/// XXH3-64 checksums, for bodies and journal records.
+enum Checksum {
+    @inline(__always)
+    static func xxh3(_ buffer: UnsafeRawBufferPointer) -> UInt64 {
+        XXH3_64bits(buffer.baseAddress, buffer.count)
+    }
+}

@@ -1,0 +1,280 @@
+/// The journal: an append-only file of checksummed binary records, the source of truth
+/// for the index. A write's journal record is its commit point.
+///
+/// ```
+/// header (16 bytes)
+///   "DCJOURNL"            magic, 8 bytes
+///   version   u32 LE      JOURNAL_VERSION (1)
+///   check     u32 LE      low 32 bits of XXH3-64 over the 12 bytes before it
+/// record (13 + length bytes), repeated
+///   length    u32 LE      payload length
+///   type      u8          PUT 0x01, REMOVE 0x02, ACCESS 0x03, CLEAR 0x04, CLOSE 0x05
+///   payload   length bytes
+///   checksum  u64 LE      XXH3-64 over length, type and payload
+/// PUT payload (61 bytes)
+///   hash      16 bytes    XXH3-128 of the key: high u64 LE, then low u64 LE
+///   size      u64 LE      body bytes
+///   metaSize  u32 LE      bytes of the .meta file
+///   flags     u8          bit 0: body inline in .meta; bit 1: has expiry
+///   checksum  u64 LE      XXH3-64 of the body
+///   created   i64 LE      ms since 1970
+///   accessed  i64 LE      ms since 1970
+///   expires   i64 LE      ms since 1970 (0 when flag bit 1 is clear)
+/// REMOVE payload: hash (16 bytes)
+/// ACCESS payload: n × (hash 16 bytes, accessed i64 LE ms)
+/// CLEAR, CLOSE: empty. CLOSE marks a clean shutdown; a journal that does not end in
+/// CLOSE was not closed cleanly, and the next open looks for files it does not vouch for.
+/// ```
+///
+/// A sample, a cache holding "greeting" then closed:
+/// ```
+/// 00000000  44 43 4a 4f 55 52 4e 4c  01 00 00 00 xx xx xx xx  |DCJOURNL........|
+/// 00000010  3d 00 00 00 01 <61 payload bytes> <8 checksum bytes>
+/// 0000005a  00 00 00 00 05 <8 checksum bytes>
+/// ```
+enum Journal {
+    static let JOURNAL_FILE = "journal"
+    static let JOURNAL_FILE_TEMP = "journal.tmp"
+    /// Where a journal whose header cannot be read is moved before the recovery scan, for inspection.
+    static let JOURNAL_FILE_CORRUPT = "journal.corrupt"
+    static let MAGIC: [UInt8] = Array("DCJOURNL".utf8)
+    static let JOURNAL_VERSION: UInt32 = 1
+    static let HEADER_SIZE = 16
+    /// length + type before the payload, checksum after it.
+    static let RECORD_OVERHEAD = 13
+    /// Anything longer is corruption, not a record.
+    static let MAX_PAYLOAD = 16 << 20
+
+    enum RecordType: UInt8 {
+        case put = 0x01
+        case remove = 0x02
+        case access = 0x03
+        case clear = 0x04
+        case close = 0x05
+    }
+
+    static let PUT_PAYLOAD_SIZE = 61
+    static let ACCESS_ITEM_SIZE = 24
+    static let FLAG_INLINE: UInt8 = 1
+    static let FLAG_EXPIRES: UInt8 = 2
+
+    struct Put: Equatable {
+        var hash: KeyHash
+        var size: Int64
+        var metaSize: UInt32
+        var isInline: Bool
+        var checksum: UInt64
+        var created: Int64
+        var accessed: Int64
+        var expires: Int64?
+    }
+
+    enum Record: Equatable {
+        case put(Put)
+        case remove(KeyHash)
+        case access([(KeyHash, Int64)])
+        case clear
+        case close
+
+        static func == (a: Record, b: Record) -> Bool {
+            switch (a, b) {
+            case let (.put(x), .put(y)): return x == y
+            case let (.remove(x), .remove(y)): return x == y
+            case let (.access(x), .access(y)): return x.count == y.count && zip(x, y).allSatisfy { $0 == $1 }
+            case (.clear, .clear), (.close, .close): return true
+            default: return false
+            }
+        }
+    }
+
+    // MARK: - Encoding
+
+    static func header() -> [UInt8] {
+        var out = MAGIC
+        appendLE(UInt64(JOURNAL_VERSION), size: 4, to: &out)
+        let check = out.withUnsafeBytes { Checksum.xxh3($0) }
+        appendLE(check, size: 4, to: &out)
+        return out
+    }
+
+    static func encode(_ record: Record, into out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: [0, 0, 0, 0])
+        switch record {
+        case .put(let put):
+            out.append(RecordType.put.rawValue)
+            appendHash(put.hash, to: &out)
+            appendLE(UInt64(bitPattern: put.size), size: 8, to: &out)
+            appendLE(UInt64(put.metaSize), size: 4, to: &out)
+            out.append((put.isInline ? FLAG_INLINE : 0) | (put.expires != nil ? FLAG_EXPIRES : 0))
+            appendLE(put.checksum, size: 8, to: &out)
+            appendLE(UInt64(bitPattern: put.created), size: 8, to: &out)
+            appendLE(UInt64(bitPattern: put.accessed), size: 8, to: &out)
+            appendLE(UInt64(bitPattern: put.expires ?? 0), size: 8, to: &out)
+        case .remove(let hash):
+            out.append(RecordType.remove.rawValue)
+            appendHash(hash, to: &out)
+        case .access(let items):
+            out.append(RecordType.access.rawValue)
+            for (hash, time) in items {
+                appendHash(hash, to: &out)
+                appendLE(UInt64(bitPattern: time), size: 8, to: &out)
+            }
+        case .clear:
+            out.append(RecordType.clear.rawValue)
+        case .close:
+            out.append(RecordType.close.rawValue)
+        }
+        let length = UInt32(out.count - start - 5)
+        out.withUnsafeMutableBytes { buffer in
+            buffer.storeBytes(of: length.littleEndian, toByteOffset: start, as: UInt32.self)
+        }
+        let checksum = out.withUnsafeBytes { Checksum.xxh3(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+        appendLE(checksum, size: 8, to: &out)
+    }
+
+    static func encode(_ record: Record) -> [UInt8] {
+        var out: [UInt8] = []
+        encode(record, into: &out)
+        return out
+    }
+
+    @inline(__always)
+    private static func appendLE(_ value: UInt64, size: Int, to out: inout [UInt8]) {
+        for i in 0..<size { out.append(UInt8(truncatingIfNeeded: value >> UInt64(8 * i))) }
+    }
+
+    @inline(__always)
+    private static func appendHash(_ hash: KeyHash, to out: inout [UInt8]) {
+        appendLE(hash.high, size: 8, to: &out)
+        appendLE(hash.low, size: 8, to: &out)
+    }
+
+    // MARK: - Decoding
+
+    enum HeaderStatus: Equatable {
+        case valid
+        /// A journal written by a newer version of this library.
+        case newerVersion(UInt32)
+        /// Not a journal, or a header too damaged to read.
+        case unreadable
+    }
+
+    static func checkHeader(_ bytes: UnsafeRawBufferPointer) -> HeaderStatus {
+        guard bytes.count >= HEADER_SIZE, Array(bytes[0..<8]) == MAGIC else { return .unreadable }
+        let check = Checksum.xxh3(UnsafeRawBufferPointer(rebasing: bytes[0..<12]))
+        guard UInt32(truncatingIfNeeded: check) == bytes.loadUnaligned(fromByteOffset: 12, as: UInt32.self).littleEndian
+        else { return .unreadable }
+        let version = bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian
+        if version > JOURNAL_VERSION { return .newerVersion(version) }
+        return .valid
+    }
+
+    /// What a replay found besides the records.
+    struct ReplaySummary: Equatable {
+        /// Offset just past the last good record: where the file is cut and appends resume.
+        var validLength: Int = HEADER_SIZE
+        /// Records read and applied.
+        var records = 0
+        /// Byte ranges skipped in the middle because they held no valid record.
+        var corruptRegions = 0
+        var corruptBytes = 0
+        /// Bytes after the last good record (a torn or corrupt tail), cut at open.
+        var truncatedBytes = 0
+        /// The last record was CLOSE.
+        var endedCleanly = false
+    }
+
+    /// Reads every valid record after the header, calling `apply` for each.
+    ///
+    /// A record whose length, type or checksum is wrong is not trusted. The reader then looks
+    /// for the next offset where a valid record starts (a corrupt record in the middle loses
+    /// only the bytes it spans); if none follows, everything from the bad record on is a
+    /// torn tail.
+    static func replay(_ bytes: UnsafeRawBufferPointer, apply: (Record) -> Void) -> ReplaySummary {
+        var summary = ReplaySummary()
+        var offset = HEADER_SIZE
+        var lastType: RecordType?
+        while offset < bytes.count {
+            if let (record, type, length) = decodeRecord(bytes, at: offset) {
+                apply(record)
+                summary.records += 1
+                lastType = type
+                offset += length
+                summary.validLength = offset
+                continue
+            }
+            // Resynchronise: the next offset at which a whole valid record parses.
+            var probe = offset + 1
+            var found: Int?
+            while probe + RECORD_OVERHEAD <= bytes.count {
+                if decodeRecord(bytes, at: probe) != nil { found = probe; break }
+                probe += 1
+            }
+            guard let next = found else {
+                summary.truncatedBytes = bytes.count - offset
+                break
+            }
+            summary.corruptRegions += 1
+            summary.corruptBytes += next - offset
+            offset = next
+        }
+        summary.endedCleanly = lastType == .close && summary.truncatedBytes == 0
+        return summary
+    }
+
+    /// Decodes one record at `offset`: (record, type, total length) or nil if none is there.
+    static func decodeRecord(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> (Record, RecordType, Int)? {
+        guard offset + RECORD_OVERHEAD <= bytes.count else { return nil }
+        let length = Int(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndian)
+        guard length <= MAX_PAYLOAD, offset + RECORD_OVERHEAD + length <= bytes.count,
+              let type = RecordType(rawValue: bytes[offset + 4]) else { return nil }
+        let payload = offset + 5
+        switch type {
+        case .put: guard length == PUT_PAYLOAD_SIZE else { return nil }
+        case .remove: guard length == 16 else { return nil }
+        case .access: guard length % ACCESS_ITEM_SIZE == 0, length > 0 else { return nil }
+        case .clear, .close: guard length == 0 else { return nil }
+        }
+        let stored = bytes.loadUnaligned(fromByteOffset: payload + length, as: UInt64.self).littleEndian
+        let computed = Checksum.xxh3(UnsafeRawBufferPointer(rebasing: bytes[offset..<payload + length]))
+        guard stored == computed else { return nil }
+
+        func u64(_ at: Int) -> UInt64 { bytes.loadUnaligned(fromByteOffset: at, as: UInt64.self).littleEndian }
+        func hash(_ at: Int) -> KeyHash { KeyHash(high: u64(at), low: u64(at + 8)) }
+
+        let record: Record
+        switch type {
+        case .put:
+            let flags = bytes[payload + 28]
+            let size = Int64(bitPattern: u64(payload + 16))
+            let metaSize = bytes.loadUnaligned(fromByteOffset: payload + 24, as: UInt32.self).littleEndian
+            guard size >= 0, size < 1 << 62, Int(metaSize) <= IndexEntry.maximumMetaSize else { return nil }
+            record = .put(Put(
+                hash: hash(payload),
+                size: size,
+                metaSize: metaSize,
+                isInline: flags & FLAG_INLINE != 0,
+                checksum: u64(payload + 29),
+                created: Int64(bitPattern: u64(payload + 37)),
+                accessed: Int64(bitPattern: u64(payload + 45)),
+                expires: flags & FLAG_EXPIRES != 0 ? Int64(bitPattern: u64(payload + 53)) : nil))
+        case .remove:
+            record = .remove(hash(payload))
+        case .access:
+            var items: [(KeyHash, Int64)] = []
+            items.reserveCapacity(length / ACCESS_ITEM_SIZE)
+            var at = payload
+            while at < payload + length {
+                items.append((hash(at), Int64(bitPattern: u64(at + 16))))
+                at += ACCESS_ITEM_SIZE
+            }
+            record = .access(items)
+        case .clear:
+            record = .clear
+        case .close:
+            record = .close
+        }
+        return (record, type, RECORD_OVERHEAD + length)
+    }
+}

@@ -1,0 +1,199 @@
+import Dispatch
+import Logging
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The cache's background work, on a serial dispatch queue it owns (never Swift's
+/// cooperative pool): a timer for group commit and access-time batches, and one-off jobs
+/// (compaction, the orphan scan after an unclean shutdown, deleting `removeAll`'s trash).
+///
+/// A tick with nothing to do takes a lock and reads a few integers; it touches no file.
+final class Maintenance: Sendable {
+    let queue = DispatchQueue(label: "DiskCache.maintenance", qos: .utility)
+    let interval: Duration
+    private let timer = Mutex<TimerBox?>(nil)
+    private let stopping = Atomic<Bool>(false)
+    private let compactionScheduled = Atomic<Bool>(false)
+    private static let queueKey = DispatchSpecificKey<Bool>()
+
+    init(interval: Duration) {
+        self.interval = interval
+        queue.setSpecific(key: Self.queueKey, value: true)
+    }
+
+    var isStopping: Bool { stopping.load(ordering: .relaxed) }
+
+    func start(owner: DiskCache, scanForOrphans: Bool) {
+        var tick = interval
+        if case .batched(let batch) = owner.configuration.durability.mode { tick = min(tick, batch) }
+        let source = DispatchSource.makeTimerSource(queue: queue)
+        let nanoseconds = max(1_000_000, Int(tick.components.seconds * 1_000_000_000 + tick.components.attoseconds / 1_000_000_000))
+        source.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds),
+                        leeway: .nanoseconds(nanoseconds / 10))
+        source.setEventHandler { [weak owner] in owner?.maintenanceTick() }
+        timer.withLock { $0 = TimerBox(source: source) }
+        source.resume()
+        if scanForOrphans {
+            async(owner: owner) { $0.removeOrphans() }
+        }
+    }
+
+    /// Runs `work` on the maintenance queue unless the cache has gone or is closing.
+    func async(owner: DiskCache, _ work: @escaping @Sendable (DiskCache) -> Void) {
+        queue.async { [weak owner, self] in
+            guard !self.isStopping, let owner else { return }
+            work(owner)
+        }
+    }
+
+    /// Called after each write: schedules a compaction when the journal has become mostly redundant.
+    func noteWrite(owner: DiskCache) {
+        guard owner.needsCompaction, !compactionScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        async(owner: owner) { [self] cache in
+            cache.compactJournal()
+            compactionScheduled.store(false, ordering: .releasing)
+        }
+    }
+
+    /// Stops the timer and waits for running work to finish (it checks `isStopping` and returns early).
+    func stop() {
+        stopping.store(true, ordering: .relaxed)
+        timer.withLock { source in
+            source?.source.cancel()
+            source = nil
+        }
+        if DispatchQueue.getSpecific(key: Self.queueKey) != true {
+            queue.sync {}
+        }
+    }
+}
+
+/// Dispatch sources are thread-safe to cancel from any thread, but not marked `Sendable`.
+final class TimerBox: @unchecked Sendable {  // unchecked: DispatchSource is internally synchronised
+    let source: any DispatchSourceTimer
+    init(source: any DispatchSourceTimer) { self.source = source }
+}
+
+extension DiskCache {
+    /// One timer tick: journal batched access times, group-commit in `.batched` mode, compact if due.
+    func maintenanceTick() {
+        _ = try? flushPendingAccess()
+        if case .batched = configuration.durability.mode {
+            let dirty = state.withLock { state -> (Int, Int64, FileDescriptor)? in
+                guard state.isDirty, !state.isClosed else { return nil }
+                state.isDirty = false
+                return (state.journalGeneration, state.journalLength, state.journal)
+            }
+            if let (generation, length, journal) = dirty {
+                do {
+                    // One syncfs covers every body, metadata file and directory written in the interval.
+                    try Syscall.syncFileSystem(journal.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
+                    try syncJournal(through: (generation, length))
+                } catch {
+                    state.withLock { $0.isDirty = true }
+                    logger.error("Group commit failed; will retry", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+        if needsCompaction { compactJournal() }
+    }
+
+    var needsCompaction: Bool {
+        let threshold = configuration.compactionThreshold
+        return state.withLock { state in
+            let redundant = state.journalRecords - state.index.count
+            return !state.isClosed && state.compactionDelta == nil && redundant >= threshold && redundant >= state.index.count
+        }
+    }
+
+    /// Rewrites the journal as one PUT a live entry.
+    ///
+    /// The snapshot is taken under the lock, written to `journal.tmp` outside it while
+    /// records appended meanwhile are collected, then those are copied over, the file is
+    /// synced and renamed over `journal` under the lock (a pause of one fsync). A crash at any
+    /// point leaves either the old journal or the new one, both complete.
+    func compactJournal() {
+        guard let snapshot = state.withLock({ state -> [(KeyHash, IndexEntry)]? in
+            guard !state.isClosed, state.compactionDelta == nil else { return nil }
+            state.compactionDelta = []
+            state.journalRecordsAtSnapshot = state.journalRecords
+            return state.index.entries.map { ($0.key, $0.value) }
+        }) else { return }
+        do {
+            try writeCompactedJournal(snapshot)
+            state.withLock { $0.statistics.compactions += 1 }
+        } catch {
+            _ = Syscall.unlink(layout.journalTemp)
+            state.withLock { $0.compactionDelta = nil }
+            logger.error("Journal compaction failed; the journal is unchanged", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func writeCompactedJournal(_ snapshot: [(KeyHash, IndexEntry)]) throws(DiskCacheError) {
+        let temp = layout.journalTemp
+        _ = Syscall.unlink(temp)
+        let fd = try Syscall.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600).get(orThrow: "create journal.tmp", path: temp)
+        let file = FileDescriptor(fd)
+        var buffer = Journal.header()
+        buffer.reserveCapacity(1 << 20)
+        var length: Int64 = 0
+        func drain(_ force: Bool) throws(DiskCacheError) {
+            guard force || buffer.count >= 1 << 20 else { return }
+            try buffer.withUnsafeBytes { Syscall.pwriteAll(file.fd, $0, at: length) }.get(orThrow: "write journal.tmp", path: temp)
+            length += Int64(buffer.count)
+            buffer.removeAll(keepingCapacity: true)
+        }
+        for (hash, entry) in snapshot {
+            let put = Journal.Put(hash: hash, size: entry.size, metaSize: entry.metaSize, isInline: entry.isInline,
+                                  checksum: entry.checksum, created: entry.created, accessed: entry.accessedMilliseconds,
+                                  expires: entry.expiresSeconds == 0 ? nil : Int64(entry.expiresSeconds) * 1000)
+            Journal.encode(.put(put), into: &buffer)
+            try drain(false)
+        }
+        try drain(true)
+        try Syscall.fsync(file.fd).get(orThrow: "sync journal.tmp", path: temp)
+        if maintenance.isStopping { throw DiskCacheError.closed() }
+        try state.withLock { state throws(DiskCacheError) in
+            guard !state.isClosed, let delta = state.compactionDelta else { throw DiskCacheError.closed() }
+            buffer = delta
+            try drain(true)
+            try Syscall.fsync(file.fd).get(orThrow: "sync journal.tmp", path: temp)
+            try Syscall.rename(temp, layout.journal).get(orThrow: "replace the journal", path: layout.journal)
+            _ = Syscall.fsyncDirectory(layout.root)
+            let deltaRecords = state.journalRecords - state.journalRecordsAtSnapshot
+            state.journal = file
+            state.journalLength = length
+            state.reservedEnd = length
+            state.journalRecords = snapshot.count + deltaRecords
+            state.journalGeneration += 1
+            state.compactionDelta = nil
+        }
+    }
+
+    /// After an unclean shutdown: removes entry files that no journal record vouches for
+    /// (a write interrupted between rename and journal append, a remove interrupted before its
+    /// unlink) and bodies left beside entries that are now inline.
+    func removeOrphans() {
+        var removed = 0
+        ShardScanner(layout: layout).forEachEntryFile { hash, kind, path in
+            if maintenance.isStopping { return false }
+            stripe(hash).mutex.withLock { _ in
+                let entry = state.withLock { $0.index[hash] }
+                if entry == nil || (kind == .body && entry!.isInline) {
+                    if case .success = Syscall.unlink(path) { removed += 1 }
+                }
+            }
+            return true
+        }
+        if removed > 0 {
+            logger.info("Removed files no journal record vouched for", metadata: ["files": "\(removed)"])
+        }
+        state.withLock { $0.statistics.recovery.orphanFilesRemoved += removed }
+    }
+}

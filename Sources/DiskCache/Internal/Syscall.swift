@@ -1,0 +1,220 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import CDiskCacheSupport
+
+/// An `errno` value, named the POSIX way.
+struct Errno: Error, Hashable, CustomStringConvertible {
+    var rawValue: Int32
+
+    static var current: Errno { Errno(rawValue: errno) }
+
+    static let interrupted = Errno(rawValue: EINTR)
+    static let noSuchFileOrDirectory = Errno(rawValue: ENOENT)
+    static let fileExists = Errno(rawValue: EEXIST)
+    static let noSpace = Errno(rawValue: ENOSPC)
+    static let quotaExceeded = Errno(rawValue: EDQUOT)
+    static let wouldBlock = Errno(rawValue: EWOULDBLOCK)
+    static let permissionDenied = Errno(rawValue: EACCES)
+    static let notPermitted = Errno(rawValue: EPERM)
+    static let notDirectory = Errno(rawValue: ENOTDIR)
+    static let isDirectory = Errno(rawValue: EISDIR)
+    static let tooManySymbolicLinks = Errno(rawValue: ELOOP)
+    static let readOnlyFileSystem = Errno(rawValue: EROFS)
+    static let notSupported = Errno(rawValue: EOPNOTSUPP)
+    static let notImplemented = Errno(rawValue: ENOSYS)
+
+    /// True for the errors that mean "no room left": the caller gets `.diskFull`.
+    var isOutOfSpace: Bool { self == .noSpace || self == .quotaExceeded }
+
+    var description: String { String(cString: strerror(rawValue)) }
+}
+
+/// The syscalls the store makes, in one place, each retried on EINTR where a retry is safe.
+///
+/// Everything returns `Result<_, Errno>` so that call sites decide what an error means
+/// (a missing file on read is a miss, on open of the cache it is a problem).
+enum Syscall {
+    @inline(__always)
+    private static func retrying<T: BinaryInteger>(_ body: () -> T) -> Result<T, Errno> {
+        while true {
+            let result = body()
+            if result >= 0 { return .success(result) }
+            let error = Errno.current
+            if error == .interrupted { continue }
+            return .failure(error)
+        }
+    }
+
+    static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, Errno> {
+        retrying { Glibc_open(path, flags | O_CLOEXEC, mode) }
+    }
+
+    static func openat(_ directory: Int32, _ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, Errno> {
+        retrying { Glibc_openat(directory, path, flags | O_CLOEXEC, mode) }
+    }
+
+    /// Closes a descriptor. Never retried on EINTR: on Linux the descriptor is released
+    /// even when close reports EINTR, and a retry could close a descriptor another
+    /// thread has just been given.
+    static func close(_ fd: Int32) {
+        _ = Glibc_close(fd)
+    }
+
+    /// Writes all of `buffer` at the current offset, looping over short writes.
+    static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Result<Void, Errno> {
+        var offset = 0
+        while offset < buffer.count {
+            let result = retrying { Glibc_write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
+            switch result {
+            case .success(let written): offset += written
+            case .failure(let error): return .failure(error)
+            }
+        }
+        return .success(())
+    }
+
+    /// Writes all of `buffer` at `position`, looping over short writes.
+    static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at position: Int64) -> Result<Void, Errno> {
+        var offset = 0
+        while offset < buffer.count {
+            let result = retrying {
+                Glibc_pwrite(fd, buffer.baseAddress! + offset, buffer.count - offset, off_t(position) + off_t(offset))
+            }
+            switch result {
+            case .success(let written): offset += written
+            case .failure(let error): return .failure(error)
+            }
+        }
+        return .success(())
+    }
+
+    /// Reads up to `buffer.count` bytes at `position`; returns how many were read (short only at end of file).
+    static func preadAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at position: Int64) -> Result<Int, Errno> {
+        var offset = 0
+        while offset < buffer.count {
+            let result = retrying {
+                Glibc_pread(fd, buffer.baseAddress! + offset, buffer.count - offset, off_t(position) + off_t(offset))
+            }
+            switch result {
+            case .success(0): return .success(offset)
+            case .success(let read): offset += read
+            case .failure(let error): return .failure(error)
+            }
+        }
+        return .success(offset)
+    }
+
+    static func fstat(_ fd: Int32) -> Result<stat, Errno> {
+        var info = stat()
+        return retrying { Glibc_fstat(fd, &info) }.map { _ in info }
+    }
+
+    /// `lstat`: never follows a symbolic link.
+    static func lstat(_ path: String) -> Result<stat, Errno> {
+        var info = stat()
+        return retrying { Glibc_lstat(path, &info) }.map { _ in info }
+    }
+
+    static func fsync(_ fd: Int32) -> Result<Void, Errno> {
+        retrying { Glibc_fsync(fd) }.map { _ in () }
+    }
+
+    /// Opens a directory and fsyncs it, so that renames and creations inside it are durable.
+    static func fsyncDirectory(_ path: String) -> Result<Void, Errno> {
+        open(path, O_RDONLY | O_DIRECTORY).flatMap { fd in
+            defer { close(fd) }
+            return fsync(fd)
+        }
+    }
+
+    static func rename(_ from: String, _ to: String) -> Result<Void, Errno> {
+        retrying { Glibc_rename(from, to) }.map { _ in () }
+    }
+
+    static func unlink(_ path: String) -> Result<Void, Errno> {
+        retrying { Glibc_unlink(path) }.map { _ in () }
+    }
+
+    static func rmdir(_ path: String) -> Result<Void, Errno> {
+        retrying { Glibc_rmdir(path) }.map { _ in () }
+    }
+
+    static func mkdir(_ path: String, _ mode: mode_t = 0o700) -> Result<Void, Errno> {
+        retrying { Glibc_mkdir(path, mode) }.map { _ in () }
+    }
+
+    static func ftruncate(_ fd: Int32, _ length: Int64) -> Result<Void, Errno> {
+        retrying { Glibc_ftruncate(fd, off_t(length)) }.map { _ in () }
+    }
+
+    /// `flock(LOCK_EX | LOCK_NB)`: fails with `.wouldBlock` when another open file description holds it.
+    static func lockExclusive(_ fd: Int32) -> Result<Void, Errno> {
+        retrying { Glibc_flock(fd, LOCK_EX | LOCK_NB) }.map { _ in () }
+    }
+
+    /// Reserves disk blocks past the end of a file without changing its size.
+    static func reserve(_ fd: Int32, offset: Int64, length: Int64) -> Result<Void, Errno> {
+        retrying { cdiskcache_reserve(fd, off_t(offset), off_t(length)) }.map { _ in () }
+    }
+
+    /// Makes every write to the filesystem holding `fd` durable (`syncfs(2)` on Linux, `fsync` elsewhere).
+    static func syncFileSystem(_ fd: Int32) -> Result<Void, Errno> {
+        retrying { cdiskcache_syncfs(fd) }.map { _ in () }
+    }
+
+    static func statvfs(_ path: String) -> Result<Glibc_statvfs_t, Errno> {
+        var info = Glibc_statvfs_t()
+        return retrying { Glibc_statvfs(path, &info) }.map { _ in info }
+    }
+
+    /// Names in a directory, without "." and "..". Symbolic links are reported with their type so callers can skip them.
+    static func listDirectory(_ path: String) -> Result<[(name: String, type: UInt8)], Errno> {
+        guard let dir = Glibc_opendir(path) else { return .failure(.current) }
+        defer { Glibc_closedir(dir) }
+        var names: [(name: String, type: UInt8)] = []
+        while let entry = Glibc_readdir(dir) {
+            let name = withUnsafePointer(to: &entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
+            }
+            if name == "." || name == ".." { continue }
+            names.append((name, entry.pointee.d_type))
+        }
+        return .success(names)
+    }
+
+    static func access(_ path: String, _ mode: Int32) -> Bool {
+        Glibc_access(path, mode) == 0
+    }
+}
+
+// Short names for the libc functions, so the wrappers above do not shadow them.
+#if canImport(Glibc) || canImport(Musl)
+typealias Glibc_statvfs_t = statvfs
+#else
+typealias Glibc_statvfs_t = statvfs
+#endif
+@inline(__always) private func Glibc_open(_ p: String, _ f: Int32, _ m: mode_t) -> Int32 { open(p, f, m) }
+@inline(__always) private func Glibc_openat(_ d: Int32, _ p: String, _ f: Int32, _ m: mode_t) -> Int32 { openat(d, p, f, m) }
+@inline(__always) private func Glibc_close(_ fd: Int32) -> Int32 { close(fd) }
+@inline(__always) private func Glibc_write(_ fd: Int32, _ b: UnsafeRawPointer, _ n: Int) -> Int { write(fd, b, n) }
+@inline(__always) private func Glibc_pwrite(_ fd: Int32, _ b: UnsafeRawPointer, _ n: Int, _ o: off_t) -> Int { pwrite(fd, b, n, o) }
+@inline(__always) private func Glibc_pread(_ fd: Int32, _ b: UnsafeMutableRawPointer, _ n: Int, _ o: off_t) -> Int { pread(fd, b, n, o) }
+@inline(__always) private func Glibc_fstat(_ fd: Int32, _ s: inout stat) -> Int32 { fstat(fd, &s) }
+@inline(__always) private func Glibc_lstat(_ p: String, _ s: inout stat) -> Int32 { lstat(p, &s) }
+@inline(__always) private func Glibc_fsync(_ fd: Int32) -> Int32 { fsync(fd) }
+@inline(__always) private func Glibc_rename(_ a: String, _ b: String) -> Int32 { rename(a, b) }
+@inline(__always) private func Glibc_unlink(_ p: String) -> Int32 { unlink(p) }
+@inline(__always) private func Glibc_rmdir(_ p: String) -> Int32 { rmdir(p) }
+@inline(__always) private func Glibc_mkdir(_ p: String, _ m: mode_t) -> Int32 { mkdir(p, m) }
+@inline(__always) private func Glibc_ftruncate(_ fd: Int32, _ l: off_t) -> Int32 { ftruncate(fd, l) }
+@inline(__always) private func Glibc_flock(_ fd: Int32, _ op: Int32) -> Int32 { flock(fd, op) }
+@inline(__always) private func Glibc_statvfs(_ p: String, _ s: inout Glibc_statvfs_t) -> Int32 { statvfs(p, &s) }
+@inline(__always) private func Glibc_opendir(_ p: String) -> OpaquePointer? { opendir(p) }
+@inline(__always) private func Glibc_readdir(_ d: OpaquePointer) -> UnsafeMutablePointer<dirent>? { readdir(d) }
+@inline(__always) private func Glibc_closedir(_ d: OpaquePointer) { closedir(d) }
+@inline(__always) private func Glibc_access(_ p: String, _ m: Int32) -> Int32 { access(p, m) }

@@ -1,0 +1,163 @@
+@testable import DiskCache
+import Foundation
+import Logging
+import Testing
+
+/// A fresh directory under the system's temporary directory, removed when the test ends.
+final class TemporaryDirectory {
+    let url: URL
+    var path: String { url.path }
+
+    init(_ name: String = #function) {
+        let safe = name.filter { $0.isLetter || $0.isNumber }
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("DiskCacheTests-\(safe.prefix(40))-\(UUID().uuidString.prefix(8))")
+    }
+
+    /// The cache directory inside it (not created: opening creates it).
+    var cache: URL { url.appendingPathComponent("cache") }
+
+    deinit {
+        try? FileManager.default.removeItem(at: url)
+    }
+}
+
+/// A clock the test moves by hand.
+final class ManualClock: @unchecked Sendable {  // unchecked: the lock guards `now`
+    private let lock = NSLock()
+    private var now: Int64
+    init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { now = start.milliseconds }
+    var milliseconds: Int64 { lock.withLock { now } }
+    var date: Date { Date(milliseconds: milliseconds) }
+    func advance(seconds: Double) { lock.withLock { now += Int64(seconds * 1000) } }
+}
+
+extension DiskCache.Configuration {
+    static func testing(
+        durability: DiskCache.Durability = .none,
+        inlineThreshold: Int = 8 << 10,
+        clock: ManualClock? = nil,
+        hasher: KeyHasher? = nil
+    ) -> DiskCache.Configuration {
+        var configuration = DiskCache.Configuration(durability: durability, inlineThreshold: inlineThreshold)
+        configuration.logger.logLevel = .critical
+        if let clock { configuration.clock = { clock.milliseconds } }
+        if let hasher { configuration.keyHasher = hasher }
+        return configuration
+    }
+}
+
+func bytes(_ text: String) -> Data { Data(text.utf8) }
+
+/// Deterministic pseudo-random bytes.
+func randomData(count: Int, seed: UInt64) -> Data {
+    var state = seed &+ 0x9E37_79B9_7F4A_7C15
+    var out = Data(count: count)
+    out.withUnsafeMutableBytes { (buffer: UnsafeMutableRawBufferPointer) in
+        for i in 0..<count {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            buffer[i] = UInt8(truncatingIfNeeded: state >> 33)
+        }
+    }
+    return out
+}
+
+/// The files of one entry, found through the cache's own layout.
+struct EntryFiles {
+    let meta: String
+    let body: String
+    init(_ cache: DiskCache, key: String) {
+        let hash = cache.configuration.keyHasher.hash(key)
+        meta = cache.layout.metaFile(hash)
+        body = cache.layout.bodyFile(hash)
+    }
+}
+
+func fileExists(_ path: String) -> Bool { FileManager.default.fileExists(atPath: path) }
+
+func readFile(_ path: String) throws -> [UInt8] { [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))) }
+
+func writeFile(_ path: String, _ bytes: [UInt8]) throws {
+    try Data(bytes).write(to: URL(fileURLWithPath: path))
+}
+
+// MARK: - Child processes
+
+/// The test worker executable, built beside the test bundle.
+var workerURL: URL {
+    let candidates = [
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
+        Bundle.main.bundleURL,
+        Bundle.main.bundleURL.deletingLastPathComponent(),
+    ]
+    for directory in candidates {
+        let url = directory.appendingPathComponent("DiskCacheTestWorker")
+        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+    }
+    return candidates[0].appendingPathComponent("DiskCacheTestWorker")
+}
+
+/// A running worker whose standard output is collected line by line by a reader thread.
+final class Worker: @unchecked Sendable {  // unchecked: `collected` and `buffer` are guarded by `lock`
+    let process = Process()
+    private let pipe = Pipe()
+    private let lock = NSLock()
+    private var buffer = Data()
+    private var collected: [String] = []
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(_ arguments: [String]) throws {
+        process.executableURL = workerURL
+        process.arguments = arguments
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let handle = pipe.fileHandleForReading
+        Thread.detachNewThread { [self] in
+            while true {
+                let data = handle.availableData
+                if data.isEmpty { break }
+                lock.withLock {
+                    buffer.append(data)
+                    while let newline = buffer.firstIndex(of: 0x0A) {
+                        collected.append(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
+                        buffer.removeSubrange(buffer.startIndex...newline)
+                    }
+                }
+            }
+            finished.signal()
+        }
+    }
+
+    var lines: [String] { lock.withLock { collected } }
+
+    /// Waits until a line satisfying `predicate` appears, the worker exits, or the timeout passes.
+    @discardableResult
+    func waitFor(timeout: Double = 30, _ predicate: (String) -> Bool) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if let line = lines.first(where: predicate) { return line }
+            if !process.isRunning {
+                _ = finished.wait(timeout: .now() + 5)
+                return lines.first(where: predicate)
+            }
+            Thread.sleep(forTimeInterval: 0.002)
+        }
+        return nil
+    }
+
+    /// SIGKILL, then waits for the process and for the rest of its output.
+    func kill() {
+        Foundation.kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        _ = finished.wait(timeout: .now() + 5)
+    }
+
+    /// Runs to completion and returns its output lines.
+    static func run(_ arguments: [String]) throws -> [String] {
+        let worker = try Worker(arguments)
+        worker.process.waitUntilExit()
+        _ = worker.finished.wait(timeout: .now() + 5)
+        return worker.lines
+    }
+}
