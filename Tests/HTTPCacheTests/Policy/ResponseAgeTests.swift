@@ -1,0 +1,81 @@
+import Foundation
+import Testing
+@testable import HTTPCache
+
+extension PolicyEngineTests {
+    struct AgeCalculation {
+        struct Case: Sendable, CustomTestStringConvertible {
+            var name: String
+            var headers: HTTPHeaderFields
+            var apparentAge: TimeInterval
+            var correctedAgeValue: TimeInterval
+            var correctedInitialAge: TimeInterval
+            var currentAge: TimeInterval
+            var testDescription: String { name }
+        }
+
+        // Every case: request sent at t0, response received at t0+2, judged at t0+62.
+        // So response_delay = 2 and resident_time = 60 throughout.
+        static let cases: [Case] = [
+            Case(name: "Age header and Date one second after the request",
+                 headers: ["Date": "Sun, 06 Nov 1994 08:49:38 GMT", "Age": "10"],
+                 apparentAge: 1, correctedAgeValue: 12, correctedInitialAge: 12, currentAge: 72),
+            Case(name: "origin clock ahead: apparent age clamps at zero",
+                 headers: ["Date": "Sun, 06 Nov 1994 08:51:17 GMT"],
+                 apparentAge: 0, correctedAgeValue: 2, correctedInitialAge: 2, currentAge: 62),
+            Case(name: "origin clock behind: apparent age wins",
+                 headers: ["Date": "Sun, 06 Nov 1994 08:44:37 GMT", "Age": "5"],
+                 apparentAge: 302, correctedAgeValue: 7, correctedInitialAge: 302, currentAge: 362),
+            Case(name: "no Date: date_value is the response time",
+                 headers: ["Age": "30"],
+                 apparentAge: 0, correctedAgeValue: 32, correctedInitialAge: 32, currentAge: 92),
+            Case(name: "non-numeric Age is ignored",
+                 headers: ["Date": "Sun, 06 Nov 1994 08:49:39 GMT", "Age": "abc"],
+                 apparentAge: 0, correctedAgeValue: 2, correctedInitialAge: 2, currentAge: 62),
+            Case(name: "negative Age is ignored",
+                 headers: ["Date": "Sun, 06 Nov 1994 08:49:39 GMT", "Age": "-3"],
+                 apparentAge: 0, correctedAgeValue: 2, correctedInitialAge: 2, currentAge: 62),
+            Case(name: "Age given as a list is ignored",
+                 headers: ["Date": "Sun, 06 Nov 1994 08:49:39 GMT", "Age": "5", "age": "6"],
+                 apparentAge: 0, correctedAgeValue: 2, correctedInitialAge: 2, currentAge: 62),
+        ]
+
+        @Test(arguments: cases)
+        func currentAgeIsComputedAsRFC9111Section4_2_3Specifies(_ testCase: Case) {
+            let stored = StoredResponse(
+                status: 200,
+                headers: testCase.headers,
+                requestTime: PolicyFixtures.t0,
+                responseTime: PolicyFixtures.at(2)
+            )
+            let age = ResponseAge(of: stored, at: PolicyFixtures.at(62))
+            #expect(age.responseDelay == 2)
+            #expect(age.residentTime == 60)
+            #expect(age.apparentAge == testCase.apparentAge)
+            #expect(age.correctedAgeValue == testCase.correctedAgeValue)
+            #expect(age.correctedInitialAge == testCase.correctedInitialAge)
+            #expect(age.currentAge == testCase.currentAge)
+        }
+
+        @Test func ageValueAndDateValueAreExposed() {
+            let stored = StoredResponse(
+                status: 200,
+                headers: ["Date": "Sun, 06 Nov 1994 08:49:38 GMT", "Age": "10"],
+                requestTime: PolicyFixtures.t0,
+                responseTime: PolicyFixtures.at(2)
+            )
+            let age = ResponseAge(of: stored, at: PolicyFixtures.at(2))
+            #expect(age.ageValue == 10)
+            #expect(age.dateValue == PolicyFixtures.at(1))
+            #expect(age.residentTime == 0)
+            #expect(age.currentAge == 12)
+        }
+
+        @Test func anAgeHeaderMakesAFreshlyReceivedResponseStale() {
+            let stored = PolicyFixtures.stored(headers: ["Cache-Control": "max-age=60", "Age": "60"])
+            let freshness = PolicyFixtures.privateEngine.freshness(of: stored, at: PolicyFixtures.t0)
+            #expect(freshness.currentAge == 60)
+            #expect(!freshness.isFresh)
+        }
+    }
+}
