@@ -1,0 +1,83 @@
+import Synchronization
+import Testing
+@testable import MemoryCache
+
+struct EvictionCallbackTests {
+    @Test func everyEvictionIsReportedOnceWithItsReason() {
+        let (cache, recorder) = MemoryCache<String, Int>.recording(countLimit: 3, totalCostLimit: 100)
+        cache.setValue(1, forKey: "a", cost: 10)
+        cache.setValue(2, forKey: "b", cost: 10)
+        cache.setValue(3, forKey: "c", cost: 10)
+        cache.setValue(4, forKey: "d", cost: 10)  // a: countLimit
+        cache.setValue(20, forKey: "b", cost: 10)  // b: replaced
+        cache.setValue(5, forKey: "e", cost: 101)  // e: costLimit, never stored
+        cache.setValue(6, forKey: "f", cost: 75)  // c: countLimit (b was just used; 95 fits the cost)
+        cache.totalCostLimit = 80  // d, b: costLimit
+        cache.removeValue(forKey: "f")  // not reported
+        cache.setValue(7, forKey: "g", cost: 1)
+        cache.setValue(8, forKey: "h", cost: 1)
+        cache.trim(toCount: 1)  // g: trimmed
+
+        let expected = ["a=1:countLimit", "b=2:replaced", "e=5:costLimit", "c=3:countLimit", "d=4:costLimit", "b=20:costLimit", "g=7:trimmed"]
+        #expect(recorder.all.map { "\($0.key)=\($0.value):\($0.reason)" } == expected)
+        let statistics = cache.statistics
+        for reason in EvictionReason.allCases {
+            #expect(statistics.evictions(reason) == recorder.count(reason), "\(reason)")
+        }
+        #expect(statistics.evictions == expected.count)
+    }
+
+    @Test func handlerRunsAfterTheValueHasLeft() {
+        let cache = MemoryCache<Int, Int>(countLimit: 1, policy: .leastRecentlyUsed)
+        let seen = Mutex<[String]>([])
+        cache.onEviction = { [unowned cache] eviction in
+            let stillThere = cache.value(forKey: eviction.key) != nil
+            seen.withLock { $0.append("\(eviction.key) there: \(stillThere), count: \(cache.count)") }
+        }
+        cache.setValue(1, forKey: 1)
+        cache.setValue(2, forKey: 2)
+        #expect(seen.withLock { $0 } == ["1 there: false, count: 1"])
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func handlerMayCallBackIntoTheCache() {
+        let cache = MemoryCache<Int, Int>(countLimit: 2, policy: .leastRecentlyUsed)
+        let spilled = Mutex<[Int]>([])
+        cache.onEviction = { [unowned cache] eviction in
+            // Every kind of call, including one that evicts again (and re-enters this handler).
+            _ = cache.value(forKey: eviction.key)
+            _ = cache.statistics
+            _ = cache.count
+            cache.removeValue(forKey: -1)
+            if eviction.key < 100 {
+                cache.setValue(eviction.value, forKey: eviction.key + 100)
+            }
+            spilled.withLock { $0.append(eviction.key) }
+        }
+        cache.setValue(1, forKey: 1)
+        cache.setValue(2, forKey: 2)
+        // Evicts 1, whose handler stores 101, evicting 2, whose handler stores 102, evicting 3,
+        // whose handler stores 103, evicting 101. The innermost handler finishes first.
+        cache.setValue(3, forKey: 3)
+        #expect(spilled.withLock { $0 } == [101, 3, 2, 1])
+        #expect(cache.storedKeys(among: [102, 103]) == [102, 103])
+        #expect(cache.count == 2)
+        #expect(cache._checkInvariants() == [])
+    }
+
+    @Test func handlerCanBeReplacedAndRemoved() {
+        let cache = MemoryCache<Int, Int>(countLimit: 1)
+        let first = EvictionRecorder<Int, Int>()
+        let second = EvictionRecorder<Int, Int>()
+        cache.onEviction = first.handler
+        cache.setValue(1, forKey: 1)
+        cache.setValue(2, forKey: 2)
+        cache.onEviction = second.handler
+        cache.setValue(3, forKey: 3)
+        cache.onEviction = nil
+        cache.setValue(4, forKey: 4)
+        #expect(first.keys == [1])
+        #expect(second.keys == [2])
+        #expect(cache.statistics.evictions == 3)
+    }
+}

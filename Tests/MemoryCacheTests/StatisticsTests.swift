@@ -1,0 +1,54 @@
+import Testing
+@testable import MemoryCache
+
+struct StatisticsTests {
+    @Test func countersFollowEveryOperation() {
+        let cache = MemoryCache<String, Int>(countLimit: 2, totalCostLimit: 10, policy: .leastRecentlyUsed)
+        #expect(cache.statistics == MemoryCacheStatistics())
+        cache.setValue(1, forKey: "a")
+        cache.setValue(2, forKey: "b")
+        _ = cache.value(forKey: "a")
+        _ = cache.value(forKey: "z")
+        cache.setValue(3, forKey: "c")  // evicts b
+        cache.setValue(4, forKey: "a")  // replaces a
+        cache.setValue(5, forKey: "x", cost: 11)  // rejected
+        cache.removeValue(forKey: "c")
+        cache.removeValue(forKey: "nothing")
+        cache.trim(toCount: 0)  // trims a
+
+        let statistics = cache.statistics
+        #expect(statistics.hits == 1)
+        #expect(statistics.misses == 1)
+        #expect(statistics.lookups == 2)
+        #expect(statistics.hitRatio == 0.5)
+        #expect(statistics.insertions == 5)
+        #expect(statistics.removals == 1)
+        #expect(statistics.evictions(.countLimit) == 1)
+        #expect(statistics.evictions(.replaced) == 1)
+        #expect(statistics.evictions(.costLimit) == 1)
+        #expect(statistics.evictions(.trimmed) == 1)
+        #expect(statistics.evictions(.discardedContent) == 0)
+        #expect(statistics.evictions == 4)
+        #expect(cache.count == statistics.insertions - statistics.evictions - statistics.removals)
+    }
+
+    @Test func removeAllCountsEachValueAsARemoval() {
+        let cache = MemoryCache<Int, Int>()
+        for key in 0..<7 { cache.setValue(key, forKey: key) }
+        cache.removeAll()
+        #expect(cache.statistics.removals == 7)
+        #expect(cache.statistics.insertions == 7)
+    }
+
+    @Test func hitRatioIsZeroBeforeTheFirstLookup() {
+        #expect(MemoryCacheStatistics().hitRatio == 0)
+    }
+
+    @Test func nameIsSettableAndShownInTheDescription() {
+        let cache = MemoryCache<Int, Int>(name: "thumbnails")
+        #expect(cache.name == "thumbnails")
+        cache.name = "avatars"
+        cache.setValue(1, forKey: 1, cost: 3)
+        #expect(cache.description == "MemoryCache(name: avatars, policy: S3-FIFO, count: 1, totalCost: 3)")
+    }
+}
