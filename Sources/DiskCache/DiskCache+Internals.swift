@@ -85,7 +85,7 @@ extension DiskCache {
 
     /// Reads and checks an entry's files against what the index vouches for.
     func readEntry(_ hash: KeyHash, key: String, expected: IndexEntry, wantBody: Bool) -> ReadResult {
-        guard case .success(let metaBuffer?) = FileIO.read(layout.metaFile(hash), count: Int(expected.metaSize)) else {
+        guard case .success(let metaBuffer?) = FileIO.read(layout.metaFile(hash, slot: expected.slot), count: Int(expected.metaSize)) else {
             return .damaged
         }
         let decoded = EntryMetadata.decode(UnsafeRawBufferPointer(metaBuffer))
@@ -104,7 +104,7 @@ extension DiskCache {
         }
         guard wantBody else { return .found(meta, nil) }
         let size = Int(meta.size)
-        guard case .success(let bodyBuffer?) = FileIO.read(layout.bodyFile(hash), count: size) else {
+        guard case .success(let bodyBuffer?) = FileIO.read(layout.bodyFile(hash, slot: expected.slot), count: size) else {
             return .damaged
         }
         let body = UnsafeRawBufferPointer(rebasing: bodyBuffer[0..<size])
@@ -142,7 +142,7 @@ extension DiskCache {
     func remove(_ hash: KeyHash, reason: RemovalReason,
                 where predicate: (IndexEntry) -> Bool = { _ in true }) throws(DiskCacheError) -> Bool {
         let position: (generation: Int, end: Int64)? = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
-            let position = try state.withLock { state throws(DiskCacheError) -> (generation: Int, end: Int64)? in
+            let removed = try state.withLock { state throws(DiskCacheError) -> (generation: Int, end: Int64, slot: UInt8)? in
                 guard !state.isClosed else { throw DiskCacheError.closed() }
                 guard let entry = state.index[hash], predicate(entry) else { return nil }
                 let position = try state.append(Journal.encode(.remove(hash)), records: 1, path: layout.journal)
@@ -157,13 +157,12 @@ extension DiskCache {
                 default:
                     break
                 }
-                return position
+                return (position.generation, position.end, entry.slot)
             }
-            if position != nil {
-                _ = Syscall.unlink(layout.metaFile(hash))
-                _ = Syscall.unlink(layout.bodyFile(hash))
-            }
-            return position
+            guard let removed else { return nil }
+            _ = Syscall.unlink(layout.metaFile(hash, slot: removed.slot))
+            _ = Syscall.unlink(layout.bodyFile(hash, slot: removed.slot))
+            return (removed.generation, removed.end)
         }
         guard let position else { return false }
         if configuration.durability.mode == .immediate { try syncJournal(through: position) }

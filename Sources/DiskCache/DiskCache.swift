@@ -187,12 +187,13 @@ public final class DiskCache: Sendable {
     /// ``DiskCacheError/Code/diskFull`` when the volume is full, ``DiskCacheError/Code/ioFailure``
     /// for other I/O errors, ``DiskCacheError/Code/invalidArgument`` when the metadata cannot fit
     /// in an entry (1 MiB), ``DiskCacheError/Code/closed``. A failed store leaves every other
-    /// entry as it was, and the earlier value of `key` too, unless the failure struck after its
-    /// files were renamed into place (then `key` reads as a miss).
+    /// entry as it was, and the earlier value of `key` too: new files are written beside the
+    /// committed ones and replace them only when the journal record commits.
     ///
     /// #### Implementation details
     /// Writes `tmp/<hash>-<n>.body` and `.meta` (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), renames
-    /// them into their shard, appends a PUT record to the journal. With `.immediate` durability it
+    /// them into the entry's unused slot in its shard, appends a PUT record to the journal, then
+    /// unlinks the previous slot's files. With `.immediate` durability it
     /// also fsyncs both files before the rename, the shard directory after it, and the journal.
     public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil) throws {
         let hash = configuration.keyHasher.hash(key)
@@ -230,39 +231,39 @@ public final class DiskCache: Sendable {
         try metaBytes.withUnsafeBytes { FileIO.writeNewFile(tempMeta, $0, sync: immediate) }
             .get(orThrow: "write the metadata", path: tempMeta)
 
-        let put = Journal.Put(hash: hash, size: Int64(data.count), metaSize: UInt32(metaBytes.count),
-                              isInline: isInline, checksum: checksum, created: now, accessed: now,
-                              expires: meta.expires)
-        let record = Journal.encode(.put(put))
         let committed: (generation: Int, end: Int64) = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
-            try state.withLock { state throws(DiskCacheError) in
+            // The new files go to the slot the current entry does not use, so the committed
+            // value stays intact until the journal record below replaces it.
+            let current = try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
                 guard !state.isClosed else { throw DiskCacheError.closed() }
-                try state.reserveJournalSpace(record.count, path: layout.journal)
+                try state.reserveJournalSpace(Journal.PUT_RECORD_SIZE, path: layout.journal)
+                return state.index[hash]
             }
+            let slot: UInt8 = current?.slot == 0 ? 1 : 0
+            let put = Journal.Put(hash: hash, size: Int64(data.count), metaSize: UInt32(metaBytes.count),
+                                  isInline: isInline, slot: slot, checksum: checksum, created: now, accessed: now,
+                                  expires: meta.expires)
             let shard = try ensureShard(hash, sync: immediate)
             if let tempBody {
-                try Syscall.rename(tempBody, layout.bodyFile(hash)).get(orThrow: "move the body into place", path: layout.bodyFile(hash))
+                let body = layout.bodyFile(hash, slot: slot)
+                try Syscall.rename(tempBody, body).get(orThrow: "move the body into place", path: body)
             }
-            try Syscall.rename(tempMeta, layout.metaFile(hash)).get(orThrow: "move the metadata into place", path: layout.metaFile(hash))
+            let metaPath = layout.metaFile(hash, slot: slot)
+            try Syscall.rename(tempMeta, metaPath).get(orThrow: "move the metadata into place", path: metaPath)
             if immediate {
                 try Syscall.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
             }
-            let (replaced, position) = try state.withLock { state throws(DiskCacheError) in
-                do throws(DiskCacheError) {
-                    let position = try state.append(record, records: 1, path: layout.journal)
-                    let replaced = state.index.insert(IndexEntry(put), for: hash)
-                    state.pendingAccess[hash] = nil
-                    state.statistics.writes += 1
-                    return (replaced, position)
-                } catch {
-                    // The files are in place but not committed: whatever the index held for
-                    // this key no longer matches them.
-                    state.index.remove(hash)
-                    throw error
-                }
+            let position = try state.withLock { state throws(DiskCacheError) in
+                let position = try state.append(Journal.encode(.put(put)), records: 1, path: layout.journal)
+                state.index.insert(IndexEntry(put), for: hash)
+                state.pendingAccess[hash] = nil
+                state.statistics.writes += 1
+                return position
             }
-            if isInline, let replaced, !replaced.isInline {
-                _ = Syscall.unlink(layout.bodyFile(hash))
+            // Committed: the other slot's files are garbage now.
+            if let current {
+                _ = Syscall.unlink(layout.metaFile(hash, slot: current.slot))
+                _ = Syscall.unlink(layout.bodyFile(hash, slot: current.slot))
             }
             return position
         }

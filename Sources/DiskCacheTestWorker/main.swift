@@ -1,10 +1,11 @@
 // A child process for the crash and lock tests of DiskCache. Not part of the library.
 //
-//   DiskCacheTestWorker write DIR MODE KEYS SEED   stores (and sometimes removes) values until killed,
+//   DiskCacheTestWorker write DIR MODE KEYS SEED BASE   stores (and sometimes removes) values until killed,
 //                                                   printing "ACK PUT key version" / "ACK DEL key version"
 //                                                   after each operation returns, and "BEGIN ..." before it
 //   DiskCacheTestWorker hold DIR                    opens the cache, prints "OPEN", sleeps until killed
 //   DiskCacheTestWorker open DIR                    tries to open; prints "OPEN" or "ERROR <code>", exits
+//   DiskCacheTestWorker open-as-nobody DIR          the same as user nobody (run as root)
 import DiskCache
 import Foundation
 
@@ -52,7 +53,9 @@ case "write":
     let seed = UInt64(arguments[5]) ?? 1
     let cache = try DiskCache(directory: directory, configuration: .init(durability: durability))
     var random = SplitMix(seed: seed)
-    var versions = [Int](repeating: 0, count: keys)
+    // Versions start at BASE so that successive runs on one cache never reuse a version.
+    let base = arguments.count > 6 ? Int(arguments[6]) ?? 0 : 0
+    var versions = [Int](repeating: base, count: keys)
     say("READY")
     while true {
         let k = Int(random.next() % UInt64(keys))
@@ -74,7 +77,14 @@ case "hold":
     say("OPEN")
     while true { sleep(60) }
     _ = cache
-case "open":
+case "open", "open-as-nobody":
+    if arguments[1] == "open-as-nobody" {
+        // Drop root's privileges so that permission checks apply.
+        guard setgid(65534) == 0, setuid(65534) == 0 else {
+            say("SKIP cannot drop privileges")
+            exit(0)
+        }
+    }
     do {
         let cache = try DiskCache(directory: directory)
         say("OPEN")

@@ -45,6 +45,7 @@ struct StoreTests {
         #expect(fileExists(files.body))
         try cache.store(bytes("small"), for: "k")
         #expect(!fileExists(files.body))
+        #expect(!fileExists(EntryFiles(cache, key: "k").body))
         #expect(cache.data(for: "k") == bytes("small"))
     }
 

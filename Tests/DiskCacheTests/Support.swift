@@ -1,6 +1,7 @@
 @testable import DiskCache
 import Foundation
 import Logging
+import Synchronization
 import Testing
 
 /// A fresh directory under the system's temporary directory, removed when the test ends.
@@ -62,14 +63,15 @@ func randomData(count: Int, seed: UInt64) -> Data {
     return out
 }
 
-/// The files of one entry, found through the cache's own layout.
+/// The files of one entry (in the slot the index says), found through the cache's own layout.
 struct EntryFiles {
     let meta: String
     let body: String
     init(_ cache: DiskCache, key: String) {
         let hash = cache.configuration.keyHasher.hash(key)
-        meta = cache.layout.metaFile(hash)
-        body = cache.layout.bodyFile(hash)
+        let slot = cache.state.withLock { $0.index[hash]?.slot } ?? 0
+        meta = cache.layout.metaFile(hash, slot: slot)
+        body = cache.layout.bodyFile(hash, slot: slot)
     }
 }
 

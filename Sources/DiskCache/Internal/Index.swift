@@ -6,7 +6,8 @@
 /// (sizes, last access, expiry) is here; the rest lives in the `.meta` file, which every
 /// read opens anyway to compare the key.
 struct IndexEntry: Equatable, Sendable {
-    /// Body size in the low 63 bits; the top bit says the body is inline in the `.meta` file.
+    /// Body size in the low 62 bits; the top bit says the body is inline in the `.meta` file,
+    /// the next one that the files are in slot 1.
     private var sizeAndFlags: UInt64
     /// Creation time (ms since 1970) in the high 44 bits, the `.meta` file's size in the low 20.
     private var createdAndMetaSize: UInt64
@@ -21,12 +22,13 @@ struct IndexEntry: Equatable, Sendable {
     var expiresSeconds: UInt32
 
     private static let inlineBit: UInt64 = 1 << 63
+    private static let slotBit: UInt64 = 1 << 62
     /// The largest `.meta` file an entry may have (the low 20 bits of `createdAndMetaSize`).
     static let maximumMetaSize = (1 << 20) - 1
 
-    init(size: Int64, isInline: Bool, created: Int64, checksum: UInt64, accessed: Int64, expires: Int64?, metaSize: UInt32) {
-        precondition(Int(metaSize) <= Self.maximumMetaSize)
-        self.sizeAndFlags = UInt64(size) | (isInline ? Self.inlineBit : 0)
+    init(size: Int64, isInline: Bool, slot: UInt8, created: Int64, checksum: UInt64, accessed: Int64, expires: Int64?, metaSize: UInt32) {
+        precondition(Int(metaSize) <= Self.maximumMetaSize && size >= 0 && size < 1 << 62)
+        self.sizeAndFlags = UInt64(size) | (isInline ? Self.inlineBit : 0) | (slot == 1 ? Self.slotBit : 0)
         let createdBits = UInt64(clamping: max(0, created)) & ((1 << 44) - 1)
         self.createdAndMetaSize = createdBits << 20 | UInt64(metaSize)
         self.checksum = checksum
@@ -35,12 +37,13 @@ struct IndexEntry: Equatable, Sendable {
     }
 
     init(_ put: Journal.Put) {
-        self.init(size: put.size, isInline: put.isInline, created: put.created, checksum: put.checksum,
+        self.init(size: put.size, isInline: put.isInline, slot: put.slot, created: put.created, checksum: put.checksum,
                   accessed: put.accessed, expires: put.expires, metaSize: put.metaSize)
     }
 
-    var size: Int64 { Int64(sizeAndFlags & ~Self.inlineBit) }
+    var size: Int64 { Int64(sizeAndFlags & ~(Self.inlineBit | Self.slotBit)) }
     var isInline: Bool { sizeAndFlags & Self.inlineBit != 0 }
+    var slot: UInt8 { sizeAndFlags & Self.slotBit != 0 ? 1 : 0 }
     /// When the value was stored, ms since 1970.
     var created: Int64 { Int64(createdAndMetaSize >> 20) }
     var metaSize: UInt32 { UInt32(createdAndMetaSize & UInt64(Self.maximumMetaSize)) }

@@ -15,7 +15,7 @@
 ///   hash      16 bytes    XXH3-128 of the key: high u64 LE, then low u64 LE
 ///   size      u64 LE      body bytes
 ///   metaSize  u32 LE      bytes of the .meta file
-///   flags     u8          bit 0: body inline in .meta; bit 1: has expiry
+///   flags     u8          bit 0: body inline in .meta; bit 1: has expiry; bit 2: files in slot 1
 ///   checksum  u64 LE      XXH3-64 of the body
 ///   created   i64 LE      ms since 1970
 ///   accessed  i64 LE      ms since 1970
@@ -54,15 +54,19 @@ enum Journal {
     }
 
     static let PUT_PAYLOAD_SIZE = 61
+    static let PUT_RECORD_SIZE = RECORD_OVERHEAD + PUT_PAYLOAD_SIZE
     static let ACCESS_ITEM_SIZE = 24
     static let FLAG_INLINE: UInt8 = 1
     static let FLAG_EXPIRES: UInt8 = 2
+    static let FLAG_SLOT_1: UInt8 = 4
 
     struct Put: Equatable {
         var hash: KeyHash
         var size: Int64
         var metaSize: UInt32
         var isInline: Bool
+        /// Which pair of files holds the entry (see `Layout`).
+        var slot: UInt8
         var checksum: UInt64
         var created: Int64
         var accessed: Int64
@@ -106,7 +110,8 @@ enum Journal {
             appendHash(put.hash, to: &out)
             appendLE(UInt64(bitPattern: put.size), size: 8, to: &out)
             appendLE(UInt64(put.metaSize), size: 4, to: &out)
-            out.append((put.isInline ? FLAG_INLINE : 0) | (put.expires != nil ? FLAG_EXPIRES : 0))
+            out.append((put.isInline ? FLAG_INLINE : 0) | (put.expires != nil ? FLAG_EXPIRES : 0)
+                       | (put.slot == 1 ? FLAG_SLOT_1 : 0))
             appendLE(put.checksum, size: 8, to: &out)
             appendLE(UInt64(bitPattern: put.created), size: 8, to: &out)
             appendLE(UInt64(bitPattern: put.accessed), size: 8, to: &out)
@@ -255,6 +260,7 @@ enum Journal {
                 size: size,
                 metaSize: metaSize,
                 isInline: flags & FLAG_INLINE != 0,
+                slot: flags & FLAG_SLOT_1 != 0 ? 1 : 0,
                 checksum: u64(payload + 29),
                 created: Int64(bitPattern: u64(payload + 37)),
                 accessed: Int64(bitPattern: u64(payload + 45)),

@@ -6,8 +6,14 @@
 ///   VERSION       "1\n": the cache format version
 ///   journal       append-only, checksummed records (see `Journal`)
 ///   journal.tmp   only while compacting
-///   ab/cd/<32 hex digits>.meta   binary property list (see `EntryMetadata`)
-///   ab/cd/<32 hex digits>.body   the raw bytes stored, when not inline
+///   ab/cd/<32 hex digits>.meta   binary property list (see `EntryMetadata`), slot 0
+///   ab/cd/<32 hex digits>.body   the raw bytes stored, when not inline, slot 0
+///   ab/cd/<32 hex digits>.1.meta and .1.body: the same in slot 1
+///
+/// Each entry lives in one of two slots, and the journal says which. A write goes to the slot
+/// the entry does not use, so the committed files are untouched until the new journal record
+/// commits; only then are the old slot's files removed. A crash before the commit leaves the
+/// earlier value readable.
 ///   tmp/          files being written, renamed into place when complete
 /// ```
 struct Layout: Sendable {
@@ -42,14 +48,16 @@ struct Layout: Sendable {
         return (outer, outer + "/" + name.dropFirst(2).prefix(2))
     }
 
-    func metaFile(_ hash: KeyHash) -> String {
-        let name = hash.hexName
-        return "\(root)/\(name.prefix(2))/\(name.dropFirst(2).prefix(2))/\(name)\(Self.META_SUFFIX)"
-    }
+    static let SLOT_1_MARK = ".1"
 
-    func bodyFile(_ hash: KeyHash) -> String {
+    func metaFile(_ hash: KeyHash, slot: UInt8) -> String { entryFile(hash, slot: slot, suffix: Self.META_SUFFIX) }
+
+    func bodyFile(_ hash: KeyHash, slot: UInt8) -> String { entryFile(hash, slot: slot, suffix: Self.BODY_SUFFIX) }
+
+    private func entryFile(_ hash: KeyHash, slot: UInt8, suffix: String) -> String {
         let name = hash.hexName
-        return "\(root)/\(name.prefix(2))/\(name.dropFirst(2).prefix(2))/\(name)\(Self.BODY_SUFFIX)"
+        let mark = slot == 0 ? "" : Self.SLOT_1_MARK
+        return "\(root)/\(name.prefix(2))/\(name.dropFirst(2).prefix(2))/\(name)\(mark)\(suffix)"
     }
 
     func tempFile(_ name: String) -> String { temp + "/" + name }

@@ -150,7 +150,7 @@ extension DiskCache {
             buffer.removeAll(keepingCapacity: true)
         }
         for (hash, entry) in snapshot {
-            let put = Journal.Put(hash: hash, size: entry.size, metaSize: entry.metaSize, isInline: entry.isInline,
+            let put = Journal.Put(hash: hash, size: entry.size, metaSize: entry.metaSize, isInline: entry.isInline, slot: entry.slot,
                                   checksum: entry.checksum, created: entry.created, accessed: entry.accessedMilliseconds,
                                   expires: entry.expiresSeconds == 0 ? nil : Int64(entry.expiresSeconds) * 1000)
             Journal.encode(.put(put), into: &buffer)
@@ -177,15 +177,17 @@ extension DiskCache {
     }
 
     /// After an unclean shutdown: removes entry files that no journal record vouches for
-    /// (a write interrupted between rename and journal append, a remove interrupted before its
-    /// unlink) and bodies left beside entries that are now inline.
+    /// (a write interrupted between rename and journal append, the old slot of a write
+    /// interrupted after it, a remove interrupted before its unlink, a body beside an entry
+    /// that is now inline).
     func removeOrphans() {
         var removed = 0
-        ShardScanner(layout: layout).forEachEntryFile { hash, kind, path in
+        ShardScanner(layout: layout).forEachEntryFile { hash, slot, kind, path in
             if maintenance.isStopping { return false }
             stripe(hash).mutex.withLock { _ in
                 let entry = state.withLock { $0.index[hash] }
-                if entry == nil || (kind == .body && entry!.isInline) {
+                let vouched = entry.map { $0.slot == slot && (kind == .meta || !$0.isInline) } ?? false
+                if !vouched {
                     if case .success = Syscall.unlink(path) { removed += 1 }
                 }
             }

@@ -233,37 +233,34 @@ struct Opener {
     /// writes a new journal from it.
     private func rebuildByScan(blockSize: Int64, recovery: inout DiskCache.Recovery) throws(DiskCacheError) -> (Index, Int) {
         var index = Index(blockSize: blockSize)
-        var puts: [Journal.Put] = []
-        ShardScanner(layout: layout).forEachEntryFile { hash, kind, path in
+        // The newest valid slot of each hash wins; everything else is removed.
+        var found: [KeyHash: Journal.Put] = [:]
+        ShardScanner(layout: layout).forEachEntryFile { hash, slot, kind, path in
             guard kind == .meta else {
-                // A body without a metadata file cannot be checked; a body beside one is handled there.
-                if case .failure(.noSuchFileOrDirectory) = Syscall.lstat(layout.metaFile(hash)) { _ = Syscall.unlink(path) }
-                return true
-            }
-            guard case .success(let bytes?) = FileIO.readAll(path, limit: IndexEntry.maximumMetaSize),
-                  let meta = bytes.withUnsafeBytes({ EntryMetadata.decode($0) }),
-                  configuration.keyHasher.hash(meta.key) == hash
-            else {
-                _ = Syscall.unlink(path)
-                _ = Syscall.unlink(layout.bodyFile(hash))
-                return true
-            }
-            if meta.inlineBody == nil {
-                guard case .success(let info) = Syscall.lstat(layout.bodyFile(hash)),
-                      info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == meta.size else {
+                // A body is checked with its metadata file; one without is garbage.
+                if case .failure(.noSuchFileOrDirectory) = Syscall.lstat(layout.metaFile(hash, slot: slot)) {
                     _ = Syscall.unlink(path)
-                    _ = Syscall.unlink(layout.bodyFile(hash))
-                    return true
                 }
-            } else {
-                _ = Syscall.unlink(layout.bodyFile(hash))
+                return true
             }
-            let put = Journal.Put(hash: hash, size: meta.size, metaSize: UInt32(bytes.count), isInline: meta.inlineBody != nil,
-                                  checksum: meta.checksum, created: meta.created, accessed: meta.accessed, expires: meta.expires)
-            puts.append(put)
-            index.insert(IndexEntry(put), for: hash)
+            let body = layout.bodyFile(hash, slot: slot)
+            guard let put = checkedEntry(hash: hash, slot: slot, metaPath: path, bodyPath: body) else {
+                _ = Syscall.unlink(path)
+                _ = Syscall.unlink(body)
+                return true
+            }
+            if let other = found[hash] {
+                let (keep, drop) = other.created >= put.created ? (other, put) : (put, other)
+                _ = Syscall.unlink(layout.metaFile(hash, slot: drop.slot))
+                _ = Syscall.unlink(layout.bodyFile(hash, slot: drop.slot))
+                found[hash] = keep
+            } else {
+                found[hash] = put
+            }
             return true
         }
+        let puts = found.values.sorted { $0.created < $1.created }
+        for put in puts { index.insert(IndexEntry(put), for: put.hash) }
         var journal = Journal.header()
         for put in puts { Journal.encode(.put(put), into: &journal) }
         try JournalFileWriter.replace(layout: layout, with: journal)
@@ -273,6 +270,27 @@ struct Opener {
             logger.warning("Rebuilt the journal by scanning the cache's files", metadata: ["entries": "\(puts.count)"])
         }
         return (index, puts.count)
+    }
+}
+
+extension Opener {
+    /// The PUT record a `.meta` file (and its body) would have had, if they check out: the
+    /// metadata parses, its key hashes to the file's name, and a separate body has the size
+    /// the metadata states. Body checksums are verified on read, not here.
+    func checkedEntry(hash: KeyHash, slot: UInt8, metaPath: String, bodyPath: String) -> Journal.Put? {
+        guard case .success(let bytes?) = FileIO.readAll(metaPath, limit: IndexEntry.maximumMetaSize),
+              let meta = bytes.withUnsafeBytes({ EntryMetadata.decode($0) }),
+              configuration.keyHasher.hash(meta.key) == hash
+        else { return nil }
+        if meta.inlineBody == nil {
+            guard case .success(let info) = Syscall.lstat(bodyPath), info.st_mode & S_IFMT == S_IFREG,
+                  Int64(info.st_size) == meta.size else { return nil }
+        } else {
+            _ = Syscall.unlink(bodyPath)
+        }
+        return Journal.Put(hash: hash, size: meta.size, metaSize: UInt32(bytes.count), isInline: meta.inlineBody != nil,
+                           slot: slot, checksum: meta.checksum, created: meta.created, accessed: meta.accessed,
+                           expires: meta.expires)
     }
 }
 
@@ -293,8 +311,8 @@ struct ShardScanner {
     enum FileKind { case meta, body }
     let layout: Layout
 
-    /// Calls `visit` for each entry file; `visit` returns false to stop.
-    func forEachEntryFile(_ visit: (KeyHash, FileKind, String) -> Bool) {
+    /// Calls `visit` with (hash, slot, kind, path) for each entry file; `visit` returns false to stop.
+    func forEachEntryFile(_ visit: (KeyHash, UInt8, FileKind, String) -> Bool) {
         guard case .success(let outers) = Syscall.listDirectory(layout.root) else { return }
         for (outer, _) in outers.sorted(by: { $0.name < $1.name }) where Layout.isShardName(outer) {
             let outerPath = layout.root + "/" + outer
@@ -304,7 +322,7 @@ struct ShardScanner {
                 guard isRealDirectory(innerPath), case .success(let files) = Syscall.listDirectory(innerPath) else { continue }
                 for (name, type) in files where type != DT_LNK {
                     let kind: FileKind
-                    let stem: Substring
+                    var stem: Substring
                     if name.hasSuffix(Layout.META_SUFFIX) {
                         kind = .meta
                         stem = name.dropLast(Layout.META_SUFFIX.count)
@@ -314,8 +332,13 @@ struct ShardScanner {
                     } else {
                         continue
                     }
+                    var slot: UInt8 = 0
+                    if stem.hasSuffix(Layout.SLOT_1_MARK) {
+                        slot = 1
+                        stem = stem.dropLast(Layout.SLOT_1_MARK.count)
+                    }
                     guard let hash = KeyHash(hexName: stem), stem.hasPrefix(outer + inner) else { continue }
-                    if !visit(hash, kind, innerPath + "/" + name) { return }
+                    if !visit(hash, slot, kind, innerPath + "/" + name) { return }
                 }
             }
         }
