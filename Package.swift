@@ -29,6 +29,7 @@ let package = Package(
             dependencies: [
                 "CXXHash",
                 "CDiskCacheSupport",
+                "MemoryCache",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -45,11 +45,39 @@ extension DiskCache {
     public struct Configuration: Sendable {
         /// The most the cache may occupy on disk, in bytes, counting bodies, metadata files
         /// and the journal at the filesystem's block granularity. 512 MiB by default.
-        /// Enforced by the sweeper; see ``DiskCache/setDiskCapacity(_:)`` to change it while open.
+        /// Enforced by the sweeper, which a store that passes it wakes at once; between the
+        /// store and the end of that sweep the cache may be over by what was written meanwhile.
+        /// Change it while open with ``DiskCache/diskCapacity``.
         public var diskCapacity: Int64
 
-        /// The most entries the cache may hold; nil (the default) for no limit.
+        /// The most entries the cache may hold; nil (the default) for no limit. Enforced like
+        /// ``diskCapacity``; change it while open with ``DiskCache/countLimit``.
         public var countLimit: Int?
+
+        /// When the sweeper evicts for capacity or count, it evicts down to this fraction of the
+        /// limit, so that it does not run again on the next write. 0.9 by default.
+        public var lowWatermark: Double
+
+        /// The sweeper evicts least recently used entries while the volume's free space is under
+        /// `max(minimumFreeSpace, minimumFreeFraction × volume size)`, until it is 10 % above that
+        /// floor or the cache is empty. 256 MiB by default.
+        public var minimumFreeSpace: Int64
+
+        /// See ``minimumFreeSpace``. 0.02 (2 % of the volume) by default.
+        public var minimumFreeFraction: Double
+
+        /// How often the background sweeper checks limits, expiry and free space; nil turns the
+        /// background sweeper off (``DiskCache/sweep()`` still works). 10 s by default. A check
+        /// with nothing to do costs one `statvfs` and a few integer comparisons.
+        public var sweepInterval: Duration?
+
+        /// Called after each removal the cache makes or is asked to make (not for
+        /// ``DiskCache/removeAll()``), with the key and reason, on the thread that removed it
+        /// (the sweeper's queue for evictions). Must not block. Nil by default.
+        public var onEviction: (@Sendable (Eviction) -> Void)?
+
+        /// Called after each sweep with its report, on the sweeper's queue. Nil by default.
+        public var onSweepCompleted: (@Sendable (SweepReport) -> Void)?
 
         /// See ``Durability``. `.batched` (one group commit a second) by default.
         public var durability: Durability
@@ -75,6 +103,8 @@ extension DiskCache {
         var maintenanceInterval: Duration = .seconds(1)
         /// When the journal is rewritten: at least this many redundant records, and at least as many as live entries.
         var compactionThreshold: Int = 2000
+        /// The volume's free space; tests inject a fake volume.
+        var volumeSpaceProbe: (@Sendable (String) -> VolumeSpace?)?
 
         public init(
             diskCapacity: Int64 = 512 << 20,
@@ -82,10 +112,20 @@ extension DiskCache {
             durability: Durability = .batched,
             verifiesChecksums: Bool = true,
             inlineThreshold: Int = 8 << 10,
+            lowWatermark: Double = 0.9,
+            minimumFreeSpace: Int64 = 256 << 20,
+            minimumFreeFraction: Double = 0.02,
+            sweepInterval: Duration? = .seconds(10),
+            onEviction: (@Sendable (Eviction) -> Void)? = nil,
             logger: Logger = Logger(label: "DiskCache")
         ) {
             self.diskCapacity = diskCapacity
             self.countLimit = countLimit
+            self.lowWatermark = min(1, max(0, lowWatermark))
+            self.minimumFreeSpace = minimumFreeSpace
+            self.minimumFreeFraction = minimumFreeFraction
+            self.sweepInterval = sweepInterval
+            self.onEviction = onEviction
             self.durability = durability
             self.verifiesChecksums = verifiesChecksums
             self.inlineThreshold = inlineThreshold

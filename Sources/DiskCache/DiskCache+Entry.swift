@@ -20,6 +20,15 @@ extension DiskCache {
     }
 }
 
+extension DiskCache.Entry {
+    init(_ meta: EntryMetadata, _ indexEntry: IndexEntry) {
+        self.init(key: meta.key, size: Int(meta.size), created: Date(milliseconds: meta.created),
+                  lastAccessed: Date(milliseconds: max(meta.accessed, indexEntry.accessedMilliseconds)),
+                  expires: meta.expires.map { Date(milliseconds: $0) }, metadata: meta.metadata,
+                  checksum: meta.checksum)
+    }
+}
+
 extension Date {
     init(milliseconds: Int64) {
         self.init(timeIntervalSince1970: Double(milliseconds) / 1000)

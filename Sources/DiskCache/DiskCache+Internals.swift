@@ -121,28 +121,34 @@ extension DiskCache {
 
     /// Removes a damaged entry if the index still holds what the reader saw; false if a
     /// writer replaced it meanwhile (the reader should look again).
-    func removeIfUnchanged(_ hash: KeyHash, _ seen: IndexEntry) -> Bool {
-        let unchanged = (try? remove(hash, reason: .corrupt) { $0 == seen }) ?? true
+    func removeIfUnchanged(_ hash: KeyHash, _ seen: IndexEntry, key: String) -> Bool {
+        let unchanged = (try? remove(hash, reason: .corrupt, key: key) { $0 == seen }) ?? true
         if unchanged {
             logger.warning("Removed a damaged entry", metadata: ["hash": "\(hash)"])
         }
         return unchanged
     }
 
-    func removeExpired(_ hash: KeyHash, _ seen: IndexEntry) {
-        _ = try? remove(hash, reason: .expired) { $0 == seen }
+    func removeExpired(_ hash: KeyHash, _ seen: IndexEntry, key: String) {
+        _ = try? remove(hash, reason: .expired, key: key) { $0 == seen }
         state.withLock {
             $0.statistics.misses += 1
             $0.statistics.expiredReads += 1
         }
     }
 
-    /// Removes the entry for `hash` if `predicate` accepts it; returns whether it did.
+    /// Removes the entry for `hash` if `predicate` accepts it; returns whether it did. Reports
+    /// the removal to `onEviction` with `key` (read from the metadata file when nil and a
+    /// callback is set).
     @discardableResult
-    func remove(_ hash: KeyHash, reason: RemovalReason,
+    func remove(_ hash: KeyHash, reason: RemovalReason, key: String?,
                 where predicate: (IndexEntry) -> Bool = { _ in true }) throws(DiskCacheError) -> Bool {
-        let position: (generation: Int, end: Int64)? = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
-            let removed = try state.withLock { state throws(DiskCacheError) -> (generation: Int, end: Int64, slot: UInt8)? in
+        var key = key
+        if key == nil, configuration.onEviction != nil, let entry = state.withLock({ $0.index[hash] }) {
+            key = keyOfEntry(hash, entry)
+        }
+        let position: (generation: Int, end: Int64, size: Int64)? = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
+            let removed = try state.withLock { state throws(DiskCacheError) -> (generation: Int, end: Int64, entry: IndexEntry)? in
                 guard !state.isClosed else { throw DiskCacheError.closed() }
                 guard let entry = state.index[hash], predicate(entry) else { return nil }
                 let position = try state.append(Journal.encode(.remove(hash)), records: 1, path: layout.journal)
@@ -157,15 +163,16 @@ extension DiskCache {
                 default:
                     break
                 }
-                return (position.generation, position.end, entry.slot)
+                return (position.generation, position.end, entry)
             }
             guard let removed else { return nil }
-            _ = Syscall.unlink(layout.metaFile(hash, slot: removed.slot))
-            _ = Syscall.unlink(layout.bodyFile(hash, slot: removed.slot))
-            return (removed.generation, removed.end)
+            _ = Syscall.unlink(layout.metaFile(hash, slot: removed.entry.slot))
+            if !removed.entry.isInline { _ = Syscall.unlink(layout.bodyFile(hash, slot: removed.entry.slot)) }
+            return (removed.generation, removed.end, removed.entry.size)
         }
         guard let position else { return false }
-        if configuration.durability.mode == .immediate { try syncJournal(through: position) }
+        configuration.onEviction?(Eviction(key: key, size: position.size, reason: reason))
+        if configuration.durability.mode == .immediate { try syncJournal(through: (position.generation, position.end)) }
         return true
     }
 

@@ -104,22 +104,35 @@ public final class DiskCache: Sendable {
     /// file unless the body is inline), an XXH3-64 over the body, and an in-memory access-time
     /// update journaled later in a batch.
     public func data(for key: String) -> Data? {
+        read(key)?.data
+    }
+
+    /// The value and its entry (key, dates, metadata) in one read; nil as for ``data(for:)``.
+    public func dataAndEntry(for key: String) -> (data: Data, entry: Entry)? {
+        guard let (data, meta, indexEntry) = read(key) else { return nil }
+        return (data, Entry(meta, indexEntry))
+    }
+
+    /// The shared read path: index lookup, file reads, key and checksum checks, expiry.
+    private func read(_ key: String) -> (data: Data, meta: EntryMetadata, indexEntry: IndexEntry)? {
         let hash = configuration.keyHasher.hash(key)
         for _ in 0..<2 {
             guard let entry = lookup(hash) else { return nil }
             let now = configuration.clock()
             if entry.hasExpired(atMilliseconds: now) {
-                removeExpired(hash, entry)
+                removeExpired(hash, entry, key: key)
                 return nil
             }
             switch readEntry(hash, key: key, expected: entry, wantBody: true) {
-            case .found(let meta, let body):
+            case .found(let meta, let body?):
                 if let expires = meta.expires, expires <= now {
-                    removeExpired(hash, entry)
+                    removeExpired(hash, entry, key: key)
                     return nil
                 }
                 recordHit(hash, at: now)
-                return body
+                return (body, meta, entry)
+            case .found:
+                break
             case .otherKey:
                 state.withLock {
                     $0.statistics.misses += 1
@@ -129,7 +142,7 @@ public final class DiskCache: Sendable {
             case .damaged:
                 // A writer may have replaced the files between our lookup and our read: if the
                 // index moved on, read again; if not, the entry is really damaged.
-                if removeIfUnchanged(hash, entry) { return nil }
+                if removeIfUnchanged(hash, entry, key: key) { return nil }
             }
         }
         countMiss()
@@ -146,10 +159,7 @@ public final class DiskCache: Sendable {
               case .found(let meta, _) = readEntry(hash, key: key, expected: indexEntry, wantBody: false),
               meta.expires.map({ $0 > now }) ?? true
         else { return nil }
-        return Entry(key: meta.key, size: Int(meta.size), created: Date(milliseconds: meta.created),
-                     lastAccessed: Date(milliseconds: max(meta.accessed, indexEntry.accessedMilliseconds)),
-                     expires: meta.expires.map { Date(milliseconds: $0) }, metadata: meta.metadata,
-                     checksum: meta.checksum)
+        return Entry(meta, indexEntry)
     }
 
     /// True if a value is stored for `key` (by the index alone: no file is read, so a
@@ -255,7 +265,9 @@ public final class DiskCache: Sendable {
             }
             let position = try state.withLock { state throws(DiskCacheError) in
                 let position = try state.append(Journal.encode(.put(put)), records: 1, path: layout.journal)
-                state.index.insert(IndexEntry(put), for: hash)
+                let entry = IndexEntry(put)
+                state.index.insert(entry, for: hash)
+                state.noteExpiry(entry)
                 state.pendingAccess[hash] = nil
                 state.statistics.writes += 1
                 return position
@@ -285,7 +297,7 @@ public final class DiskCache: Sendable {
         }
         // Never remove another key's entry because its hash collides with this key.
         if case .otherKey = readEntry(hash, key: key, expected: entry, wantBody: false) { return }
-        try remove(hash, reason: .explicit)
+        try remove(hash, reason: .explicit, key: key)
     }
 
     /// Removes every entry.
@@ -327,7 +339,7 @@ public final class DiskCache: Sendable {
             return state.index.entries.compactMap { $0.value.created >= since ? $0.key : nil }
         }
         for hash in hashes {
-            try remove(hash, reason: .explicit) { $0.created >= since }
+            try remove(hash, reason: .explicit, key: nil) { $0.created >= since }
         }
     }
 
@@ -352,7 +364,7 @@ public final class DiskCache: Sendable {
         guard wasOpen else { return }
         maintenance.stop()
         var failure: DiskCacheError?
-        do {
+        do throws(DiskCacheError) {
             try flushPendingAccess()
             _ = try state.withLock { state throws(DiskCacheError) in
                 try state.append(Journal.encode(.close), records: 1, path: layout.journal)
@@ -361,9 +373,9 @@ public final class DiskCache: Sendable {
                 let journal = state.withLock { $0.journal }
                 try Syscall.fsync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
             }
-        } catch let error as DiskCacheError {
+        } catch {
             failure = error
-        } catch {}
+        }
         state.withLock { state in
             // Give back blocks reserved past the end of the journal.
             _ = Syscall.ftruncate(state.journal.fd, state.journalLength)

@@ -10,12 +10,14 @@ public struct DiskCacheError: Error, Sendable, CustomStringConvertible {
     /// What went wrong, coarsely, for programs to act on.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: Hashable, Sendable {
-            case notADirectory, permissionDenied, notACache, locked, newerFormat
+            case notFound, notADirectory, permissionDenied, notACache, locked, newerFormat
             case diskFull, ioFailure, closed, invalidArgument
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
 
+        /// There is no cache at the path (only read-only inspection reports this; opening creates one).
+        public static let notFound = Code(.notFound)
         /// The path exists but is not a directory (a file, or a symbolic link, which the store never follows).
         public static let notADirectory = Code(.notADirectory)
         /// The directory (or a file in it) cannot be read, written or searched by this process.

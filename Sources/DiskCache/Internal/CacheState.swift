@@ -48,6 +48,20 @@ struct CacheState {
     var statistics = DiskCache.Statistics()
     /// Shard directories known to exist, as (outer << 8 | inner).
     var knownShards = Set<UInt16>()
+    /// Limits in force (they can change while open).
+    var diskCapacity: Int64 = 0
+    var countLimit: Int?
+    /// No entry expires before this second (0: none expires); lets an idle sweep skip the index scan.
+    var earliestExpirySeconds: UInt32 = 0
+    var lastSweep: DiskCache.SweepReport?
+
+    /// Notes an inserted entry's expiry for the sweeper.
+    mutating func noteExpiry(_ entry: IndexEntry) {
+        guard entry.expiresSeconds != 0 else { return }
+        if earliestExpirySeconds == 0 || entry.expiresSeconds < earliestExpirySeconds {
+            earliestExpirySeconds = entry.expiresSeconds
+        }
+    }
 
     /// Bytes of the journal as the sweeper counts it.
     func journalDiskUsage(blockSize: Int64) -> Int64 { roundUp(journalLength, blockSize) }

@@ -20,6 +20,9 @@ final class Maintenance: Sendable {
     private let timer = Mutex<TimerBox?>(nil)
     private let stopping = Atomic<Bool>(false)
     private let compactionScheduled = Atomic<Bool>(false)
+    private let sweepScheduled = Atomic<Bool>(false)
+    /// When the last background sweep check ran (ContinuousClock instant as nanoseconds).
+    private let lastSweepCheck = Atomic<Int64>(0)
     private static let queueKey = DispatchSpecificKey<Bool>()
 
     init(interval: Duration) {
@@ -31,6 +34,7 @@ final class Maintenance: Sendable {
 
     func start(owner: DiskCache, scanForOrphans: Bool) {
         var tick = interval
+        if let sweep = owner.configuration.sweepInterval { tick = min(tick, sweep) }
         if case .batched(let batch) = owner.configuration.durability.mode { tick = min(tick, batch) }
         let source = DispatchSource.makeTimerSource(queue: queue)
         let nanoseconds = max(1_000_000, Int(tick.components.seconds * 1_000_000_000 + tick.components.attoseconds / 1_000_000_000))
@@ -52,8 +56,36 @@ final class Maintenance: Sendable {
         }
     }
 
-    /// Called after each write: schedules a compaction when the journal has become mostly redundant.
+    /// Schedules a sweep at once (unless one is already waiting).
+    func requestSweep(owner: DiskCache) {
+        guard !sweepScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        async(owner: owner) { [self] cache in
+            sweepScheduled.store(false, ordering: .releasing)
+            cache.runSweep()
+        }
+    }
+
+    /// Whether the periodic sweep check is due at this tick.
+    func sweepCheckIsDue(interval: Duration?) -> Bool {
+        guard let interval else { return false }
+        let now = Self.nanosecondsNow()
+        let last = lastSweepCheck.load(ordering: .relaxed)
+        let step = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+        guard now - last >= step else { return false }
+        lastSweepCheck.store(now, ordering: .relaxed)
+        return true
+    }
+
+    private static func nanosecondsNow() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+
+    /// Called after each write: wakes the sweeper when the cache went over a limit, and
+    /// schedules a compaction when the journal has become mostly redundant.
     func noteWrite(owner: DiskCache) {
+        if owner.configuration.sweepInterval != nil, owner.isOverLimits { requestSweep(owner: owner) }
         guard owner.needsCompaction, !compactionScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         async(owner: owner) { [self] cache in
             cache.compactJournal()
@@ -102,6 +134,9 @@ extension DiskCache {
             }
         }
         if needsCompaction { compactJournal() }
+        if maintenance.sweepCheckIsDue(interval: configuration.sweepInterval), sweepIsDue(now: configuration.clock()) {
+            runSweep()
+        }
     }
 
     var needsCompaction: Bool {
@@ -119,19 +154,28 @@ extension DiskCache {
     /// synced and renamed over `journal` under the lock (a pause of one fsync). A crash at any
     /// point leaves either the old journal or the new one, both complete.
     func compactJournal() {
-        guard let snapshot = state.withLock({ state -> [(KeyHash, IndexEntry)]? in
-            guard !state.isClosed, state.compactionDelta == nil else { return nil }
+        do {
+            try compactJournalNow()
+        } catch {
+            logger.error("Journal compaction failed; the journal is unchanged", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func compactJournalNow() throws(DiskCacheError) {
+        guard let snapshot = try state.withLock({ state throws(DiskCacheError) -> [(KeyHash, IndexEntry)]? in
+            guard !state.isClosed else { throw DiskCacheError.closed() }
+            guard state.compactionDelta == nil else { return nil }
             state.compactionDelta = []
             state.journalRecordsAtSnapshot = state.journalRecords
             return state.index.entries.map { ($0.key, $0.value) }
         }) else { return }
-        do {
+        do throws(DiskCacheError) {
             try writeCompactedJournal(snapshot)
             state.withLock { $0.statistics.compactions += 1 }
         } catch {
             _ = Syscall.unlink(layout.journalTemp)
             state.withLock { $0.compactionDelta = nil }
-            logger.error("Journal compaction failed; the journal is unchanged", metadata: ["error": "\(error)"])
+            throw error
         }
     }
 

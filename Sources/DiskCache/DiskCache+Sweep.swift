@@ -1,0 +1,215 @@
+import Foundation
+import Logging
+import Synchronization
+
+extension DiskCache {
+    /// One removal, reported to ``Configuration/onEviction`` (like `NSCache`'s
+    /// `cache(_:willEvictObject:)`, but after the fact).
+    public struct Eviction: Hashable, Sendable {
+        /// The key, read from the entry's metadata file (nil if that file was unreadable).
+        public var key: String?
+        /// Body size in bytes.
+        public var size: Int64
+        public var reason: RemovalReason
+    }
+
+    /// What one sweep did.
+    public struct SweepReport: Hashable, Sendable {
+        /// Entries removed, by reason.
+        public var removedEntries: [RemovalReason: Int] = [:]
+        /// Bytes on disk freed (at block granularity), by reason.
+        public var removedBytes: [RemovalReason: Int64] = [:]
+        /// How long the pass took.
+        public var duration: Duration = .zero
+
+        public var totalRemovedEntries: Int { removedEntries.values.reduce(0, +) }
+        public var totalRemovedBytes: Int64 { removedBytes.values.reduce(0, +) }
+
+        mutating func add(_ reason: RemovalReason, bytes: Int64) {
+            removedEntries[reason, default: 0] += 1
+            removedBytes[reason, default: 0] += bytes
+        }
+    }
+
+    /// The free space and size of the cache's volume, in bytes.
+    public struct VolumeSpace: Hashable, Sendable {
+        public var available: Int64
+        public var total: Int64
+        public init(available: Int64, total: Int64) {
+            self.available = available
+            self.total = total
+        }
+    }
+
+    // MARK: - Limits that can change while open
+
+    /// The disk capacity in force. Starts as ``Configuration/diskCapacity``; a new value takes
+    /// effect on the next sweep, which a value the cache is over starts at once (when the
+    /// background sweeper is on; otherwise at the next ``sweep()``).
+    public var diskCapacity: Int64 {
+        get { state.withLock { $0.diskCapacity } }
+        set {
+            state.withLock { $0.diskCapacity = max(0, newValue) }
+            if configuration.sweepInterval != nil, isOverLimits { maintenance.requestSweep(owner: self) }
+        }
+    }
+
+    /// The count limit in force (nil: none). Starts as ``Configuration/countLimit``; takes effect
+    /// as ``diskCapacity`` does.
+    public var countLimit: Int? {
+        get { state.withLock { $0.countLimit } }
+        set {
+            state.withLock { $0.countLimit = newValue.map { max(0, $0) } }
+            if configuration.sweepInterval != nil, isOverLimits { maintenance.requestSweep(owner: self) }
+        }
+    }
+
+    // MARK: - Sweeping
+
+    /// Runs one sweep now and returns what it removed: expired entries, then least recently used
+    /// entries while the cache is over its count limit or disk capacity (down to the low
+    /// watermark) or the volume's free space is under the floor. Runs on the cache's maintenance
+    /// queue; the caller waits for it.
+    @discardableResult
+    public func sweep() -> SweepReport {
+        maintenance.queue.sync { runSweep() }
+    }
+
+    /// Evicts least recently used entries until the cache occupies at most `size` bytes on disk
+    /// (counted as ``totalSize`` counts). The capacity itself is unchanged.
+    @discardableResult
+    public func trim(toSize size: Int64) -> SweepReport {
+        maintenance.queue.sync {
+            var report = SweepReport()
+            let clock = ContinuousClock()
+            let start = clock.now
+            evictLeastRecentlyUsed(reason: .capacity, report: &report) { state in
+                state.index.diskUsage + state.journalDiskUsage(blockSize: blockSize) > size
+            }
+            report.duration = clock.now - start
+            return report
+        }
+    }
+
+    /// True when the cache is over a hard limit: a store checks this and wakes the sweeper.
+    var isOverLimits: Bool {
+        state.withLock { state in
+            if let limit = state.countLimit, state.index.count > limit { return true }
+            return state.index.diskUsage + state.journalDiskUsage(blockSize: blockSize) > state.diskCapacity
+        }
+    }
+
+    func volumeSpace() -> VolumeSpace? {
+        if let probe = configuration.volumeSpaceProbe { return probe(layout.root) }
+        guard case .success(let info) = Syscall.statvfs(layout.root) else { return nil }
+        let unit = Int64(info.f_frsize > 0 ? info.f_frsize : info.f_bsize)
+        return VolumeSpace(available: Int64(info.f_bavail) * unit, total: Int64(info.f_blocks) * unit)
+    }
+
+    /// The free-space floor for a volume of `total` bytes.
+    func freeSpaceFloor(total: Int64) -> Int64 {
+        max(configuration.minimumFreeSpace, Int64(Double(total) * configuration.minimumFreeFraction))
+    }
+
+    /// Whether a sweep has anything to do; cheap enough for every tick (no file is touched
+    /// except one `statvfs`, and no index scan unless something has expired).
+    func sweepIsDue(now: Int64) -> Bool {
+        if isOverLimits { return true }
+        let expiry = state.withLock { $0.earliestExpirySeconds }
+        if expiry != 0 && Int64(expiry) * 1000 <= now { return true }
+        if let space = volumeSpace(), space.available < freeSpaceFloor(total: space.total) { return true }
+        return false
+    }
+
+    /// One pass; runs on the maintenance queue.
+    @discardableResult
+    func runSweep() -> SweepReport {
+        let clock = ContinuousClock()
+        let start = clock.now
+        var report = SweepReport()
+        removeExpiredEntries(report: &report)
+        let low = configuration.lowWatermark
+        if let limit = countLimit, count > limit {
+            let target = Int(Double(limit) * low)
+            evictLeastRecentlyUsed(reason: .countLimit, report: &report) { $0.index.count > target }
+        }
+        let (usage, capacity) = state.withLock { ($0.index.diskUsage + $0.journalDiskUsage(blockSize: blockSize), $0.diskCapacity) }
+        if usage > capacity {
+            let target = Int64(Double(capacity) * low)
+            evictLeastRecentlyUsed(reason: .capacity, report: &report) { state in
+                state.index.diskUsage + state.journalDiskUsage(blockSize: blockSize) > target
+            }
+        }
+        if let space = volumeSpace() {
+            let floor = freeSpaceFloor(total: space.total)
+            if space.available < floor {
+                // Free up to 10 % past the floor so the next write does not start it again.
+                let needed = floor - space.available + floor / 10
+                let usageNow = state.withLock { $0.index.diskUsage }
+                let target = usageNow - needed
+                logger.notice("Free space is under the floor; evicting",
+                              metadata: ["available": "\(space.available)", "floor": "\(floor)"])
+                evictLeastRecentlyUsed(reason: .freeSpace, report: &report) { $0.index.diskUsage > target }
+            }
+        }
+        report.duration = clock.now - start
+        state.withLock { $0.lastSweep = report }
+        if let onSweepCompleted = configuration.onSweepCompleted { onSweepCompleted(report) }
+        return report
+    }
+
+    private func removeExpiredEntries(report: inout SweepReport) {
+        let now = configuration.clock()
+        let expired = state.withLock { state -> [(KeyHash, IndexEntry)] in
+            guard state.earliestExpirySeconds != 0, Int64(state.earliestExpirySeconds) * 1000 <= now else { return [] }
+            var expired: [(KeyHash, IndexEntry)] = []
+            var earliest: UInt32 = 0
+            for (hash, entry) in state.index.entries where entry.expiresSeconds != 0 {
+                if entry.hasExpired(atMilliseconds: now) {
+                    expired.append((hash, entry))
+                } else if earliest == 0 || entry.expiresSeconds < earliest {
+                    earliest = entry.expiresSeconds
+                }
+            }
+            state.earliestExpirySeconds = earliest
+            return expired
+        }
+        for (hash, entry) in expired {
+            if maintenance.isStopping { return }
+            evict(hash, entry, reason: .expired, report: &report)
+        }
+    }
+
+    /// Evicts entries oldest-access first while `isOver` holds.
+    ///
+    /// - Complexity: O(n log n) in the number of entries, once per call; nothing when under the limit.
+    private func evictLeastRecentlyUsed(reason: RemovalReason, report: inout SweepReport,
+                                        while isOver: (inout CacheState) -> Bool) {
+        guard state.withLock({ isOver(&$0) }) else { return }
+        // Least recently used first; among equals, the oldest write.
+        let candidates = state.withLock { state in
+            state.index.entries.map { (hash: $0.key, entry: $0.value) }
+        }.sorted { a, b in
+            (a.entry.accessedSeconds, a.entry.created) < (b.entry.accessedSeconds, b.entry.created)
+        }
+        for candidate in candidates {
+            if maintenance.isStopping || !state.withLock({ isOver(&$0) }) { return }
+            evict(candidate.hash, candidate.entry, reason: reason, report: &report)
+        }
+    }
+
+    /// Removes one entry if it is still the one the sweep saw, reporting it.
+    private func evict(_ hash: KeyHash, _ entry: IndexEntry, reason: RemovalReason, report: inout SweepReport) {
+        guard (try? remove(hash, reason: reason, key: nil, where: { $0 == entry })) == true else { return }
+        report.add(reason, bytes: entry.diskUsage(blockSize: blockSize))
+    }
+
+    /// The key an entry was stored under, read from its metadata file.
+    func keyOfEntry(_ hash: KeyHash, _ entry: IndexEntry) -> String? {
+        guard case .success(let buffer?) = FileIO.read(layout.metaFile(hash, slot: entry.slot), count: Int(entry.metaSize)) else {
+            return nil
+        }
+        defer { buffer.deallocate() }
+        return EntryMetadata.decode(UnsafeRawBufferPointer(buffer))?.key
+    }
+}

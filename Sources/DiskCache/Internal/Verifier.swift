@@ -1,0 +1,116 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Checks a cache's files against its index: what `verify` reports and `verify --repair` fixes.
+struct Verifier {
+    let layout: Layout
+    let entries: [(KeyHash, IndexEntry)]
+    let hasher: KeyHasher
+
+    struct Findings {
+        var problems: [DiskCache.Problem] = []
+        /// Entries whose files do not check out.
+        var badEntries: [(KeyHash, IndexEntry)] = []
+        /// Entry files no index entry vouches for.
+        var orphans: [(hash: KeyHash, slot: UInt8, kind: ShardScanner.FileKind, path: String)] = []
+        /// Paths whose mode is not the one the store gives them, with that mode.
+        var permissions: [(path: String, expected: mode_t)] = []
+        var entriesChecked = 0
+        var bytesChecked: Int64 = 0
+    }
+
+    func run(progress: ((Int, Int) -> Void)?) -> Findings {
+        var findings = Findings()
+        let total = entries.count
+        for (number, (hash, entry)) in entries.enumerated() {
+            if let problem = check(hash, entry, findings: &findings) {
+                findings.problems.append(problem)
+                findings.badEntries.append((hash, entry))
+            }
+            findings.entriesChecked += 1
+            if let progress, number % 64 == 0 || number == total - 1 { progress(number + 1, total) }
+        }
+        let vouched = Dictionary(entries, uniquingKeysWith: { a, _ in a })
+        ShardScanner(layout: layout).forEachEntryFile { hash, slot, kind, path in
+            let entry = vouched[hash]
+            if entry == nil || entry!.slot != slot || (kind == .body && entry!.isInline) {
+                findings.orphans.append((hash, slot, kind, path))
+                findings.problems.append(DiskCache.Problem(kind: .orphanFile, path: path, key: nil,
+                                                           detail: "no journal record vouches for this file"))
+            }
+            return true
+        }
+        for directory in [layout.root, layout.temp] {
+            checkMode(directory, expected: 0o700, findings: &findings)
+        }
+        return findings
+    }
+
+    private func checkMode(_ path: String, expected: mode_t, findings: inout Findings) {
+        guard case .success(let info) = Syscall.lstat(path) else { return }
+        let mode = info.st_mode & 0o777
+        if mode != expected {
+            findings.permissions.append((path, expected))
+            findings.problems.append(DiskCache.Problem(kind: .wrongPermissions, path: path, key: nil,
+                                                       detail: "mode \(String(mode, radix: 8)), expected \(String(expected, radix: 8))"))
+        }
+    }
+
+    /// Checks one entry; returns its problem, if any.
+    private func check(_ hash: KeyHash, _ entry: IndexEntry, findings: inout Findings) -> DiskCache.Problem? {
+        let metaPath = layout.metaFile(hash, slot: entry.slot)
+        func problem(_ kind: DiskCache.Problem.Kind, _ path: String, key: String? = nil, _ detail: String) -> DiskCache.Problem {
+            DiskCache.Problem(kind: kind, path: path, key: key, detail: detail)
+        }
+        guard case .success(let metaInfo) = Syscall.lstat(metaPath) else {
+            return problem(.missingMetadata, metaPath, "the metadata file is missing")
+        }
+        if metaInfo.st_mode & S_IFMT == S_IFLNK {
+            return problem(.symbolicLink, metaPath, "a symbolic link where an entry file belongs")
+        }
+        guard case .success(let bytes?) = FileIO.readAll(metaPath, limit: IndexEntry.maximumMetaSize),
+              let meta = bytes.withUnsafeBytes({ EntryMetadata.decode($0) }) else {
+            return problem(.unreadableMetadata, metaPath, "the metadata file is not a readable property list")
+        }
+        checkMode(metaPath, expected: 0o600, findings: &findings)
+        guard hasher.hash(meta.key) == hash else {
+            return problem(.keyMismatch, metaPath, key: meta.key, "the key does not hash to the file's name")
+        }
+        guard meta.checksum == entry.checksum, meta.size == entry.size, (meta.inlineBody != nil) == entry.isInline,
+              bytes.count == Int(entry.metaSize) else {
+            return problem(.metadataMismatch, metaPath, key: meta.key, "the metadata is not what the journal recorded")
+        }
+        if let inline = meta.inlineBody {
+            findings.bytesChecked += Int64(inline.count)
+            guard inline.withUnsafeBytes({ Checksum.xxh3($0) }) == meta.checksum else {
+                return problem(.checksumMismatch, metaPath, key: meta.key, "the inline body fails its checksum")
+            }
+            return nil
+        }
+        let bodyPath = layout.bodyFile(hash, slot: entry.slot)
+        guard case .success(let bodyInfo) = Syscall.lstat(bodyPath) else {
+            return problem(.missingBody, bodyPath, key: meta.key, "the body file is missing")
+        }
+        if bodyInfo.st_mode & S_IFMT == S_IFLNK {
+            return problem(.symbolicLink, bodyPath, key: meta.key, "a symbolic link where an entry file belongs")
+        }
+        guard Int64(bodyInfo.st_size) == meta.size else {
+            return problem(.bodySizeMismatch, bodyPath, key: meta.key, "the body has \(bodyInfo.st_size) bytes, expected \(meta.size)")
+        }
+        checkMode(bodyPath, expected: 0o600, findings: &findings)
+        guard case .success(let body?) = FileIO.read(bodyPath, count: Int(meta.size)) else {
+            return problem(.missingBody, bodyPath, key: meta.key, "the body file cannot be read")
+        }
+        defer { body.deallocate() }
+        findings.bytesChecked += meta.size
+        guard Checksum.xxh3(UnsafeRawBufferPointer(rebasing: body[0..<Int(meta.size)])) == meta.checksum else {
+            return problem(.checksumMismatch, bodyPath, key: meta.key, "the body fails its checksum")
+        }
+        return nil
+    }
+}

@@ -1,0 +1,206 @@
+public import Foundation
+import MemoryCache
+import Synchronization
+
+/// A ``MemoryCache`` in front of a ``DiskCache``, with `URLCache`'s capacities and storage
+/// policies: what the HTTP layer stores its responses in, and a general two-tier cache.
+///
+/// - Writes go through to disk (unless the policy says memory only) and into memory.
+/// - Reads try memory, then disk; a disk hit is promoted into memory.
+/// - Expiry is checked in both tiers: an expired record is never returned.
+///
+/// **Threads.** All methods may be called from any thread. Disk I/O runs on the caller's thread.
+public final class TieredCache: Sendable {
+    /// Where a record may be kept: `URLCache.StoragePolicy`'s three values.
+    public enum StoragePolicy: String, Sendable, Hashable, CaseIterable {
+        /// Memory and disk.
+        case allowed
+        /// Memory only: gone after a restart, never written to disk.
+        case allowedInMemoryOnly
+        /// Not kept at all: storing with it removes any earlier value of the key.
+        case notAllowed
+    }
+
+    /// A stored value with what was stored beside it.
+    public struct Record: Sendable, Hashable {
+        public var data: Data
+        public var metadata: [String: String]
+        public var created: Date
+        public var expires: Date?
+
+        public init(data: Data, metadata: [String: String] = [:], created: Date = Date(), expires: Date? = nil) {
+            self.data = data
+            self.metadata = metadata
+            self.created = created
+            self.expires = expires
+        }
+    }
+
+    /// Hits, misses and evictions per tier, since the cache was created.
+    public struct Statistics: Sendable, Hashable {
+        public var memoryHits = 0
+        public var diskHits = 0
+        public var misses = 0
+        /// Values the memory tier dropped to stay under ``TieredCache/memoryCapacity``.
+        public var memoryEvictions = 0
+        /// Entries the disk tier removed for capacity, count, free space, expiry or corruption.
+        public var diskEvictions = 0
+    }
+
+    private struct State {
+        /// Creation date of every key the memory tier holds, for ``removeEntries(modifiedSince:)``.
+        var memoryKeys: [String: Date] = [:]
+        var statistics = Statistics()
+        var memoryCapacity: Int
+    }
+
+    /// The lock-protected state, in a class so that eviction callbacks can hold it.
+    private final class Shared: Sendable {
+        let state: Mutex<State>
+        init(_ state: State) { self.state = Mutex(state) }
+    }
+
+    /// The disk tier, nil for a memory-only cache.
+    public let disk: DiskCache?
+    private let memory: MemoryCache<String, Record>
+    private let shared: Shared
+
+    /// - Parameters:
+    ///   - memoryCapacity: bytes of values (and metadata) the memory tier may hold; 0 keeps nothing in memory.
+    ///   - diskCapacity: overrides `configuration.diskCapacity`.
+    ///   - directory: the disk tier's directory; nil for a memory-only cache.
+    /// - Throws: ``DiskCacheError`` when the disk tier cannot be opened.
+    public init(memoryCapacity: Int, diskCapacity: Int64, directory: URL?,
+                configuration: DiskCache.Configuration = .init()) throws {
+        let shared = Shared(State(memoryCapacity: max(0, memoryCapacity)))
+        self.shared = shared
+        memory = MemoryCache(name: "TieredCache", totalCostLimit: max(1, memoryCapacity)) { eviction in
+            // A replaced value's key lives on with its new value.
+            guard eviction.reason != .replaced else { return }
+            shared.state.withLock { state in
+                state.memoryKeys[eviction.key] = nil
+                state.statistics.memoryEvictions += 1
+            }
+        }
+        if let directory {
+            var configuration = configuration
+            configuration.diskCapacity = diskCapacity
+            let userCallback = configuration.onEviction
+            configuration.onEviction = { eviction in
+                if eviction.reason != .explicit { shared.state.withLock { $0.statistics.diskEvictions += 1 } }
+                userCallback?(eviction)
+            }
+            disk = try DiskCache(directory: directory, configuration: configuration)
+        } else {
+            disk = nil
+        }
+    }
+
+    // MARK: - Capacities
+
+    /// Bytes the memory tier may hold; 0 turns it off. Lowering it evicts at once.
+    public var memoryCapacity: Int {
+        get { shared.state.withLock { $0.memoryCapacity } }
+        set {
+            let capacity = max(0, newValue)
+            shared.state.withLock { $0.memoryCapacity = capacity }
+            if capacity == 0 { memory.removeAll() }
+            memory.totalCostLimit = max(1, capacity)
+        }
+    }
+
+    /// Bytes the disk tier may occupy (0 for a memory-only cache); see ``DiskCache/diskCapacity``.
+    public var diskCapacity: Int64 {
+        get { disk?.diskCapacity ?? 0 }
+        set { disk?.diskCapacity = newValue }
+    }
+
+    /// Bytes the memory tier holds now.
+    public var currentMemoryUsage: Int { memory.totalCost }
+
+    /// Bytes the disk tier occupies now (see ``DiskCache/totalSize``).
+    public var currentDiskUsage: Int64 { disk?.totalSize ?? 0 }
+
+    public var statistics: Statistics { shared.state.withLock { $0.statistics } }
+
+    // MARK: - Reading and writing
+
+    /// Stores `data` for `key` where `policy` allows, replacing any earlier value in both tiers.
+    /// - Throws: ``DiskCacheError`` when the disk tier cannot store it; the memory tier is then
+    ///   left without the key too, so no tier serves the earlier value.
+    public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
+                      policy: StoragePolicy = .allowed) throws {
+        let record = Record(data: data, metadata: metadata, created: Date(), expires: expires)
+        switch policy {
+        case .allowed:
+            do {
+                try disk?.store(data, for: key, metadata: metadata, expires: expires)
+            } catch {
+                removeFromMemory(key)
+                throw error
+            }
+            putInMemory(record, for: key)
+        case .allowedInMemoryOnly:
+            try disk?.removeValue(for: key)
+            putInMemory(record, for: key)
+        case .notAllowed:
+            try removeValue(for: key)
+        }
+    }
+
+    /// The record for `key`: from memory, else from disk (then kept in memory); nil on a miss
+    /// or when it has expired.
+    public func record(for key: String) -> Record? {
+        if let record = memory.value(forKey: key) {
+            if let expires = record.expires, expires <= Date() {
+                removeFromMemory(key)
+            } else {
+                shared.state.withLock { $0.statistics.memoryHits += 1 }
+                return record
+            }
+        }
+        if let (data, entry) = disk?.dataAndEntry(for: key) {
+            let record = Record(data: data, metadata: entry.metadata, created: entry.created, expires: entry.expires)
+            putInMemory(record, for: key)
+            shared.state.withLock { $0.statistics.diskHits += 1 }
+            return record
+        }
+        shared.state.withLock { $0.statistics.misses += 1 }
+        return nil
+    }
+
+    /// The value for `key`, as ``record(for:)`` finds it.
+    public func data(for key: String) -> Data? { record(for: key)?.data }
+
+    public func removeValue(for key: String) throws {
+        removeFromMemory(key)
+        try disk?.removeValue(for: key)
+    }
+
+    public func removeAll() throws {
+        memory.removeAll()
+        shared.state.withLock { $0.memoryKeys.removeAll() }
+        try disk?.removeAll()
+    }
+
+    /// Removes what was stored at or after `date`, from both tiers.
+    public func removeEntries(modifiedSince date: Date) throws {
+        let keys = shared.state.withLock { state in state.memoryKeys.filter { $0.value >= date }.map(\.key) }
+        for key in keys { removeFromMemory(key) }
+        try disk?.removeEntries(modifiedSince: date)
+    }
+
+    // MARK: - Memory tier
+
+    private func putInMemory(_ record: Record, for key: String) {
+        guard shared.state.withLock({ $0.memoryCapacity }) > 0 else { return }
+        let cost = record.data.count + record.metadata.reduce(key.utf8.count) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+        shared.state.withLock { $0.memoryKeys[key] = record.created }
+        memory.setValue(record, forKey: key, cost: cost)
+    }
+
+    private func removeFromMemory(_ key: String) {
+        memory.removeValue(forKey: key)
+        _ = shared.state.withLock { $0.memoryKeys.removeValue(forKey: key) }
+    }
+}

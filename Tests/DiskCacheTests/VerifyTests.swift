@@ -1,0 +1,86 @@
+@testable import DiskCache
+import Foundation
+import Testing
+
+struct VerifyTests {
+    @Test func healthyCacheVerifiesClean() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing(inlineThreshold: 100))
+        for i in 0..<20 { try cache.store(randomData(count: i * 20, seed: UInt64(i)), for: "k\(i)") }
+        let report = try cache.verify()
+        #expect(report.isHealthy, "\(report.problems)")
+        #expect(report.entriesChecked == 20)
+        #expect(report.bytesChecked == Int64((0..<20).reduce(0) { $0 + $1 * 20 }))
+    }
+
+    @Test func verifyFindsAndRepairFixesDamage() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing(inlineThreshold: 0))
+        for i in 0..<5 { try cache.store(randomData(count: 500, seed: UInt64(i)), for: "k\(i)") }
+        // A corrupt body, a missing body, an orphan file, a file with loose permissions.
+        var body = try readFile(EntryFiles(cache, key: "k1").body)
+        body[10] ^= 1
+        try writeFile(EntryFiles(cache, key: "k1").body, body)
+        try FileManager.default.removeItem(atPath: EntryFiles(cache, key: "k2").body)
+        let hash = KeyHash(high: 0xABCD_0000_0000_0000, low: 7)
+        let orphanDirectory = (cache.layout.metaFile(hash, slot: 0) as NSString).deletingLastPathComponent
+        try FileManager.default.createDirectory(atPath: orphanDirectory, withIntermediateDirectories: true)
+        try writeFile(cache.layout.metaFile(hash, slot: 0), [1, 2, 3])
+        chmod(EntryFiles(cache, key: "k3").meta, 0o644)
+
+        let report = try cache.verify()
+        let kinds = Set(report.problems.map(\.kind))
+        #expect(kinds == [.checksumMismatch, .missingBody, .orphanFile, .wrongPermissions])
+        #expect(report.problems.first { $0.kind == .checksumMismatch }?.key == "k1")
+
+        let repair = try cache.verify(repair: true)
+        #expect(repair.repairs.contains { $0.contains("Removed 1 orphan") })
+        #expect(cache.count == 3)
+        #expect(try cache.verify().isHealthy)
+        #expect(cache.data(for: "k0") == randomData(count: 500, seed: 0))
+        #expect(cache.data(for: "k3") == randomData(count: 500, seed: 3))
+    }
+
+    @Test func inspectorReadsWithoutWritingAnything() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+            try cache.store(bytes("v"), for: "k", metadata: ["x": "y"])
+            try cache.store(bytes("w"), for: "k")
+            try cache.close()
+        }
+        let journalPath = dir.cache.appendingPathComponent("journal").path
+        var journal = try readFile(journalPath)
+        journal += [1, 2, 3]  // a torn tail the inspector reports but must not cut
+        try writeFile(journalPath, journal)
+        let before = try FileManager.default.attributesOfItem(atPath: journalPath)[.modificationDate] as? Date
+
+        let inspector = try DiskCacheInspector(directory: dir.cache)
+        #expect(inspector.summary.entries == 1)
+        #expect(inspector.summary.truncatedTailBytes == 3)
+        #expect(inspector.summary.redundantRecords == 2)  // the first PUT and the CLOSE
+        #expect(inspector.data(for: "k") == bytes("w"))
+        #expect(inspector.entries().map(\.key) == ["k"])
+        let report = inspector.verify()
+        #expect(report.problems.map(\.kind) == [.journalTornTail])
+        #expect(try readFile(journalPath) == journal)
+        #expect(try FileManager.default.attributesOfItem(atPath: journalPath)[.modificationDate] as? Date == before)
+    }
+
+    @Test func inspectorRefusesWhatIsNotACacheAndCreatesNothing() throws {
+        let dir = TemporaryDirectory()
+        #expect { try DiskCacheInspector(directory: dir.cache) } throws: { ($0 as? DiskCacheError)?.code == .notFound }
+        #expect(!fileExists(dir.cache.path))
+        try FileManager.default.createDirectory(at: dir.cache, withIntermediateDirectories: true)
+        #expect { try DiskCacheInspector(directory: dir.cache) } throws: { ($0 as? DiskCacheError)?.code == .notACache }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.cache.path).isEmpty)
+    }
+
+    @Test func inspectorRefusesACacheThatIsOpen() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+        #expect { try DiskCacheInspector(directory: dir.cache) } throws: { ($0 as? DiskCacheError)?.code == .locked }
+        try cache.close()
+        #expect(try DiskCacheInspector(directory: dir.cache).summary.entries == 0)
+    }
+}
