@@ -3,6 +3,7 @@
 //   DiskCacheTestWorker write DIR MODE KEYS SEED BASE   stores (and sometimes removes) values until killed,
 //                                                   printing "ACK PUT key version" / "ACK DEL key version"
 //                                                   after each operation returns, and "BEGIN ..." before it
+//   DiskCacheTestWorker sweep DIR                   evicts every entry (capacity 0), printing "SWEEPING n" first
 //   DiskCacheTestWorker hold DIR                    opens the cache, prints "OPEN", sleeps until killed
 //   DiskCacheTestWorker open DIR                    tries to open; prints "OPEN" or "ERROR <code>", exits
 //   DiskCacheTestWorker open-as-nobody DIR          the same as user nobody (run as root)
@@ -72,6 +73,15 @@ case "write":
             say("ACK PUT \(key) \(version)")
         }
     }
+case "sweep":
+    // Evicts every entry of an existing cache, one by one, until killed or done.
+    var configuration = DiskCache.Configuration(durability: .none)
+    configuration.sweepInterval = nil
+    let cache = try DiskCache(directory: directory, configuration: configuration)
+    say("SWEEPING \(cache.count)")
+    cache.diskCapacity = 0
+    let report = cache.sweep()
+    say("SWEPT \(report.totalRemovedEntries)")
 case "hold":
     let cache = try DiskCache(directory: directory)
     say("OPEN")
