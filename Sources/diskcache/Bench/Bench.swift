@@ -1,0 +1,215 @@
+import ArgumentParser
+import DiskCache
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `diskcache bench`: throughput and latency of the store for cache-like workloads, each row
+/// beside a baseline measured in the same run.
+struct Bench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench",
+        abstract: "Measure put, get, mixed, open and sweep against the raw-file floor.",
+        discussion: """
+        For each body size and operation, prints ops/s, MB/s and latency percentiles (p50, p99, \
+        max) of the store, and of the raw-file floor measured in the same run: the same bytes in \
+        as many files per entry as the store uses (1 when the body is inline in the .meta file, \
+        2 otherwise), written with open/write/close/rename and read with open/read/close, no \
+        journal. The ratio to the floor is in the "× base" column.
+
+        Operations: put (fill the cache with --entries fresh keys), get (uniformly random keys), \
+        mixed (90 % get / 10 % put, Zipf-distributed keys), open (close and reopen: journal \
+        replay, plus index memory per entry), sweep (one pass evicting half the entries). Not \
+        run by default: sweep-get (get throughput while a sweep evicts, against the same gets \
+        without it) and idle (CPU used by an open, idle cache whose sweeper runs every \
+        --sweep-interval seconds, over --idle-seconds).
+
+        Durability is `none` by default: the numbers are those of the page cache and the \
+        filesystem, not of the device's flushes.
+        """
+    )
+
+    @Argument(help: "Directory to run in (a new temporary directory by default). Removed afterwards unless --keep; an existing directory is kept and only the benchmark's subdirectories are removed.")
+    var directory: String?
+
+    @Flag(help: "Keep the benchmark's caches and files afterwards.")
+    var keep = false
+
+    @Option(help: "Body sizes, comma-separated: 512, 1K, 16K, 4M (binary units).")
+    var sizes = "1K,16K,256K,4M"
+
+    @Option(help: "Entries per body size (default: --byte-budget / size, between 64 and 10000).")
+    var entries: Int?
+
+    @Option(help: "Bytes of bodies per size when --entries is not given.")
+    var byteBudget = "64M"
+
+    @Option(help: "Operations, comma-separated: put, get, mixed, open, sweep, sweep-get, idle, or all.")
+    var operations = "put,get,mixed,open,sweep"
+
+    @Option(help: "Durability mode of the store: none, batched, batched:<milliseconds>, immediate.")
+    var durability = "none"
+
+    @Option(help: "Threads issuing operations at once.")
+    var threads = 1
+
+    @Option(help: "Seconds each timed phase (get, mixed) runs.")
+    var duration = 1.0
+
+    @Flag(help: "Empty the page cache before reads (needs root; otherwise evicts the benchmark's own files with posix_fadvise and says so).")
+    var cold = false
+
+    @Option(help: "Also run a peer on the same workload: urlcache (Foundation's URLCache, on disk).")
+    var compare: [String] = []
+
+    @Option(help: "Entries for the URLCache comparison (it lists its directory on every call, so keep this to a few thousand).")
+    var urlcacheEntries = 1000
+
+    @Option(help: "The store's inlineThreshold: bodies of at most this size live in the .meta file (0: none).")
+    var inlineThreshold = "8K"
+
+    @Option(help: "Zipf exponent of the mixed workload's key popularity.")
+    var zipf = 0.99
+
+    @Option(help: "Seed of the workload's random numbers.")
+    var seed: UInt64 = 1
+
+    @Option(help: "Times the open operation reopens the cache (its p50 is the median).")
+    var openRepetitions = 5
+
+    @Option(help: "For idle: seconds to wait with the cache open.")
+    var idleSeconds = 60.0
+
+    @Option(help: "For idle: the cache's sweepInterval in seconds.")
+    var sweepInterval = 1.0
+
+    @Flag(help: "Print the results as JSON (the progress bar still goes to standard error).")
+    var json = false
+
+    @Flag(help: "No progress bar.")
+    var quiet = false
+
+    func validate() throws {
+        guard threads >= 1 else { throw ValidationError("--threads must be at least 1") }
+        guard duration > 0 else { throw ValidationError("--duration must be positive") }
+        if let entries, entries < 2 { throw ValidationError("--entries must be at least 2") }
+        guard openRepetitions >= 1 else { throw ValidationError("--open-repetitions must be at least 1") }
+        _ = try parsedSizes()
+        _ = try parsedOperations()
+        _ = try parsedDurability()
+        guard BenchSize.parse(inlineThreshold) != nil else { throw ValidationError("--inline-threshold: expected a size such as 0, 4K or 8K") }
+        guard BenchSize.parse(byteBudget) != nil else { throw ValidationError("--byte-budget: expected a size such as 64M") }
+        for peer in compare where peer.lowercased() != "urlcache" {
+            throw ValidationError("--compare: unknown peer '\(peer)' (known: urlcache)")
+        }
+    }
+
+    private func parsedSizes() throws -> [Int] {
+        let list = sizes.split(separator: ",").map { String($0) }
+        let parsed = list.compactMap(BenchSize.parse)
+        guard !list.isEmpty, parsed.count == list.count, parsed.allSatisfy({ $0 >= 1 }) else {
+            throw ValidationError("--sizes: expected sizes such as 1K,16K,256K,4M")
+        }
+        return parsed
+    }
+
+    private func parsedOperations() throws -> Set<BenchOperation> {
+        var result = Set<BenchOperation>()
+        for name in operations.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) {
+            if name == "all" { result.formUnion(BenchOperation.allCases); continue }
+            guard let op = BenchOperation(rawValue: name) else {
+                throw ValidationError("--operations: unknown '\(name)' (known: \(BenchOperation.allCases.map(\.rawValue).joined(separator: ", ")), all)")
+            }
+            result.insert(op)
+        }
+        return result
+    }
+
+    private func parsedDurability() throws -> DiskCache.Durability {
+        let text = durability.lowercased()
+        switch text {
+        case "none": return .none
+        case "batched": return .batched
+        case "immediate": return .immediate
+        default:
+            if text.hasPrefix("batched:"), let ms = Int64(text.dropFirst("batched:".count)), ms > 0 {
+                return .batched(interval: .milliseconds(ms))
+            }
+            throw ValidationError("--durability: expected none, batched, batched:<milliseconds> or immediate")
+        }
+    }
+
+    func run() throws {
+        let sizes = try parsedSizes()
+        let operations = try parsedOperations()
+        let budget = BenchSize.parse(byteBudget)!
+        let fixedEntries = entries
+        let entriesFor: (Int) -> Int = { size in fixedEntries ?? min(10_000, max(64, budget / max(1, size))) }
+
+        // Where to run.
+        let fm = FileManager.default
+        let root: String
+        var createdRoot = false
+        if let directory {
+            var isDirectory: ObjCBool = false
+            if !fm.fileExists(atPath: directory, isDirectory: &isDirectory) {
+                try fm.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                createdRoot = true
+            } else if !isDirectory.boolValue {
+                throw ValidationError("\(directory) is not a directory")
+            }
+            root = (directory as NSString).standardizingPath + "/diskcache-bench-\(getpid())"
+        } else {
+            var template = Array((NSTemporaryDirectory() as NSString).appendingPathComponent("diskcache-bench-XXXXXX").utf8CString)
+            guard let made = mkdtemp(&template) else { throw ValidationError("cannot create a temporary directory") }
+            root = String(cString: made)
+            createdRoot = true
+        }
+        try fm.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let cleanupPath = directory == nil || !createdRoot ? root : directory!
+        defer { if !keep { try? fm.removeItem(atPath: cleanupPath) } }
+
+        let threshold = BenchSize.parse(inlineThreshold)!
+        let plan = BenchPlan(root: root, sizes: sizes, entries: entriesFor, operations: operations,
+                             durability: try parsedDurability(), threads: threads, seconds: duration, coldReads: cold,
+                             inlineThreshold: threshold, zipfExponent: zipf, seed: seed,
+                             compareURLCache: compare.contains { $0.lowercased() == "urlcache" },
+                             urlcacheEntries: urlcacheEntries, idleSeconds: idleSeconds, sweepInterval: sweepInterval,
+                             openRepetitions: openRepetitions)
+        let date = ISO8601DateFormatter().string(from: Date())
+        var entriesPerSize: [String: Int] = [:]
+        for size in sizes { entriesPerSize[BenchSize.label(size)] = entriesFor(size) }
+        let settings = BenchReport.Settings(
+            directory: root, sizes: sizes, entriesPerSize: entriesPerSize,
+            operations: BenchOperation.allCases.filter(operations.contains).map(\.rawValue),
+            durability: plan.durability.description, threads: threads, durationSeconds: duration, coldReads: cold,
+            inlineThreshold: threshold, zipfExponent: zipf, seed: seed, compare: compare.map { $0.lowercased() },
+            urlcacheEntries: plan.compareURLCache ? urlcacheEntries : nil)
+        var report = BenchReport(date: date, machine: BenchMachine.describe(directory: root), settings: settings)
+        if plan.durability == .none {
+            report.notes.append("durability none: no fsync; these are page-cache and filesystem costs (use --durability to change)")
+        }
+        if cold && getuid() != 0 {
+            report.notes.append("--cold without root: the page cache cannot be dropped; the benchmark's own files are evicted with posix_fadvise(DONTNEED)")
+        }
+
+        let progress = BenchProgress(enabled: !quiet)
+        let runner = BenchRunner(plan: plan, progress: progress, report: report)
+        runner.isKept = keep
+        progress.plan(phases: runner.phaseCount())
+        if !quiet {
+            progress.note("bench: \(root), durability \(plan.durability), sizes \(sizes.map(BenchSize.label).joined(separator: ",")), entries " +
+                          sizes.map { "\(BenchSize.label($0))=\(entriesFor($0))" }.joined(separator: " "))
+        }
+        try runner.run()
+        progress.finish()
+        if keep { runner.report.notes.append("kept: \(root)") }
+        let output = json ? try runner.report.json() : runner.report.table()
+        FileHandle.standardOutput.write(Data(output.utf8))
+    }
+}

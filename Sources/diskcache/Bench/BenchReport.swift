@@ -1,0 +1,153 @@
+import Foundation
+
+/// One line of the results: one subject (our store, its baseline, or a peer) doing one
+/// operation at one body size.
+struct BenchRow: Codable {
+    var size: Int
+    var operation: String
+    /// `diskcache`, `floor` (the raw-file baseline), `urlcache`, or a named baseline.
+    var subject: String
+    var entries: Int
+    /// Files per entry: what the store uses at this size, and what the floor was made to use.
+    var filesPerEntry: Int?
+    var threads: Int
+    var operations: Int
+    var seconds: Double
+    var opsPerSecond: Double
+    var megabytesPerSecond: Double?
+    var p50Microseconds: Double?
+    var p99Microseconds: Double?
+    var maxMicroseconds: Double?
+    /// This row's rate divided by its baseline's (the floor's, for the standard operations).
+    var ratioToBaseline: Double?
+    /// Our rate divided by Foundation's URLCache's on the same workload (with `--compare urlcache`).
+    var ratioToURLCache: Double?
+    var note: String?
+
+    init(size: Int, operation: String, subject: String, entries: Int, filesPerEntry: Int?, threads: Int,
+         measurement: BenchMeasurement, withBytes: Bool = true, note: String? = nil) {
+        self.size = size
+        self.operation = operation
+        self.subject = subject
+        self.entries = entries
+        self.filesPerEntry = filesPerEntry
+        self.threads = threads
+        self.operations = measurement.operations
+        self.seconds = measurement.seconds
+        self.opsPerSecond = measurement.opsPerSecond
+        self.megabytesPerSecond = withBytes ? measurement.megabytesPerSecond : nil
+        if let p = measurement.percentiles() {
+            (p50Microseconds, p99Microseconds, maxMicroseconds) = (p.p50, p.p99, p.max)
+        }
+        self.note = note
+    }
+}
+
+/// Everything one `diskcache bench` run measured, as `--json` prints it.
+struct BenchReport: Codable {
+    struct Settings: Codable {
+        var directory: String
+        var sizes: [Int]
+        var entriesPerSize: [String: Int]
+        var operations: [String]
+        var durability: String
+        var threads: Int
+        var durationSeconds: Double
+        var coldReads: Bool
+        var inlineThreshold: Int
+        var zipfExponent: Double
+        var seed: UInt64
+        var compare: [String]
+        var urlcacheEntries: Int?
+    }
+    var tool = "diskcache bench"
+    var date: String
+    var machine: BenchMachine
+    var settings: Settings
+    var notes: [String] = []
+    var rows: [BenchRow] = []
+    /// Single figures that are not rates: index memory per entry, idle CPU and the like.
+    var figures: [String: Double] = [:]
+}
+
+// MARK: - Text output
+
+extension BenchReport {
+    func table() -> String {
+        var lines: [String] = []
+        lines.append("diskcache bench: \(date)")
+        lines.append("machine: \(machine.processors) CPUs, \(machine.cpuModel), \(machine.kernel), \(machine.fileSystem)")
+        lines.append("durability: \(settings.durability); threads: \(settings.threads); timed phases: \(String(format: "%g", settings.durationSeconds)) s; "
+                     + "reads: \(settings.coldReads ? "cold" : "warm page cache"); inline threshold: \(settings.inlineThreshold) B; "
+                     + "mixed = 90 % get / 10 % put, Zipf s=\(settings.zipfExponent)")
+        lines.append("")
+        let header = ["size", "op", "subject", "entries", "files", "ops/s", "MB/s", "p50", "p99", "max", "× base", "× urlcache"]
+        var cells: [[String]] = []
+        for row in rows {
+            cells.append([
+                BenchSize.label(row.size), row.operation, row.subject, "\(row.entries)",
+                row.filesPerEntry.map(String.init) ?? "",
+                Self.rate(row.opsPerSecond),
+                row.megabytesPerSecond.map { String(format: $0 >= 100 ? "%.0f" : "%.1f", $0) } ?? "",
+                row.p50Microseconds.map(Self.time) ?? "", row.p99Microseconds.map(Self.time) ?? "",
+                row.maxMicroseconds.map(Self.time) ?? "",
+                row.ratioToBaseline.map { String(format: "%.2f×", $0) } ?? "",
+                row.ratioToURLCache.map { String(format: "%.0f×", $0) } ?? "",
+            ])
+        }
+        let widths = header.indices.map { column in
+            max(header[column].count, cells.map { $0[column].count }.max() ?? 0)
+        }
+        func format(_ row: [String]) -> String {
+            row.indices.map { column in
+                let text = row[column]
+                let pad = String(repeating: " ", count: widths[column] - text.count)
+                return column <= 2 ? text + pad : pad + text
+            }.joined(separator: "  ")
+        }
+        lines.append(format(header))
+        lines.append(format(widths.map { String(repeating: "-", count: $0) }))
+        var previous: (Int, String)?
+        for (row, cell) in zip(rows, cells) {
+            if let previous, previous.0 != row.size { lines.append("") }
+            previous = (row.size, row.operation)
+            lines.append(format(cell))
+        }
+        let rowNotes = rows.compactMap { row in row.note.map { "\(BenchSize.label(row.size)) \(row.operation) \(row.subject): \($0)" } }
+        if !rowNotes.isEmpty || !notes.isEmpty || !figures.isEmpty {
+            lines.append("")
+            for note in notes { lines.append("note: " + note) }
+            for note in rowNotes { lines.append("note: " + note) }
+            for (name, value) in figures.sorted(by: { $0.key < $1.key }) {
+                lines.append("figure: \(name) = \(String(format: "%.6g", value))")
+            }
+        }
+        lines.append("")
+        lines.append("files: files per entry (the floor writes and reads as many as the store). × base: rate over the "
+                     + "baseline row of the same size and operation (floor: open/write/close/rename and open/read/close "
+                     + "of the same bytes, no journal; for open, listing the shards and stat-ing every file; for sweep, "
+                     + "unlinking the same number of entries' files). open: p50/p99/max are whole opens, ops/s is entries "
+                     + "replayed per second. sweep: one pass, ops/s is entries evicted per second.")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    static func rate(_ value: Double) -> String {
+        if value >= 1_000_000 { return String(format: "%.2fM", value / 1_000_000) }
+        if value >= 10_000 { return String(format: "%.1fk", value / 1000) }
+        if value >= 100 { return String(format: "%.0f", value) }
+        return String(format: "%.1f", value)
+    }
+
+    static func time(_ microseconds: Double) -> String {
+        if microseconds >= 1_000_000 { return String(format: "%.2fs", microseconds / 1_000_000) }
+        if microseconds >= 1000 { return String(format: "%.1fms", microseconds / 1000) }
+        if microseconds >= 100 { return String(format: "%.0fµs", microseconds) }
+        return String(format: "%.1fµs", microseconds)
+    }
+
+    func json() throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        return String(decoding: try encoder.encode(self), as: UTF8.self) + "\n"
+    }
+}

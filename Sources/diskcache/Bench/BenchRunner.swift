@@ -1,0 +1,480 @@
+import DiskCache
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What one run is asked to do, already validated.
+struct BenchPlan {
+    var root: String
+    var sizes: [Int]
+    var entries: (Int) -> Int
+    var operations: Set<BenchOperation>
+    var durability: DiskCache.Durability
+    var threads: Int
+    var seconds: Double
+    var coldReads: Bool
+    var inlineThreshold: Int
+    var zipfExponent: Double
+    var seed: UInt64
+    var compareURLCache: Bool
+    var urlcacheEntries: Int
+    var idleSeconds: Double
+    var sweepInterval: Double
+    var openRepetitions: Int
+}
+
+enum BenchOperation: String, CaseIterable {
+    case put, get, mixed, open, sweep
+    /// Get throughput while a sweep evicts half the cache, against the same gets without it.
+    case sweepGet = "sweep-get"
+    /// CPU the idle background sweeper uses, against the same wait with no cache open.
+    case idle
+
+    static let defaults: [BenchOperation] = [.put, .get, .mixed, .open, .sweep]
+}
+
+/// Runs the phases of a plan and collects rows.
+final class BenchRunner {
+    let plan: BenchPlan
+    let progress: BenchProgress
+    var report: BenchReport
+
+    init(plan: BenchPlan, progress: BenchProgress, report: BenchReport) {
+        self.plan = plan
+        self.progress = progress
+        self.report = report
+    }
+
+    static func key(_ index: Int) -> String { "https://example.com/resource/\(index)" }
+
+    private func configuration(sweepInterval: Duration? = .seconds(10)) -> DiskCache.Configuration {
+        DiskCache.Configuration(diskCapacity: 1 << 50, durability: plan.durability,
+                                inlineThreshold: plan.inlineThreshold, minimumFreeSpace: 0, minimumFreeFraction: 0,
+                                sweepInterval: sweepInterval)
+    }
+
+    private func body(_ size: Int) -> Data {
+        var random = BenchRandom(seed: plan.seed ^ UInt64(size))
+        var bytes = [UInt8](repeating: 0, count: size)
+        for i in stride(from: 0, to: size, by: 8) {
+            let word = random.next()
+            for j in 0..<min(8, size - i) { bytes[i + j] = UInt8(truncatingIfNeeded: word >> (8 * UInt64(j))) }
+        }
+        return Data(bytes)
+    }
+
+    /// How many phases the plan has, for the progress bar.
+    func phaseCount() -> Int {
+        var phases = 0
+        let ops = plan.operations
+        for _ in plan.sizes {
+            phases += 2  // fill
+            for op in [BenchOperation.get, .mixed, .open, .sweep] where ops.contains(op) { phases += 2 }
+            if ops.contains(.sweepGet) { phases += 3 }
+            if plan.compareURLCache { phases += 6 }
+        }
+        if ops.contains(.idle) { phases += 2 }
+        return phases
+    }
+
+    func run() throws {
+        for size in plan.sizes {
+            try runSize(size)
+        }
+        if plan.operations.contains(.idle) {
+            try runIdle()
+        }
+    }
+
+    // MARK: - One body size
+
+    private func runSize(_ size: Int) throws {
+        let label = BenchSize.label(size)
+        let count = plan.entries(size)
+        let files = size <= plan.inlineThreshold ? 1 : 2
+        let data = body(size)
+        let storeDir = plan.root + "/store-\(label)"
+        let floorDir = plan.root + "/floor-\(label)"
+        let ops = plan.operations
+        let threads = plan.threads
+        var rows: [BenchRow] = []
+        func add(_ op: BenchOperation, _ ours: BenchRow, _ base: BenchRow) {
+            var ours = ours
+            if base.opsPerSecond > 0 { ours.ratioToBaseline = ours.opsPerSecond / base.opsPerSecond }
+            rows.append(ours)
+            rows.append(base)
+        }
+        func row(_ op: String, _ subject: String, _ m: BenchMeasurement, files: Int? = files, bytes: Bool = true,
+                 entries: Int = count, note: String? = nil) -> BenchRow {
+            BenchRow(size: size, operation: op, subject: subject, entries: entries, filesPerEntry: files, threads: threads,
+                     measurement: m, withBytes: bytes, note: note)
+        }
+
+        // Fill: every phase needs the entries, so put always runs (its rows are shown when asked for).
+        progress.phase("\(label): put \(count) entries (diskcache)")
+        var cache: DiskCache? = try DiskCache(directory: URL(fileURLWithPath: storeDir), configuration: configuration())
+        let store = cache!
+        let putFailures = Atomic<Int>(0)
+        let storePut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
+            do { try store.store(data, for: Self.key(n * threads + thread)) } catch {
+                putFailures.add(1, ordering: .relaxed)
+            }
+            return data.count
+        }
+        if putFailures.load(ordering: .relaxed) > 0 {
+            throw BenchError("\(putFailures.load(ordering: .relaxed)) stores failed at \(label)")
+        }
+        progress.phase("\(label): put \(count) entries (floor)")
+        let floor = try BenchFloor(root: floorDir, bodySize: size, filesPerEntry: files)
+        let floorPut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
+            floor.put(n * threads + thread, body: data)
+        }
+        if ops.contains(.put) {
+            var tail: String?
+            if count >= 1000 && threads == 1 {
+                // The last tenth of the fill: the rate once the cache already holds 90 % of its entries.
+                let last = storePut.latencies.suffix(count / 10)
+                let seconds = Double(last.reduce(0, +)) / 1e9
+                tail = String(format: "last 10 %% of the fill: %.0f ops/s", Double(last.count) / max(seconds, 1e-9))
+                report.figures["\(label).put.lastTenthOpsPerSecond"] = Double(last.count) / max(seconds, 1e-9)
+            }
+            add(.put, row("put", "diskcache", storePut, note: tail), row("put", "floor", floorPut))
+        }
+
+        // Get: uniformly random entries for the phase's duration.
+        if ops.contains(.get) {
+            var coldNote: String?
+            if plan.coldReads { coldNote = BenchProcess.dropPageCache(fallbackTrees: [storeDir, floorDir]) }
+            progress.phase("\(label): get (diskcache)")
+            let misses = Atomic<Int>(0)
+            let storeGet = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 1, progress: progress) { _, _, random in
+                guard let value = store.data(for: Self.key(random.below(count))) else {
+                    misses.add(1, ordering: .relaxed)
+                    return 0
+                }
+                return value.count
+            }
+            if plan.coldReads { _ = BenchProcess.dropPageCache(fallbackTrees: [storeDir, floorDir]) }
+            progress.phase("\(label): get (floor)")
+            let floorGet = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 1, progress: progress) { _, _, random in
+                floor.get(random.below(count))
+            }
+            var note = coldNote
+            let missed = misses.load(ordering: .relaxed)
+            if missed > 0 { note = [note, "\(missed) misses"].compactMap { $0 }.joined(separator: "; ") }
+            add(.get, row("get", "diskcache", storeGet, note: note), row("get", "floor", floorGet))
+        }
+
+        // Mixed: 90 % get, 10 % put (replacing the value), Zipf-distributed entries.
+        if ops.contains(.mixed) {
+            let zipf = BenchZipf(count: count, exponent: plan.zipfExponent, seed: plan.seed)
+            progress.phase("\(label): mixed 90/10 (diskcache)")
+            let storeMixed = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 2, progress: progress) { _, _, random in
+                let index = zipf.next(&random)
+                if random.below(10) == 0 {
+                    try? store.store(data, for: Self.key(index))
+                    return data.count
+                }
+                return store.data(for: Self.key(index))?.count ?? 0
+            }
+            progress.phase("\(label): mixed 90/10 (floor)")
+            let floorMixed = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 2, progress: progress) { _, _, random in
+                let index = zipf.next(&random)
+                if random.below(10) == 0 { return floor.put(index, body: data, replacing: true) }
+                return floor.get(index)
+            }
+            add(.mixed, row("mixed", "diskcache", storeMixed), row("mixed", "floor", floorMixed))
+        }
+
+        // Open: close, then reopen (journal replay) a few times; memory the index takes.
+        if ops.contains(.open) {
+            progress.phase("\(label): open/replay (diskcache)")
+            try cache?.close()
+            cache = nil
+            var opens = BenchMeasurement()
+            var perEntry: [Double] = []
+            var entriesSeen = 0
+            var replayed = 0
+            for repetition in 0..<plan.openRepetitions {
+                if plan.coldReads { _ = BenchProcess.dropPageCache(fallbackTrees: [storeDir]) }
+                let mallocBefore = BenchProcess.mallocedBytes()
+                let start = benchNanoseconds()
+                let reopened = try DiskCache(directory: URL(fileURLWithPath: storeDir), configuration: configuration())
+                let elapsed = benchNanoseconds() - start
+                let mallocAfter = BenchProcess.mallocedBytes()
+                entriesSeen = reopened.count
+                replayed = reopened.statistics.recovery.recordsReplayed
+                if let before = mallocBefore, let after = mallocAfter, entriesSeen > 0 {
+                    perEntry.append(Double(after - before) / Double(entriesSeen))
+                }
+                opens.latencies.append(elapsed)
+                try reopened.close()
+                progress.phaseFraction(Double(repetition + 1) / Double(plan.openRepetitions))
+            }
+            let totalOpen = Double(opens.latencies.reduce(0, +)) / 1e9
+            opens.operations = entriesSeen * opens.latencies.count
+            opens.seconds = totalOpen
+            let median = perEntry.sorted()[perEntry.count / 2]
+            report.figures["\(label).open.indexBytesPerEntry"] = median
+            report.figures["\(label).open.medianMilliseconds"] = Double(opens.latencies.sorted()[opens.latencies.count / 2]) / 1e6
+
+            progress.phase("\(label): open (floor: list shards + stat)")
+            var scans = BenchMeasurement()
+            var filesSeen = 0
+            for repetition in 0..<plan.openRepetitions {
+                if plan.coldReads { _ = BenchProcess.dropPageCache(fallbackTrees: [floorDir]) }
+                let start = benchNanoseconds()
+                filesSeen = floor.scan()
+                scans.latencies.append(benchNanoseconds() - start)
+                progress.phaseFraction(Double(repetition + 1) / Double(plan.openRepetitions))
+            }
+            scans.operations = (filesSeen / files) * scans.latencies.count
+            scans.seconds = Double(scans.latencies.reduce(0, +)) / 1e9
+            let note = String(format: "%d entries, %d journal records replayed; index memory %.0f bytes/entry (malloc'd bytes after open minus before, median of %d)",
+                              entriesSeen, replayed, median, perEntry.count)
+            add(.open, row("open", "diskcache", opens, bytes: false, note: note), row("open", "floor", scans, bytes: false))
+            cache = try DiskCache(directory: URL(fileURLWithPath: storeDir), configuration: configuration())
+        }
+
+        // Sweep: lower the capacity so that one pass evicts half of the entries.
+        if ops.contains(.sweep) {
+            progress.phase("\(label): sweep evicting half (diskcache)")
+            try cache?.close()
+            let sweeping = try DiskCache(directory: URL(fileURLWithPath: storeDir), configuration: configuration(sweepInterval: nil))
+            let before = sweeping.count
+            let target = Double(sweeping.totalSize) * 0.5 / sweeping.configuration.lowWatermark
+            let start = benchNanoseconds()
+            sweeping.diskCapacity = Int64(target)  // schedules the pass at once
+            sweeping.sweep()                        // waits for it (and finds nothing more to do)
+            let elapsed = benchNanoseconds() - start
+            let evicted = before - sweeping.count
+            try sweeping.close()
+            cache = nil
+            var m = BenchMeasurement()
+            m.latencies = [elapsed]
+            m.operations = evicted
+            m.seconds = Double(elapsed) / 1e9
+            m.bytes = Int64(evicted) * Int64(size)
+
+            progress.phase("\(label): sweep (floor: unlink)")
+            let floorStart = benchNanoseconds()
+            for index in 0..<evicted { floor.remove(index) }
+            let floorElapsed = benchNanoseconds() - floorStart
+            var f = BenchMeasurement()
+            f.latencies = [floorElapsed]
+            f.operations = evicted
+            f.seconds = Double(floorElapsed) / 1e9
+            f.bytes = Int64(evicted) * Int64(size)
+            add(.sweep, row("sweep", "diskcache", m, note: "evicted \(evicted) of \(before) entries in one pass"),
+                row("sweep", "floor", f))
+        }
+        try cache?.close()
+        cache = nil
+
+        if ops.contains(.sweepGet) {
+            rows += try runSweepGet(size: size, data: data, files: files)
+        }
+        if plan.compareURLCache {
+            rows += try runURLCacheComparison(size: size, data: data, files: files, mainRows: rows)
+        }
+        report.rows += rows
+        if !isKept { removeTree(storeDir); removeTree(floorDir) }
+    }
+
+    var isKept = false
+
+    private func removeTree(_ path: String) {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    // MARK: - Gets while the sweeper evicts
+
+    private func runSweepGet(size: Int, data: Data, files: Int) throws -> [BenchRow] {
+        let label = BenchSize.label(size)
+        let count = plan.entries(size)
+        let dir = plan.root + "/sweep-get-\(label)"
+        defer { if !isKept { removeTree(dir) } }
+        let threads = plan.threads
+        progress.phase("\(label): sweep-get: fill \(count) cold + \(count) hot entries")
+        let cache = try DiskCache(directory: URL(fileURLWithPath: dir), configuration: configuration(sweepInterval: nil))
+        _ = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
+            try? cache.store(data, for: "cold-" + Self.key(n * threads + thread))
+            return data.count
+        }
+        let hotStart = Double(cache.totalSize)
+        _ = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
+            try? cache.store(data, for: Self.key(n * threads + thread))
+            return data.count
+        }
+        progress.phase("\(label): sweep-get: gets, no sweep")
+        let quiet = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 3, progress: progress) { _, _, random in
+            cache.data(for: Self.key(random.below(count)))?.count ?? 0
+        }
+        progress.phase("\(label): sweep-get: gets while a sweep evicts the cold half")
+        let done = Atomic<Bool>(false)
+        let sweepTime = Atomic<UInt64>(0)
+        let before = cache.count
+        let sweeper = Thread {
+            let start = benchNanoseconds()
+            // Evict (nearly) all of the cold half and none of the hot half.
+            let target = Double(cache.totalSize) - hotStart * 0.98
+            cache.diskCapacity = Int64(target / cache.configuration.lowWatermark)
+            cache.sweep()
+            sweepTime.store(benchNanoseconds() - start, ordering: .relaxed)
+            done.store(true, ordering: .releasing)
+        }
+        sweeper.start()
+        let busy = benchRunUntil(threads: threads, seed: plan.seed &+ 3, stop: { done.load(ordering: .acquiring) }) { _, _, random in
+            cache.data(for: Self.key(random.below(count)))?.count ?? 0
+        }
+        while !done.load(ordering: .acquiring) { usleep(1000) }
+        let evicted = before - cache.count
+        try cache.close()
+        var during = BenchRow(size: size, operation: "get+sweep", subject: "diskcache", entries: count, filesPerEntry: files,
+                              threads: threads, measurement: busy,
+                              note: String(format: "gets of the hot half while one sweep evicted %d cold entries in %.0f ms",
+                                           evicted, Double(sweepTime.load(ordering: .relaxed)) / 1e6))
+        let base = BenchRow(size: size, operation: "get+sweep", subject: "no sweep", entries: count, filesPerEntry: files,
+                            threads: threads, measurement: quiet)
+        if quiet.opsPerSecond > 0 { during.ratioToBaseline = busy.opsPerSecond / quiet.opsPerSecond }
+        report.figures["\(label).sweepGet.ratio"] = during.ratioToBaseline ?? 0
+        return [during, base]
+    }
+
+    // MARK: - Foundation's URLCache
+
+    private func runURLCacheComparison(size: Int, data: Data, files: Int, mainRows: [BenchRow]) throws -> [BenchRow] {
+        let label = BenchSize.label(size)
+        let count = min(plan.entries(size), plan.urlcacheEntries)
+        let threads = plan.threads
+        var rows: [BenchRow] = []
+        let dir = plan.root + "/urlcache-\(label)"
+        let oursDir = plan.root + "/store-\(label)-\(count)"
+        defer { if !isKept { removeTree(dir); removeTree(oursDir) } }
+        let peer = try BenchURLCache(directory: dir, capacity: Int64(count) * Int64(size + 4096) * 2 + (64 << 20))
+        let cache = try DiskCache(directory: URL(fileURLWithPath: oursDir), configuration: configuration())
+        let zipf = BenchZipf(count: count, exponent: plan.zipfExponent, seed: plan.seed)
+
+        progress.phase("\(label): put \(count) (diskcache, for URLCache)")
+        let ourPut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
+            try? cache.store(data, for: Self.key(n * threads + thread))
+            return data.count
+        }
+        progress.phase("\(label): put \(count) (URLCache)")
+        let peerPut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
+            peer.put(n * threads + thread, data)
+        }
+        progress.phase("\(label): get (diskcache, for URLCache)")
+        let ourGet = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 1, progress: progress) { _, _, random in
+            cache.data(for: Self.key(random.below(count)))?.count ?? 0
+        }
+        progress.phase("\(label): get (URLCache)")
+        let peerMisses = Atomic<Int>(0)
+        let peerGet = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 1, progress: progress) { _, _, random in
+            let n = peer.get(random.below(count))
+            if n == 0 { peerMisses.add(1, ordering: .relaxed) }
+            return n
+        }
+        progress.phase("\(label): mixed (diskcache, for URLCache)")
+        let ourMixed = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 2, progress: progress) { _, _, random in
+            let index = zipf.next(&random)
+            if random.below(10) == 0 { try? cache.store(data, for: Self.key(index)); return data.count }
+            return cache.data(for: Self.key(index))?.count ?? 0
+        }
+        progress.phase("\(label): mixed (URLCache)")
+        let peerMixed = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 2, progress: progress) { _, _, random in
+            let index = zipf.next(&random)
+            if random.below(10) == 0 { return peer.put(index, data) }
+            return peer.get(index)
+        }
+        try cache.close()
+        let missed = peerMisses.load(ordering: .relaxed)
+        for (op, ours, theirs) in [("put", ourPut, peerPut), ("get", ourGet, peerGet), ("mixed", ourMixed, peerMixed)] {
+            var mine = BenchRow(size: size, operation: op, subject: "diskcache", entries: count, filesPerEntry: files,
+                                threads: threads, measurement: ours)
+            if theirs.opsPerSecond > 0 { mine.ratioToURLCache = ours.opsPerSecond / theirs.opsPerSecond }
+            if let floorRow = mainRows.first(where: { $0.operation == op && $0.subject == "floor" }), count == floorRow.entries {
+                mine.ratioToBaseline = ours.opsPerSecond / floorRow.opsPerSecond
+            }
+            let note = op == "get" && missed > 0 ? "\(missed) of \(theirs.operations) lookups missed" : nil
+            rows.append(mine)
+            rows.append(BenchRow(size: size, operation: op, subject: "urlcache", entries: count, filesPerEntry: nil,
+                                 threads: threads, measurement: theirs, note: note))
+        }
+        return rows
+    }
+
+    // MARK: - Idle sweeper CPU
+
+    private func runIdle() throws {
+        let dir = plan.root + "/idle"
+        defer { if !isKept { removeTree(dir) } }
+        let entries = plan.entries(1024)
+        let interval = Duration.milliseconds(Int64(plan.sweepInterval * 1000))
+        progress.phase("idle: \(entries) entries, sweeper every \(plan.sweepInterval) s, \(Int(plan.idleSeconds)) s")
+        do {
+            let filler = try DiskCache(directory: URL(fileURLWithPath: dir), configuration: configuration(sweepInterval: nil))
+            let data = body(1024)
+            for i in 0..<entries { try filler.store(data, for: Self.key(i)) }
+            try filler.close()
+        }
+        var config = configuration(sweepInterval: interval)
+        let sweeps = Atomic<Int>(0)
+        config.onSweepCompleted = { _ in sweeps.add(1, ordering: .relaxed) }
+        let cache = try DiskCache(directory: URL(fileURLWithPath: dir), configuration: config)
+        let cacheCPU = idleCPU(seconds: plan.idleSeconds)
+        try cache.close()
+        progress.phase("idle: baseline, no cache open, \(Int(plan.idleSeconds)) s")
+        let baseCPU = idleCPU(seconds: plan.idleSeconds)
+        let note = String(format: "%.2f ms of CPU in %.0f s with a cache of %d entries open and sweepInterval %g s (%d sweeps ran); the same wait with no cache open: %.2f ms",
+                          cacheCPU * 1000, plan.idleSeconds, entries, plan.sweepInterval, sweeps.load(ordering: .relaxed), baseCPU * 1000)
+        report.notes.append("idle: " + note)
+        report.figures["idle.cpuMilliseconds"] = cacheCPU * 1000
+        report.figures["idle.baselineCpuMilliseconds"] = baseCPU * 1000
+        report.figures["idle.seconds"] = plan.idleSeconds
+    }
+
+    private func idleCPU(seconds: Double) -> Double {
+        let before = BenchProcess.cpuSeconds()
+        let start = benchNanoseconds()
+        let end = start + UInt64(seconds * 1e9)
+        while true {
+            let now = benchNanoseconds()
+            if now >= end { break }
+            progress.phaseFraction(Double(now - start) / Double(end - start))
+            usleep(UInt32(min(500_000, (end - now) / 1000)))
+        }
+        return BenchProcess.cpuSeconds() - before
+    }
+}
+
+/// Like `benchRun`, but until `stop()` says so.
+func benchRunUntil(threads: Int, seed: UInt64, stop: @escaping @Sendable () -> Bool,
+                   _ body: @escaping @Sendable (_ thread: Int, _ n: Int, _ random: inout BenchRandom) -> Int) -> BenchMeasurement {
+    let results = Mutex<[BenchMeasurement]>([])
+    let start = benchNanoseconds()
+    DispatchQueue.concurrentPerform(iterations: max(1, threads)) { thread in
+        var random = BenchRandom(seed: seed &+ UInt64(thread) &* 7919)
+        var local = BenchMeasurement()
+        var n = 0
+        while !stop() {
+            let before = benchNanoseconds()
+            local.bytes += Int64(body(thread, n, &random))
+            local.latencies.append(benchNanoseconds() - before)
+            n += 1
+        }
+        local.operations = n
+        let finished = local
+        results.withLock { $0.append(finished) }
+    }
+    var total = BenchMeasurement()
+    total.seconds = Double(benchNanoseconds() - start) / 1e9
+    for part in results.withLock({ $0 }) { total.merge(part) }
+    return total
+}

@@ -1,0 +1,291 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// MARK: - Clock and random numbers
+
+/// Monotonic nanoseconds; cheap enough (vDSO) to call around every operation.
+@inline(__always)
+func benchNanoseconds() -> UInt64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
+}
+
+/// SplitMix64: small, fast and the same on every platform, so a seed names a workload.
+struct BenchRandom: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(max(1, bound))) }
+    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+}
+
+/// Zipf-distributed entry indices: rank r is drawn with probability ∝ 1/r^s, and ranks are
+/// shuffled onto indices with the seed, so the popular entries are spread over the key space.
+struct BenchZipf: Sendable {
+    let cdf: [Double]
+    let indexOfRank: [Int]
+
+    init(count: Int, exponent: Double, seed: UInt64) {
+        var cdf = [Double](repeating: 0, count: max(1, count))
+        var sum = 0.0
+        for rank in 0..<cdf.count {
+            sum += 1 / Foundation.pow(Double(rank + 1), exponent)
+            cdf[rank] = sum
+        }
+        self.cdf = cdf.map { $0 / sum }
+        var random = BenchRandom(seed: seed ^ 0x5A5A)
+        self.indexOfRank = Array(0..<cdf.count).shuffled(using: &random)
+    }
+
+    func next(_ random: inout BenchRandom) -> Int {
+        let u = random.unit()
+        var low = 0
+        var high = cdf.count - 1
+        while low < high {
+            let mid = (low + high) / 2
+            if cdf[mid] < u { low = mid + 1 } else { high = mid }
+        }
+        return indexOfRank[low]
+    }
+}
+
+// MARK: - Sizes
+
+enum BenchSize {
+    /// `512`, `1K`, `16K`, `4M`, `1G` (binary units, optional `B`/`iB`).
+    static func parse(_ text: String) -> Int? {
+        var rest = text.trimmingCharacters(in: .whitespaces).uppercased()[...]
+        if rest.hasSuffix("IB") { rest = rest.dropLast(2) } else if rest.hasSuffix("B") { rest = rest.dropLast() }
+        var shift = 0
+        if let last = rest.last, let position = "KMG".firstIndex(of: last) {
+            shift = ("KMG".distance(from: "KMG".startIndex, to: position) + 1) * 10
+            rest = rest.dropLast()
+        }
+        guard let value = Int(rest), value >= 0 else { return nil }
+        return value << shift
+    }
+
+    /// 1024 → "1K", 4194304 → "4M", 1500 → "1500".
+    static func label(_ bytes: Int) -> String {
+        if bytes >= 1 << 20, bytes % (1 << 20) == 0 { return "\(bytes >> 20)M" }
+        if bytes >= 1 << 10, bytes % (1 << 10) == 0 { return "\(bytes >> 10)K" }
+        return "\(bytes)"
+    }
+}
+
+// MARK: - Measurements
+
+/// What one timed phase produced: per-operation latencies (or per-pass times) and the wall time.
+struct BenchMeasurement {
+    var latencies: [UInt64] = []   // nanoseconds, one per operation
+    var operations = 0
+    var bytes: Int64 = 0
+    var seconds = 0.0
+
+    var opsPerSecond: Double { seconds > 0 ? Double(operations) / seconds : 0 }
+    var megabytesPerSecond: Double { seconds > 0 ? Double(bytes) / seconds / 1_000_000 : 0 }
+
+    /// p50, p99 and max in microseconds.
+    func percentiles() -> (p50: Double, p99: Double, max: Double)? {
+        guard !latencies.isEmpty else { return nil }
+        let sorted = latencies.sorted()
+        func at(_ q: Double) -> Double {
+            let index = min(sorted.count - 1, Int((Double(sorted.count) * q).rounded(.up)) - 1)
+            return Double(sorted[max(0, index)]) / 1000
+        }
+        return (at(0.50), at(0.99), Double(sorted[sorted.count - 1]) / 1000)
+    }
+
+    mutating func merge(_ other: BenchMeasurement) {
+        latencies += other.latencies
+        operations += other.operations
+        bytes += other.bytes
+    }
+}
+
+/// Runs `body` on `threads` threads (dispatch worker threads, never Swift's cooperative pool,
+/// since every operation blocks on I/O), until `count` operations are done in total or
+/// `deadline` seconds have passed, whichever comes first. `body(thread, n, &random)` performs
+/// operation `n` of its thread and returns the bytes it moved.
+func benchRun(threads: Int, count: Int?, seconds: Double?, seed: UInt64, progress: BenchProgress,
+              _ body: @escaping @Sendable (_ thread: Int, _ n: Int, _ random: inout BenchRandom) -> Int) -> BenchMeasurement {
+    let threads = max(1, threads)
+    let results = Mutex<[BenchMeasurement]>([])
+    let start = benchNanoseconds()
+    let deadline = seconds.map { start + UInt64($0 * 1e9) }
+    DispatchQueue.concurrentPerform(iterations: threads) { thread in
+        var random = BenchRandom(seed: seed &+ UInt64(thread) &* 7919)
+        var local = BenchMeasurement()
+        let share = count.map { ($0 - thread + threads - 1) / threads }
+        if let share { local.latencies.reserveCapacity(share) } else { local.latencies.reserveCapacity(1 << 16) }
+        var n = 0
+        while true {
+            if let share, n >= share { break }
+            let before = benchNanoseconds()
+            if let deadline, before >= deadline { break }
+            let moved = body(thread, n, &random)
+            let after = benchNanoseconds()
+            local.latencies.append(after - before)
+            local.bytes += Int64(moved)
+            n += 1
+            if thread == 0, n & 31 == 0 {
+                if let deadline {
+                    progress.phaseFraction(Double(after - start) / Double(deadline - start))
+                } else if let share {
+                    progress.phaseFraction(Double(n) / Double(share))
+                }
+            }
+        }
+        local.operations = n
+        let finished = local
+        results.withLock { $0.append(finished) }
+    }
+    var total = BenchMeasurement()
+    total.seconds = Double(benchNanoseconds() - start) / 1e9
+    for part in results.withLock({ $0 }) { total.merge(part) }
+    return total
+}
+
+// MARK: - Process figures
+
+enum BenchProcess {
+    /// User + system CPU time of the whole process, in seconds.
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        #if canImport(Glibc)
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        #else
+        getrusage(RUSAGE_SELF, &usage)
+        #endif
+        func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+        return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    }
+
+    /// Bytes currently allocated with malloc, from glibc's `malloc_info` report (memory the
+    /// arenas got from the system, less their free chunks, plus mmapped chunks). The Glibc
+    /// module does not import `<malloc.h>`, so the function is looked up by name.
+    static func mallocedBytes() -> Int? {
+        #if canImport(Glibc)
+        typealias MallocInfo = @convention(c) (Int32, UnsafeMutablePointer<FILE>?) -> Int32
+        guard let symbol = dlsym(nil, "malloc_info") else { return nil }
+        let mallocInfo = unsafeBitCast(symbol, to: MallocInfo.self)
+        var buffer: UnsafeMutablePointer<CChar>?
+        var length = 0
+        guard let stream = open_memstream(&buffer, &length) else { return nil }
+        _ = mallocInfo(0, stream)
+        fclose(stream)
+        guard let buffer else { return nil }
+        defer { free(buffer) }
+        let xml = String(cString: buffer)
+        // The totals follow the last </heap>.
+        guard let tail = xml.range(of: "</heap>", options: .backwards).map({ xml[$0.upperBound...] }) else { return nil }
+        func value(_ prefix: String) -> Int {
+            guard let range = tail.range(of: prefix) else { return 0 }
+            let rest = tail[range.upperBound...]
+            guard let size = rest.range(of: "size=\"") else { return 0 }
+            return Int(rest[size.upperBound...].prefix { $0.isNumber }) ?? 0
+        }
+        return value("<system type=\"current\"") - value("<total type=\"fast\"") - value("<total type=\"rest\"")
+            + value("<total type=\"mmap\"")
+        #else
+        return nil
+        #endif
+    }
+
+    /// Resident set size from /proc/self/statm, in bytes.
+    static func residentBytes() -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    /// Tries to empty the page cache. Returns how it was done, or nil when this process may not.
+    static func dropPageCache(fallbackTrees: [String]) -> String {
+        sync()
+        if getuid() == 0, let fd = Optional(open("/proc/sys/vm/drop_caches", O_WRONLY)), fd >= 0 {
+            let ok = write(fd, "3\n", 2) == 2
+            close(fd)
+            if ok { return "page cache dropped (echo 3 > /proc/sys/vm/drop_caches)" }
+        }
+        for tree in fallbackTrees { adviseDontNeed(tree) }
+        let who = getuid() == 0 ? "root, but /proc/sys/vm/drop_caches is not writable here" : "not root"
+        return "\(who): evicted the benchmark's own files with posix_fadvise(DONTNEED) instead"
+    }
+
+    private static func adviseDontNeed(_ path: String) {
+        guard let dir = opendir(path) else {
+            let fd = open(path, O_RDONLY)
+            if fd >= 0 {
+                _ = posix_fadvise(fd, 0, 0, Int32(POSIX_FADV_DONTNEED))
+                close(fd)
+            }
+            return
+        }
+        defer { closedir(dir) }
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            if name == "." || name == ".." { continue }
+            adviseDontNeed(path + "/" + name)
+        }
+    }
+}
+
+// MARK: - Machine
+
+struct BenchMachine: Codable {
+    var processors: Int
+    var cpuModel: String
+    var kernel: String
+    var fileSystem: String
+    var memoryBytes: Int64
+
+    static func describe(directory: String) -> BenchMachine {
+        var cpu = "unknown"
+        if let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8),
+           let line = text.split(separator: "\n").first(where: { $0.hasPrefix("model name") }),
+           let colon = line.firstIndex(of: ":") {
+            cpu = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        var name = utsname()
+        uname(&name)
+        func field<T>(_ value: T) -> String {
+            withUnsafeBytes(of: value) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+        }
+        let kernel = "\(field(name.sysname)) \(field(name.release)) \(field(name.machine))"
+        return BenchMachine(processors: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), cpuModel: cpu, kernel: kernel,
+                            fileSystem: fileSystemType(directory),
+                            memoryBytes: Int64(sysconf(Int32(_SC_PHYS_PAGES))) * Int64(sysconf(Int32(_SC_PAGESIZE))))
+    }
+
+    /// The type of the filesystem holding `path`, from the longest matching mount point.
+    static func fileSystemType(_ path: String) -> String {
+        guard let text = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return "unknown" }
+        let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? path
+        var best: (mount: String, type: String, device: String) = ("", "unknown", "")
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 3 else { continue }
+            let mount = String(fields[1])
+            let isPrefix = real == mount || real.hasPrefix(mount == "/" ? "/" : mount + "/")
+            if isPrefix, mount.count >= best.mount.count { best = (mount, String(fields[2]), String(fields[0])) }
+        }
+        return "\(best.type) (\(best.device) on \(best.mount))"
+    }
+}
