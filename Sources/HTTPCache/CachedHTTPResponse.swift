@@ -1,0 +1,104 @@
+public import Foundation
+
+/// A response as the HTTP cache stores it: the response (URL, status, header fields, MIME type,
+/// text encoding), its body, the `userInfo` of `CachedURLResponse`, the storage policy, the
+/// request and response times (for the age computation), and the request header fields that
+/// `Vary` names.
+///
+/// This is the value the ``HTTPURLCache/WillStoreHandler`` hook sees and may edit before it is
+/// stored.
+public struct CachedHTTPResponse: Sendable, Hashable {
+    /// The response's URL.
+    public var url: URL
+    /// Status, header fields, request method, request/response times and the captured `Vary`
+    /// request fields, as the policy engine judges them.
+    public var response: StoredResponse
+    /// The body, exactly as received (after any transfer decoding the transport did).
+    public var body: Data
+    /// The MIME type, such as `application/json`; `nil` when unknown.
+    public var mimeType: String?
+    /// The text encoding name, such as `utf-8`; `nil` when unknown.
+    public var textEncodingName: String?
+    /// Where the entry may live. `.notAllowed` entries are never stored.
+    public var storagePolicy: HTTPStoragePolicy
+    /// `CachedURLResponse.userInfo`, as a binary property list; `nil` when there is none.
+    /// Only property-list values (strings, numbers, dates, data, arrays and dictionaries with
+    /// string keys) survive storage.
+    public var userInfo: Data?
+    /// Whether the response was an HTTP response. A plain `URLResponse` stored through
+    /// ``HTTPURLCache`` keeps `false` here, and its `status` (200) is not meaningful.
+    public var isHTTP: Bool
+
+    public init(
+        url: URL,
+        response: StoredResponse,
+        body: Data,
+        mimeType: String? = nil,
+        textEncodingName: String? = nil,
+        storagePolicy: HTTPStoragePolicy = .allowed,
+        userInfo: Data? = nil,
+        isHTTP: Bool = true
+    ) {
+        self.url = url
+        self.response = response
+        self.body = body
+        self.mimeType = mimeType
+        self.textEncodingName = textEncodingName
+        self.storagePolicy = storagePolicy
+        self.userInfo = userInfo
+        self.isHTTP = isHTTP
+    }
+
+    /// The identity of this variant among the responses stored under one key: the request method
+    /// and the normalised values of the request fields its `Vary` names. A new response with the
+    /// same identity replaces the stored one.
+    var variantID: String {
+        var id = response.requestMethod
+        let names = response.varyFieldNames.map(\._asciiLowercased).sorted()
+        for name in names where name != "*" {
+            id += "\n" + name
+            if response.varyingRequestHeaders.contains(name) {
+                id += "=" + response.varyingRequestHeaders.listElements(for: name).joined(separator: ",")
+            }
+        }
+        return id
+    }
+}
+
+extension CachedHTTPResponse {
+    /// Everything but the body, as it is kept in the record's metadata (JSON, one field).
+    struct Metadata: Codable {
+        var version = 1
+        var url: URL
+        var response: StoredResponse
+        var mimeType: String?
+        var textEncodingName: String?
+        var storagePolicy: HTTPStoragePolicy
+        var userInfo: Data?
+        var isHTTP: Bool
+    }
+
+    static let metadataField = "http-response"
+
+    func encodedMetadata() throws -> [String: String] {
+        let metadata = Metadata(
+            url: url, response: response, mimeType: mimeType, textEncodingName: textEncodingName,
+            storagePolicy: storagePolicy, userInfo: userInfo, isHTTP: isHTTP
+        )
+        let json = try JSONEncoder().encode(metadata)
+        return [Self.metadataField: String(decoding: json, as: UTF8.self)]
+    }
+
+    /// Decodes a stored record; `nil` for a record that is not a response or is damaged.
+    init?(body: Data, metadata: [String: String]) {
+        guard let text = metadata[Self.metadataField],
+              let decoded = try? JSONDecoder().decode(Metadata.self, from: Data(text.utf8)),
+              decoded.version == 1
+        else { return nil }
+        self.init(
+            url: decoded.url, response: decoded.response, body: body, mimeType: decoded.mimeType,
+            textEncodingName: decoded.textEncodingName, storagePolicy: decoded.storagePolicy,
+            userInfo: decoded.userInfo, isHTTP: decoded.isHTTP
+        )
+    }
+}

@@ -1,0 +1,364 @@
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+public import Foundation
+import Synchronization
+
+/// An HTTP client that answers from an ``HTTPURLCache`` as RFC 9111 and RFC 5861 allow, and goes
+/// to the network (through an ``HTTPTransport``) only when it must.
+///
+/// ```swift
+/// let client = CachingHTTPClient(cache: try HTTPURLCache(directory: cacheDirectory))
+/// let (data, response) = try await client.data(for: URLRequest(url: url))
+/// ```
+///
+/// **Cache policies.** Each request's `cachePolicy` is honoured, all six of them:
+/// `useProtocolCachePolicy` (the RFC), `reloadIgnoringLocalCacheData` (fetch; the response is
+/// still stored), `reloadIgnoringLocalAndRemoteCacheData` (fetch with `Cache-Control: no-cache`
+/// and `Pragma: no-cache`), `reloadRevalidatingCacheData` (always a conditional request; the
+/// stored body on 304), `returnCacheDataElseLoad` (anything stored, else fetch) and
+/// `returnCacheDataDontLoad` (anything stored, else ``HTTPCacheError/Code/notCached`` without a
+/// network call).
+///
+/// **Revalidation.** A stale response with validators is revalidated with `If-None-Match` /
+/// `If-Modified-Since`; on 304 the stored header fields are updated and the stored body served
+/// (``Source/revalidated``).
+///
+/// **Failures.** When the fetch fails (transport error, or 500/502/503/504), a stored response
+/// is served instead where `stale-if-error`, `max-stale` or a disconnected cache allow it
+/// (``Source/staleAfterError``); otherwise the error (or the error response) is returned.
+///
+/// **Background refresh.** Within a `stale-while-revalidate` window the stale response is served
+/// at once and one revalidation per stored response runs in the background, however many callers
+/// see it stale. ``waitForBackgroundRefreshes()`` awaits them.
+///
+/// **Coalescing.** Concurrent GET and HEAD requests that would send the same request (method, URL,
+/// header fields) share one network fetch and its result.
+///
+/// **Invalidation.** A successful response (2xx, 3xx) to an unsafe method removes what is stored
+/// for the target URI and for same-origin `Location` and `Content-Location` (RFC 9111 §4.4).
+///
+/// **Cancellation.** Cancelling the calling task makes the call throw `CancellationError` at once.
+/// A fetch shared by coalesced callers is cancelled when its last caller is; a background refresh
+/// is not tied to any caller and runs to completion.
+///
+/// **Threads.** All methods may be called from any task or thread. Cache I/O runs on the calling
+/// task.
+public final class CachingHTTPClient: Sendable {
+    /// The cache responses are read from and stored in.
+    public let cache: HTTPURLCache
+    /// How requests reach the network.
+    public let transport: any HTTPTransport
+    private let clock: @Sendable () -> Date
+    private let state = Mutex(State())
+    private let fetches = _Coalescer<Response>()
+
+    private struct State {
+        var statistics = Statistics()
+        var refreshes: [String: Task<Void, Never>] = [:]
+    }
+
+    /// - Parameters:
+    ///   - cache: where responses are kept; its ``HTTPURLCache/engine`` decides the rules, its
+    ///     ``HTTPURLCache/keyProvider`` the keys, and its ``HTTPURLCache/willStore`` hook sees
+    ///     every response before it is stored.
+    ///   - transport: ``URLSessionTransport`` (a cache-less `URLSession`) by default.
+    ///   - clock: the current time, for tests; `Date()` by default.
+    public init(
+        cache: HTTPURLCache,
+        transport: any HTTPTransport = URLSessionTransport(),
+        clock: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.cache = cache
+        self.transport = transport
+        self.clock = clock
+    }
+
+    /// The counters so far.
+    public var statistics: Statistics { state.withLock { $0.statistics } }
+
+    // MARK: - Requests
+
+    /// The body and response for `request`, from the cache or the network as its `cachePolicy`
+    /// and RFC 9111 decide.
+    ///
+    /// #### Errors
+    /// ``HTTPCacheError/Code/notCached`` under `returnCacheDataDontLoad` with nothing stored;
+    /// ``HTTPCacheError/Code/invalidRequest`` without a URL; `CancellationError` when the task is
+    /// cancelled; the transport's error when the fetch fails and no stored response may stand in.
+    public func data(for request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let response = try await response(for: request)
+        return (response.data, response.response)
+    }
+
+    /// As ``data(for:)``, also telling where the response came from.
+    public func response(for request: URLRequest) async throws -> Response {
+        count(\.requestCount)
+        let response = try await respond(to: request)
+        countServed(response.source)
+        return response
+    }
+
+    /// The cached response at once (when one is stored for the request, fresh or not), then the
+    /// current one: the placeholder-then-refresh pattern.
+    ///
+    /// The second element comes from a revalidation (`reloadRevalidatingCacheData`) when a cached
+    /// one was yielded, so an unchanged resource costs a 304; otherwise from a request with the
+    /// request's own policy. Under `returnCacheDataDontLoad` only the cached element is yielded
+    /// (or ``HTTPCacheError/Code/notCached`` thrown). Each element counts as one request.
+    /// Ending the iteration, or cancelling the iterating task, cancels the fetch.
+    public func responses(for request: URLRequest) -> AsyncThrowingStream<Response, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    var next = request
+                    if let stored = cache.storedResponse(for: request) {
+                        count(\.requestCount)
+                        let placeholder = served(stored, at: clock(), source: .cache)
+                        countServed(placeholder.source)
+                        continuation.yield(placeholder)
+                        if request.cachePolicy == .returnCacheDataDontLoad {
+                            continuation.finish()
+                            return
+                        }
+                        next.cachePolicy = .reloadRevalidatingCacheData
+                    }
+                    continuation.yield(try await response(for: next))
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// Returns when no background refresh is running (those started while waiting included).
+    public func waitForBackgroundRefreshes() async {
+        while let refresh = state.withLock({ $0.refreshes.values.first }) {
+            await refresh.value
+        }
+    }
+
+    // MARK: - Deciding
+
+    private func respond(to request: URLRequest) async throws -> Response {
+        try Task.checkCancellation()
+        guard let url = request.url, let cacheRequest = CacheRequest(request) else {
+            throw HTTPCacheError(.invalidRequest, "the request has no URL")
+        }
+        guard let key = cache.keyProvider.key(for: request) else {
+            return try await fetch(Exchange(request: request, cacheRequest: cacheRequest, key: nil), adding: [:])
+        }
+        let variants = cache.responses.variants(forKey: key)
+        let now = clock()
+        let decision = cache.engine.decision(
+            for: cacheRequest, storedResponses: variants.map(\.response), at: now,
+            policy: RequestCachePolicy(request.cachePolicy)
+        )
+        func entry(_ stored: StoredResponse?) -> CachedHTTPResponse? {
+            stored.flatMap { stored in variants.first { $0.response == stored } }
+        }
+        let exchange = Exchange(request: request, cacheRequest: cacheRequest, key: key)
+
+        switch decision {
+        case .fresh(let stored), .stale(let stored):
+            return served(entry(stored)!, at: now, source: .cache)
+        case .staleWhileRevalidate(let stored, let conditionalHeaders):
+            let entry = entry(stored)!
+            refreshInBackground(exchange.validating(entry), adding: conditionalHeaders)
+            return served(entry, at: now, source: .cache)
+        case .revalidate(let stored, let conditionalHeaders):
+            return try await fetch(exchange.validating(entry(stored)), adding: conditionalHeaders)
+        case .mustFetch(let additionalHeaders, let fallback):
+            var exchange = exchange
+            exchange.fallback = entry(fallback)
+            return try await fetch(exchange, adding: additionalHeaders)
+        case .gatewayTimeout:
+            let response = HTTPURLResponse(url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: ["Content-Length": "0"])!
+            return Response(data: Data(), response: response, source: .gatewayTimeout)
+        case .unavailableOffline:
+            throw HTTPCacheError(.notCached, "nothing is stored for \(url.absoluteString) and the policy forbids the network")
+        }
+    }
+
+    /// One request on its way to the network, with what the cache knows about it.
+    private struct Exchange: Sendable {
+        var request: URLRequest
+        var cacheRequest: CacheRequest
+        var key: String?
+        /// The stored response a conditional request is about.
+        var validatingEntry: CachedHTTPResponse?
+        /// A stored response that may answer if the fetch fails.
+        var fallback: CachedHTTPResponse?
+
+        func validating(_ entry: CachedHTTPResponse?) -> Exchange {
+            var copy = self
+            copy.validatingEntry = entry
+            return copy
+        }
+    }
+
+    private func refreshInBackground(_ exchange: Exchange, adding headers: HTTPHeaderFields) {
+        let refreshKey = (exchange.key ?? "") + "\n" + (exchange.validatingEntry?.variantID ?? "")
+        state.withLock { state in
+            guard state.refreshes[refreshKey] == nil else { return }
+            // The task removes itself under this lock, so it cannot do so before it is registered.
+            state.refreshes[refreshKey] = Task {
+                _ = try? await self.fetch(exchange, adding: headers)
+                self.state.withLock { _ = $0.refreshes.removeValue(forKey: refreshKey) }
+            }
+        }
+    }
+
+    // MARK: - Fetching
+
+    private func fetch(_ exchange: Exchange, adding headers: HTTPHeaderFields) async throws -> Response {
+        var outgoing = exchange.request
+        for field in headers {
+            outgoing.setValue(field.value, forHTTPHeaderField: field.name)
+        }
+        // A URLSession-based transport must not answer from, or store into, a URLCache itself.
+        outgoing.cachePolicy = .reloadIgnoringLocalCacheData
+        let operation: @Sendable () async throws -> Response = { [outgoing] in
+            try await self.perform(exchange, sending: outgoing)
+        }
+        guard let coalescingKey = Self.coalescingKey(for: outgoing) else {
+            return try await operation()
+        }
+        return try await fetches.run(key: coalescingKey, operation: operation)
+    }
+
+    /// How many callers share the fetch `request` would join now (for tests: a way to know that
+    /// concurrent callers have coalesced without waiting on time).
+    func coalescedCallerCount(for request: URLRequest) -> Int {
+        var outgoing = request
+        outgoing.cachePolicy = .reloadIgnoringLocalCacheData
+        return Self.coalescingKey(for: outgoing).map(fetches.waiterCount) ?? 0
+    }
+
+    /// Identical safe requests share a fetch: same method, URL and header fields.
+    private static func coalescingKey(for request: URLRequest) -> String? {
+        let method = request.httpMethod ?? "GET"
+        guard method == "GET" || method == "HEAD", let url = request.url else { return nil }
+        let fields = (request.allHTTPHeaderFields ?? [:])
+            .map { ($0.key._asciiLowercased, $0.value) }
+            .sorted { $0 < $1 }
+            .map { "\($0.0): \($0.1)" }
+        return ([method + " " + url.absoluteString] + fields).joined(separator: "\n")
+    }
+
+    /// Sends the request and brings the cache up to date with the answer.
+    private func perform(_ exchange: Exchange, sending outgoing: URLRequest) async throws -> Response {
+        let engine = cache.engine
+        let requestTime = clock()
+        count(\.networkCount)
+        let data: Data
+        let http: HTTPURLResponse
+        do {
+            (data, http) = try await transport.send(outgoing)
+        } catch {
+            if Task.isCancelled || error is CancellationError || (error as? URLError)?.code == .cancelled {
+                throw CancellationError()
+            }
+            if let stale = exchange.validatingEntry ?? exchange.fallback,
+               engine.canServeStale(stale.response, for: exchange.cacheRequest, at: clock(), after: .disconnected) {
+                return served(stale, at: clock(), source: .staleAfterError)
+            }
+            throw error
+        }
+        let responseTime = clock()
+        let headers = Self.storedHeaderFields(of: http)
+
+        if http.statusCode == 304, let validating = exchange.validatingEntry, let key = exchange.key {
+            let merged = mergeNotModified(headers, into: validating, key: key, request: exchange.request,
+                                          requestTime: requestTime, responseTime: responseTime)
+            return served(merged, at: responseTime, source: .revalidated)
+        }
+        if CachePolicyEngine.staleIfErrorStatusCodes.contains(http.statusCode),
+           let stale = exchange.validatingEntry ?? exchange.fallback,
+           engine.canServeStale(stale.response, for: exchange.cacheRequest, at: responseTime, after: .errorStatus(http.statusCode)) {
+            return served(stale, at: responseTime, source: .staleAfterError)
+        }
+
+        for url in CachePolicyEngine.urlsToInvalidate(after: exchange.cacheRequest, status: http.statusCode, headers: headers) {
+            for key in cache.keyProvider.invalidationKeys(for: url) {
+                try? cache.responses.removeAll(forKey: key)
+            }
+        }
+        if exchange.key != nil,
+           engine.storability(ofStatus: http.statusCode, headers: headers, for: exchange.cacheRequest).isStorable {
+            let stored = StoredResponse(
+                request: exchange.cacheRequest, status: http.statusCode, headers: headers,
+                requestTime: requestTime, responseTime: responseTime
+            )
+            let entry = CachedHTTPResponse(
+                url: http.url ?? exchange.cacheRequest.url, response: stored, body: data,
+                mimeType: http.mimeType, textEncodingName: http.textEncodingName
+            )
+            cache.store(entry, for: exchange.request)
+        }
+        return Response(data: data, response: http, source: .network)
+    }
+
+    /// Applies a 304 to the stored responses it selects (RFC 9111 §4.3.4) and returns the
+    /// updated form of the one that was validated.
+    ///
+    /// When the 304 selects none (a server that omits validators from its 304s), it is applied
+    /// to the validated response, which is what the conditional request asked about.
+    private func mergeNotModified(
+        _ headers: HTTPHeaderFields,
+        into validating: CachedHTTPResponse,
+        key: String,
+        request: URLRequest,
+        requestTime: Date,
+        responseTime: Date
+    ) -> CachedHTTPResponse {
+        let variants = cache.responses.variants(forKey: key)
+        let validatingIndex = variants.firstIndex { $0.variantID == validating.variantID }
+        var indices = CachePolicyEngine.storedResponsesToUpdate(by: headers, among: variants.map(\.response))
+        if indices.isEmpty, let validatingIndex { indices = [validatingIndex] }
+
+        var result = validating
+        result.response = CachePolicyEngine.updating(validating.response, with: headers, requestTime: requestTime, responseTime: responseTime)
+        for index in indices {
+            var entry = variants[index]
+            entry.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
+            cache.store(entry, for: request)
+            if index == validatingIndex { result = entry }
+        }
+        return result
+    }
+
+    // MARK: - Helpers
+
+    /// Hop-by-hop fields are not stored (RFC 9111 §3.1).
+    private static let hopByHopFields = ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Transfer-Encoding", "Upgrade", "Trailer"]
+
+    private static func storedHeaderFields(of response: HTTPURLResponse) -> HTTPHeaderFields {
+        var headers = HTTPHeaderFields(response)
+        for name in hopByHopFields + headers.listElements(for: "Connection") {
+            headers.removeAll(named: name)
+        }
+        return headers
+    }
+
+    /// A stored response as a response, with the `Age` field RFC 9111 §5.1 requires.
+    private func served(_ entry: CachedHTTPResponse, at now: Date, source: Source) -> Response {
+        let age = cache.engine.freshness(of: entry.response, at: now).currentAge
+        let response = HTTPURLCache.httpURLResponse(entry, extraHeaders: ["Age": String(Int(age.rounded(.down)))])
+        return Response(data: entry.body, response: response, source: source)
+    }
+
+    private func count(_ counter: WritableKeyPath<Statistics, Int>) {
+        state.withLock { $0.statistics[keyPath: counter] += 1 }
+    }
+
+    private func countServed(_ source: Source) {
+        switch source {
+        case .cache, .staleAfterError: count(\.hitCount)
+        case .revalidated: count(\.conditionalHitCount)
+        case .network, .gatewayTimeout: break
+        }
+    }
+}

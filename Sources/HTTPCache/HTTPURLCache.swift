@@ -1,0 +1,324 @@
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+public import Foundation
+import DiskCache
+
+/// A drop-in `URLCache` backed by the two-tier (memory, then disk) store, with RFC 9111
+/// semantics.
+///
+/// ```swift
+/// let cache = try HTTPURLCache(memoryCapacity: 16 << 20, diskCapacity: 256 << 20,
+///                              directory: URL(fileURLWithPath: "/var/cache/myapp/http"))
+/// URLCache.shared = cache                        // or configuration.urlCache = cache
+/// let client = CachingHTTPClient(cache: cache)   // every cache policy, revalidation, Vary
+/// ```
+///
+/// **What is stored.** An entry keeps the whole response (URL, status, header fields, MIME type,
+/// text encoding), the body, `userInfo` (property-list values only), the storage policy, the
+/// request and response times, and the request header fields the response's `Vary` names.
+/// Several responses of one URL that differ by `Vary` are kept side by side (up to 16).
+///
+/// **Keys.** ``keyProvider`` maps a request to its key: by default the method and the URL
+/// without its fragment, plus the body for POST (see ``DefaultCacheKeyProvider``).
+///
+/// **The `URLCache` methods** behave as Foundation documents them:
+/// ``cachedResponse(for:)`` returns the stored response whose `Vary` matches the request
+/// (the most recent), fresh or not; ``storeCachedResponse(_:for:)`` stores what it is given
+/// (unless its storage policy is `.notAllowed` or ``willStore`` vetoes it). Freshness,
+/// revalidation and the cache policies are applied by ``CachingHTTPClient`` and by the
+/// data-task variants that Linux's `URLSession` calls; see docs/http-semantics.md.
+///
+/// **Capacities.** `memoryCapacity` and `diskCapacity` are in bytes; changes apply to the
+/// store at once. Foundation's defaults are 4 MiB and 20 MiB.
+///
+/// **Threads.** Every method may be called from any thread. Disk I/O runs on the caller's
+/// thread. Failed writes are dropped (a cache write is best effort, as in `URLCache`).
+public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is an open NSObject class Foundation itself marks @unchecked Sendable; every stored property here is an immutable `let` of a Sendable type
+    /// Edits or vetoes a response before it is stored: return it (changed or not) to store it,
+    /// or `nil` to store nothing. Called on the storing thread, for every store from every path
+    /// (``storeCachedResponse(_:for:)``, URLSession, ``CachingHTTPClient``), with the request the
+    /// response answers. It must not call back into the cache.
+    public typealias WillStoreHandler = @Sendable (CachedHTTPResponse, URLRequest) -> CachedHTTPResponse?
+
+    /// The RFC 9111 rules the cache and its clients apply.
+    public let engine: CachePolicyEngine
+    /// Maps requests to keys.
+    public let keyProvider: any CacheKeyProvider
+    /// The hook run before every store; `nil` stores everything offered.
+    public let willStore: WillStoreHandler?
+    /// The responses, per key and variant.
+    let responses: _HTTPResponseStore
+
+    /// Opens (or creates) a cache.
+    ///
+    /// - Parameters:
+    ///   - memoryCapacity: bytes kept in memory. 4 MiB by default.
+    ///   - diskCapacity: bytes kept on disk. 20 MiB by default; 0 or a `nil` directory keeps
+    ///     the cache in memory only.
+    ///   - directory: the disk tier's directory, owned by this cache alone (it is locked while
+    ///     open); `nil` for a memory-only cache.
+    ///   - engine: the caching rules; a private cache by default.
+    ///   - keyProvider: how requests map to keys; ``DefaultCacheKeyProvider`` by default.
+    ///   - willStore: a hook that may edit or veto each response before it is stored.
+    ///
+    /// #### Errors
+    /// The storage layer's errors when the directory cannot be opened as a cache (a file, no
+    /// permission, locked by another cache, a newer format).
+    public init(
+        memoryCapacity: Int = 4 << 20,
+        diskCapacity: Int = 20 << 20,
+        directory: URL?,
+        engine: CachePolicyEngine = CachePolicyEngine(),
+        keyProvider: any CacheKeyProvider = DefaultCacheKeyProvider(),
+        willStore: WillStoreHandler? = nil
+    ) throws {
+        self.engine = engine
+        self.keyProvider = keyProvider
+        self.willStore = willStore
+        responses = _HTTPResponseStore(records: try TieredCache(
+            memoryCapacity: memoryCapacity, diskCapacity: Int64(diskCapacity),
+            directory: diskCapacity > 0 ? directory : nil
+        ))
+        #if canImport(FoundationNetworking)
+        // "/dev/null" cannot become a directory, so the superclass keeps no directory of its
+        // own and never lists or deletes files: every method it has is overridden here.
+        super.init(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, diskPath: "/dev/null")
+        #else
+        super.init(memoryCapacity: 0, diskCapacity: 0, diskPath: nil)
+        #endif
+    }
+
+    // MARK: - Looking up
+
+    /// The stored response for `request` whose `Vary` matches it (the most recent when several
+    /// do), fresh or stale; `nil` when there is none or the key provider bypasses the request.
+    public override func cachedResponse(for request: URLRequest) -> CachedURLResponse? {
+        storedResponse(for: request).map(Self.cachedURLResponse)
+    }
+
+    /// The stored response for `request` as a value; see ``cachedResponse(for:)``.
+    public func storedResponse(for request: URLRequest) -> CachedHTTPResponse? {
+        guard let key = keyProvider.key(for: request), let cacheRequest = CacheRequest(request) else { return nil }
+        return Self.select(for: cacheRequest, among: responses.variants(forKey: key))
+    }
+
+    /// The most recent variant whose `Vary` matches (method compatibility is the key's business).
+    static func select(for request: CacheRequest, among variants: [CachedHTTPResponse]) -> CachedHTTPResponse? {
+        variants
+            .filter { CachePolicyEngine.varyMatches($0.response, request: request) }
+            .max { ($0.response.dateValue, $0.response.responseTime) < ($1.response.dateValue, $1.response.responseTime) }
+    }
+
+    // MARK: - Storing
+
+    /// Stores `cachedResponse` for `request`, replacing the variant with the same `Vary` values.
+    ///
+    /// Nothing is stored when its storage policy is `.notAllowed`, when ``willStore`` returns
+    /// `nil`, or when the key provider bypasses the request. No freshness rule is applied: this
+    /// stores what it is given, as `URLCache` does. The request and response times are now.
+    public override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for request: URLRequest) {
+        guard let cacheRequest = CacheRequest(request) else { return }
+        let now = Date()
+        store(Self.entry(from: cachedResponse, for: cacheRequest, requestTime: now, responseTime: now), for: request)
+    }
+
+    /// Runs ``willStore`` and stores the result; returns what was stored.
+    @discardableResult
+    func store(_ entry: CachedHTTPResponse, for request: URLRequest) -> CachedHTTPResponse? {
+        guard entry.storagePolicy != .notAllowed, let key = keyProvider.key(for: request) else { return nil }
+        guard let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed else { return nil }
+        do {
+            try responses.store(final, forKey: key)
+            return final
+        } catch {
+            return nil
+        }
+    }
+
+    // MARK: - Removing
+
+    /// Removes every variant stored for `request`'s key.
+    public override func removeCachedResponse(for request: URLRequest) {
+        guard let key = keyProvider.key(for: request) else { return }
+        try? responses.removeAll(forKey: key)
+    }
+
+    /// Removes every stored response.
+    public override func removeAllCachedResponses() {
+        try? responses.records.removeAll()
+    }
+
+    /// Removes the responses stored at or after `date`.
+    public override func removeCachedResponses(since date: Date) {
+        try? responses.records.removeEntries(modifiedSince: date)
+    }
+
+    // MARK: - Capacities
+
+    /// Bytes the memory tier may hold. Setting it trims the memory tier at once.
+    public override var memoryCapacity: Int {
+        get { responses.records.memoryCapacity }
+        set { responses.records.memoryCapacity = newValue }
+    }
+
+    /// Bytes the disk tier may hold.
+    public override var diskCapacity: Int {
+        get { Int(responses.records.diskCapacity) }
+        set { responses.records.diskCapacity = Int64(newValue) }
+    }
+
+    /// Bytes held in memory now.
+    public override var currentMemoryUsage: Int { responses.records.currentMemoryUsage }
+
+    /// Bytes the disk tier occupies now.
+    public override var currentDiskUsage: Int { Int(responses.records.currentDiskUsage) }
+
+    // MARK: - URLSession data tasks
+
+    // The data-task variants: what `URLSession` calls when it consults a configured `urlCache`.
+    // On Linux it calls `getCachedResponse(for:completionHandler:)` before every data task and
+    // `storeCachedResponse(_:for:)` after one whose response its own rules allow caching; see
+    // docs/http-semantics.md for what it does with the answers.
+    /// Answers with the stored response only when the policy engine lets it be used without
+    /// the network for the task's request and its `cachePolicy`: fresh under
+    /// `useProtocolCachePolicy`, any stored response under `returnCacheDataElseLoad` and
+    /// `returnCacheDataDontLoad`, never under the reload policies. Otherwise `nil`, and the
+    /// session goes to the network (it cannot revalidate or refresh in the background).
+    ///
+    /// A response with `Vary` is never handed to the session: Linux's `URLSession` refuses such
+    /// a cached response and then deletes it from the cache.
+    ///
+    /// The handler is called before this method returns.
+    public override func getCachedResponse(
+        for dataTask: URLSessionDataTask,
+        completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void
+    ) {
+        completionHandler(dataTask.currentRequest.flatMap { usableResponse(for: $0, at: Date()) })
+    }
+
+    /// The stored response `request` may be answered with without the network, as a
+    /// `CachedURLResponse`; see ``getCachedResponse(for:completionHandler:)``.
+    func usableResponse(for request: URLRequest, at now: Date) -> CachedURLResponse? {
+        guard let key = keyProvider.key(for: request), let cacheRequest = CacheRequest(request) else { return nil }
+        let variants = responses.variants(forKey: key)
+        let decision = engine.decision(
+            for: cacheRequest, storedResponses: variants.map(\.response), at: now,
+            policy: RequestCachePolicy(request.cachePolicy)
+        )
+        switch decision {
+        case .fresh(let stored), .stale(let stored):
+            guard let entry = variants.first(where: { $0.response == stored }), entry.response.varyFieldNames.isEmpty else {
+                return nil
+            }
+            return Self.cachedURLResponse(entry)
+        default:
+            return nil
+        }
+    }
+
+    /// Stores the response of a finished data task when RFC 9111 allows it
+    /// (``CachePolicyEngine/storability(ofStatus:headers:for:)``), then as
+    /// ``storeCachedResponse(_:for:)-(CachedURLResponse,URLRequest)`` does.
+    public override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for dataTask: URLSessionDataTask) {
+        guard let request = dataTask.currentRequest, let cacheRequest = CacheRequest(request) else { return }
+        if let http = cachedResponse.response as? HTTPURLResponse {
+            let storability = engine.storability(ofStatus: http.statusCode, headers: HTTPHeaderFields(http), for: cacheRequest)
+            guard storability.isStorable else { return }
+        }
+        let now = Date()
+        store(Self.entry(from: cachedResponse, for: cacheRequest, requestTime: now, responseTime: now), for: request)
+    }
+
+    /// Removes every variant stored for the task's current request.
+    public override func removeCachedResponse(for dataTask: URLSessionDataTask) {
+        guard let request = dataTask.currentRequest else { return }
+        removeCachedResponse(for: request)
+    }
+
+    // MARK: - Conversions
+
+    static func entry(
+        from cached: CachedURLResponse,
+        for request: CacheRequest,
+        requestTime: Date,
+        responseTime: Date
+    ) -> CachedHTTPResponse {
+        let urlResponse = cached.response
+        let http = urlResponse as? HTTPURLResponse
+        let headers = http.map { HTTPHeaderFields($0) } ?? HTTPHeaderFields()
+        let stored = StoredResponse(
+            request: request, status: http?.statusCode ?? 200, headers: headers,
+            requestTime: requestTime, responseTime: responseTime
+        )
+        let policy: HTTPStoragePolicy = switch cached.storagePolicy {
+        case .allowed: .allowed
+        case .allowedInMemoryOnly: .allowedInMemoryOnly
+        case .notAllowed: .notAllowed
+        @unknown default: .notAllowed
+        }
+        return CachedHTTPResponse(
+            url: urlResponse.url ?? request.url, response: stored, body: cached.data,
+            mimeType: urlResponse.mimeType, textEncodingName: urlResponse.textEncodingName,
+            storagePolicy: policy, userInfo: encodeUserInfo(cached.userInfo), isHTTP: http != nil
+        )
+    }
+
+    static func cachedURLResponse(_ entry: CachedHTTPResponse) -> CachedURLResponse {
+        let policy: URLCache.StoragePolicy = switch entry.storagePolicy {
+        case .allowed: .allowed
+        case .allowedInMemoryOnly: .allowedInMemoryOnly
+        case .notAllowed: .notAllowed
+        }
+        return CachedURLResponse(
+            response: urlResponse(entry), data: entry.body,
+            userInfo: decodeUserInfo(entry.userInfo), storagePolicy: policy
+        )
+    }
+
+    /// The stored response as Foundation's response type, with `extraHeaders` replacing fields
+    /// of the same name (the client adds `Age`).
+    static func urlResponse(_ entry: CachedHTTPResponse, extraHeaders: [String: String] = [:]) -> URLResponse {
+        guard entry.isHTTP else {
+            return URLResponse(
+                url: entry.url, mimeType: entry.mimeType,
+                expectedContentLength: entry.body.count, textEncodingName: entry.textEncodingName
+            )
+        }
+        return httpURLResponse(entry, extraHeaders: extraHeaders)
+    }
+
+    static func httpURLResponse(_ entry: CachedHTTPResponse, extraHeaders: [String: String] = [:]) -> HTTPURLResponse {
+        var fields: [String: String] = [:]
+        for field in entry.response.headers where fields[field.name] == nil {
+            fields[field.name] = entry.response.headers[field.name]
+        }
+        for (name, value) in extraHeaders {
+            for existing in fields.keys where existing._asciiCaseInsensitiveEquals(name) {
+                fields[existing] = nil
+            }
+            fields[name] = value
+        }
+        return HTTPURLResponse(url: entry.url, statusCode: entry.response.status, httpVersion: "HTTP/1.1", headerFields: fields)!
+    }
+
+    static func encodeUserInfo(_ userInfo: [AnyHashable: Any]?) -> Data? {
+        guard let userInfo, !userInfo.isEmpty else { return nil }
+        var plist: [String: Any] = [:]
+        for (key, value) in userInfo {
+            guard let key = key.base as? String else { continue }
+            plist[key] = value
+        }
+        guard PropertyListSerialization.propertyList(plist, isValidFor: .binary) else { return nil }
+        return try? PropertyListSerialization.data(fromPropertyList: plist, format: .binary, options: 0)
+    }
+
+    static func decodeUserInfo(_ data: Data?) -> [AnyHashable: Any]? {
+        guard let data,
+              let plist = try? PropertyListSerialization.propertyList(from: data, options: [], format: nil) as? [String: Any]
+        else { return nil }
+        var userInfo: [AnyHashable: Any] = [:]
+        for (key, value) in plist { userInfo[key] = value }
+        return userInfo
+    }
+}
