@@ -94,7 +94,11 @@ public final class CachingHTTPClient: Sendable {
     /// As ``data(for:)``, also telling where the response came from.
     public func response(for request: URLRequest) async throws -> Response {
         count(\.requestCount)
-        let response = try await respond(to: request)
+        var response = try await respond(to: request)
+        if request.httpMethod == "HEAD" {
+            // A HEAD may be answered from a stored GET response: headers only.
+            response.data = Data()
+        }
         countServed(response.source)
         return response
     }

@@ -117,6 +117,20 @@ struct FreshnessAndRevalidationTests {
         await fixture.finish()
     }
 
+    @Test func aHEADRequestIsAnsweredFromAStoredGETResponseWithoutItsBody() async throws {
+        let fixture = try await ClientFixture()
+        fixture.server.respond { _ in ScriptedResponse([("Cache-Control", "max-age=3600"), ("X-Kind", "get")], body: "full body") }
+        _ = try await fixture.get("/doc")
+
+        let head = try await fixture.client.response(for: fixture.request("/doc", method: "HEAD"))
+
+        #expect(head.source == .cache)
+        #expect(head.data.isEmpty)
+        #expect(head.header("X-Kind") == "get")
+        #expect(fixture.server.requestCount == 1)
+        await fixture.finish()
+    }
+
     @Test func onlyIfCachedWithNothingStoredAnswers504WithoutTheNetwork() async throws {
         let fixture = try await ClientFixture()
         let response = try await fixture.get("/none", headers: ["Cache-Control": "only-if-cached"])
