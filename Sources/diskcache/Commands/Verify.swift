@@ -1,0 +1,106 @@
+import ArgumentParser
+import DiskCache
+import Foundation
+
+struct Verify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check every entry and file; with --repair, fix what can be fixed.",
+        discussion: """
+            Checks that each entry the journal vouches for has a readable metadata file that \
+            matches the journal, a body of the right size and checksum, and the right \
+            permissions; that no file lies in the shards without a journal record; and that the \
+            journal has no torn tail or damaged records. Exits 1 when anything is wrong.
+
+            Without --repair nothing is modified (and a cache another process has open is \
+            refused). With --repair, when the check finds problems, the cache is opened \
+            read-write: damaged entries are removed, orphan and leftover files deleted, \
+            permissions restored and the journal rewritten; each repair is listed, then the \
+            cache is checked again, and the exit status is 0 only when that check passes.
+
+            A progress bar is drawn on standard error when it is a terminal.
+            """
+    )
+
+    @OptionGroup var cache: CacheOptions
+
+    @Flag(help: "Fix what can be fixed: drop bad entries, remove orphans, rewrite the journal.")
+    var repair = false
+
+    @Flag(name: [.short, .long], help: "Print only problems and repairs, not the summary.")
+    var quiet = false
+
+    func run() throws {
+        let found = try check(label: "verifying")
+        let problems = found.problems
+        for problem in problems { Terminal.writeLine("problem: \(Self.describe(problem))") }
+        if !quiet {
+            Terminal.writeLine("checked \(Self.count(found.entriesChecked, "entry", "entries")) (\(ByteSize.format(found.bytesChecked)) of bodies): "
+                + (problems.isEmpty ? "no problems" : Self.count(problems.count, "problem", "problems")))
+        }
+        guard !problems.isEmpty else { return }
+        guard repair else { throw ExitCode(ExitStatus.problemsFound) }
+
+        let repairs = try runRepair().map { Self.namingKeys($0, from: problems) }
+        for line in repairs { Terminal.writeLine("repaired: \(line)") }
+        let after = try check(label: "re-checking")
+        for problem in after.problems { Terminal.writeLine("remaining: \(Self.describe(problem))") }
+        if !quiet {
+            Terminal.writeLine("after repair: \(Self.count(after.entriesChecked, "entry", "entries")), "
+                + (after.problems.isEmpty ? "no problems" : "\(Self.count(after.problems.count, "problem", "problems")) left"))
+        }
+        if !after.problems.isEmpty { throw ExitCode(ExitStatus.problemsFound) }
+    }
+
+    /// The read-only check; the inspector (and the lock it holds) is gone when this returns.
+    private func check(label: String) throws -> DiskCache.VerificationReport {
+        let inspector = try cache.inspect()
+        let bar = ProgressBar(label: label)
+        let report = inspector.verify { done, total in bar.update(done: done, total: total) }
+        bar.finish()
+        return report
+    }
+
+    /// Opens the cache read-write and repairs it; returns what was done, one sentence each.
+    private func runRepair() throws -> [String] {
+        let diskCache = try cache.open(reportsRecovery: false)
+        defer { try? diskCache.close() }
+        let bar = ProgressBar(label: "repairing")
+        let report = try diskCache.verify(repair: true) { done, total in bar.update(done: done, total: total) }
+        bar.finish()
+        // Closing waits for the background work opening started (the scan for orphans after
+        // an unclean shutdown), so the recovery counters below are final.
+        try diskCache.close()
+        let recovery = diskCache.statistics.recovery
+        var repairs = report.repairs
+        if recovery.temporaryFilesRemoved > 0 {
+            repairs.insert("Removed \(Self.count(recovery.temporaryFilesRemoved, "leftover file", "leftover files")) from tmp/ (when the cache was opened)", at: 0)
+        }
+        if recovery.rebuiltByScan {
+            repairs.insert("Rebuilt the journal by scanning the entry files (\(recovery.entriesRecoveredByScan) entries)", at: 0)
+        }
+        if recovery.orphanFilesRemoved > 0 {
+            repairs.append("Removed \(Self.count(recovery.orphanFilesRemoved, "orphan file", "orphan files")) (background scan after an unclean shutdown)")
+        }
+        return repairs
+    }
+
+    /// A repair that names an entry by its hash gets the key a problem found for that hash.
+    static func namingKeys(_ repair: String, from problems: [DiskCache.Problem]) -> String {
+        guard let hash = repair.split(separator: " ").last.map(String.init), hash.count == 32,
+              hash.allSatisfy(\.isHexDigit),
+              let key = problems.first(where: { $0.key != nil && $0.path?.contains(hash) == true })?.key
+        else { return repair }
+        return repair + " (key \(Terminal.quoted(String(key.prefix(80)))))"
+    }
+
+    static func describe(_ problem: DiskCache.Problem) -> String {
+        var text = "\(problem.kind.rawValue): \(problem.detail)"
+        if let key = problem.key { text += " (key \(Terminal.quoted(String(key.prefix(80)))))" }
+        if let path = problem.path { text += " [\(path)]" }
+        return text
+    }
+
+    static func count(_ n: Int, _ singular: String, _ plural: String) -> String {
+        "\(n) \(n == 1 ? singular : plural)"
+    }
+}

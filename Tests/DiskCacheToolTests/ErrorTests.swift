@@ -1,0 +1,104 @@
+@testable import DiskCache
+import Foundation
+import Testing
+
+/// Directories that cannot be used: one line on stderr, exit status 3, and nothing created
+/// or changed, for every subcommand.
+struct ErrorTests {
+    static let readOnly: [[String]] = [["stats"], ["ls"], ["show", "k"], ["get", "k"], ["verify"]]
+    static let modifying: [[String]] = [["put", "k", "-"], ["rm", "k"], ["rm", "--since", "1h"], ["clear"],
+                                        ["compact"], ["sweep"], ["verify", "--repair"]]
+    static let all = readOnly + modifying
+
+    /// `diskcache SUBCOMMAND DIR REST...`
+    func run(_ command: [String], _ directory: URL) throws -> ToolResult {
+        try runTool([command[0], directory.path] + command.dropFirst(), input: Data("v".utf8))
+    }
+
+    func expectOneLineError(_ result: ToolResult, status: Int32 = 3, containing text: String,
+                            sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(result.status == status, sourceLocation: sourceLocation)
+        #expect(result.stdout.isEmpty, sourceLocation: sourceLocation)
+        #expect(result.stderr.hasPrefix("diskcache: error: "), "\(result.stderr)", sourceLocation: sourceLocation)
+        #expect(result.stderr.filter { $0 == "\n" }.count == 1, "\(result.stderr)", sourceLocation: sourceLocation)
+        #expect(result.stderr.contains(text), "\(result.stderr)", sourceLocation: sourceLocation)
+    }
+
+    @Test(arguments: all)
+    func aMissingDirectoryIsAnErrorAndIsNotCreated(command: [String]) throws {
+        let directory = TemporaryDirectory()
+        let result = try run(command, directory.cache)
+        expectOneLineError(result, containing: directory.cache.path)
+        #expect(!exists(directory.cache))
+    }
+
+    @Test(arguments: all)
+    func aFileIsNotACache(command: [String]) throws {
+        let directory = TemporaryDirectory()
+        let file = directory.url.appendingPathComponent("file")
+        try Data("not a cache".utf8).write(to: file)
+        let result = try run(command, file)
+        expectOneLineError(result, containing: "not a directory")
+        #expect(try Data(contentsOf: file) == Data("not a cache".utf8))
+    }
+
+    @Test(arguments: all)
+    func aDirectoryOfOtherFilesIsNotACache(command: [String]) throws {
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(at: directory.cache, withIntermediateDirectories: true)
+        try Data("hello".utf8).write(to: directory.cache.appendingPathComponent("notes.txt"))
+        let result = try run(command, directory.cache)
+        expectOneLineError(result, containing: "not a cache")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.cache.path) == ["notes.txt"])
+    }
+
+    @Test(arguments: all)
+    func anEmptyDirectoryIsNotACacheAndStaysEmpty(command: [String]) throws {
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(at: directory.cache, withIntermediateDirectories: true)
+        let result = try run(command, directory.cache)
+        expectOneLineError(result, containing: "not a cache")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.cache.path) == [])
+    }
+
+    @Test(arguments: all)
+    func aCacheOpenInAnotherProcessIsRefused(command: [String]) throws {
+        let directory = TemporaryDirectory()
+        _ = try SmallCache(at: directory.cache)
+        // This test process holds the cache's lock while the tool runs.
+        let cache = try openCache(directory.cache)
+        defer { try? closeCache(cache) }
+        let before = snapshot(directory.cache)
+        let result = try run(command, directory.cache)
+        expectOneLineError(result, containing: "process \(getpid())")
+        #expect(snapshot(directory.cache) == before)
+        #expect(cache.data(for: "alpha") == SmallCache.alpha)
+    }
+
+    @Test func aNewerFormatIsRefused() throws {
+        let directory = TemporaryDirectory()
+        _ = try SmallCache(at: directory.cache)
+        try Data("99\n".utf8).write(to: directory.cache.appendingPathComponent("VERSION"))
+        for command in [["stats"], ["clear"]] {
+            expectOneLineError(try run(command, directory.cache), containing: "format version 99")
+        }
+        #expect(try runTool(["ls", directory.cache.path]).status == 3)
+    }
+
+    @Test(arguments: [["show", "nope"], ["get", "nope"], ["rm", "nope"]])
+    func aMissingKeyExitsWithStatus4(command: [String]) throws {
+        let directory = TemporaryDirectory()
+        _ = try SmallCache(at: directory.cache)
+        let result = try run(command, directory.cache)
+        #expect(result.status == 4)
+        #expect(result.stderr == "diskcache: error: No entry for key \"nope\"\n")
+    }
+
+    @Test func aKeyWithControlCharactersPrintsOnOneLine() throws {
+        let directory = TemporaryDirectory()
+        _ = try SmallCache(at: directory.cache)
+        let result = try runTool(["get", directory.cache.path, "two\nlines"])
+        #expect(result.status == 4)
+        #expect(result.stderr == "diskcache: error: No entry for key \"two\\nlines\"\n")
+    }
+}

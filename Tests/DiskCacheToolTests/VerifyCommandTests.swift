@@ -1,0 +1,96 @@
+import DiskCache
+import Foundation
+import Testing
+
+/// `verify` finds a corrupt body, an orphan file and a torn journal without touching
+/// anything; `verify --repair` fixes all three and says so; a second `verify` passes.
+struct VerifyCommandTests {
+    @Test func aHealthyCachePasses() throws {
+        let directory = TemporaryDirectory()
+        _ = try SmallCache(at: directory.cache)
+        let result = try runTool(["verify", directory.cache.path])
+        #expect(result.status == 0)
+        #expect(result.output == "checked 3 entries (19.6 KiB of bodies): no problems\n")
+        // Not a terminal: no progress bar.
+        #expect(result.stderr == "")
+
+        let repair = try runTool(["verify", directory.cache.path, "--repair"])
+        #expect(repair.status == 0)
+        #expect(repair.output == result.output)
+    }
+
+    /// The small cache with beta's body corrupted, an orphan `.meta` in a shard and garbage
+    /// after the journal's last record.
+    struct Damaged {
+        let directory = TemporaryDirectory()
+        let orphan: URL
+        let journal: URL
+
+        init() throws {
+            let small = try SmallCache(at: directory.cache)
+            var body = try Data(contentsOf: URL(fileURLWithPath: small.betaBody))
+            body[12_345] ^= 0x40
+            try body.write(to: URL(fileURLWithPath: small.betaBody))
+
+            let shard = directory.cache.appendingPathComponent("ab/cd")
+            try FileManager.default.createDirectory(at: shard, withIntermediateDirectories: true)
+            orphan = shard.appendingPathComponent("abcd" + String(repeating: "0123456789abcdef", count: 2).prefix(28) + ".meta")
+            try Data("nobody vouches for me".utf8).write(to: orphan)
+
+            journal = directory.cache.appendingPathComponent("journal")
+            let handle = try FileHandle(forWritingTo: journal)
+            try handle.seekToEnd()
+            // The start of a PUT record whose payload never made it to disk.
+            try handle.write(contentsOf: Data([0x3D, 0x00, 0x00, 0x00, 0x01, 0xAB, 0xCD, 0xEF]))
+            try handle.close()
+        }
+
+        var path: String { directory.cache.path }
+    }
+
+    @Test func verifyListsEachProblemAndChangesNothing() throws {
+        let damaged = try Damaged()
+        let before = snapshot(damaged.directory.cache)
+        let result = try runTool(["verify", damaged.path])
+        #expect(result.status == 1)
+        let problems = result.lines.filter { $0.hasPrefix("problem: ") }
+        #expect(problems.count == 3, "\(result.output)")
+        #expect(problems.contains { $0.hasPrefix("problem: checksumMismatch: ") && $0.contains("(key \"beta\")") })
+        #expect(problems.contains { $0.hasPrefix("problem: orphanFile: ") && $0.contains(damaged.orphan.path) })
+        #expect(problems.contains { $0.hasPrefix("problem: journalTornTail: 8 bytes") })
+        #expect(result.lines.last == "checked 3 entries (19.6 KiB of bodies): 3 problems")
+        #expect(snapshot(damaged.directory.cache) == before)
+    }
+
+    @Test func repairFixesEveryProblemAndSaysWhatItDid() throws {
+        let damaged = try Damaged()
+        let result = try runTool(["verify", damaged.path, "--repair"])
+        #expect(result.status == 0, "\(result.output)\(result.stderr)")
+        #expect(result.lines.filter { $0.hasPrefix("problem: ") }.count == 3)
+        let repairs = result.lines.filter { $0.hasPrefix("repaired: ") }
+        #expect(repairs.contains { $0.contains("torn journal tail") })
+        #expect(repairs.contains { $0.contains("orphan") })
+        #expect(repairs.contains { $0.contains("damaged entry") && $0.hasSuffix("(key \"beta\")") })
+        #expect(result.stderr == "")
+        #expect(repairs.contains { $0.contains("Rewrote the journal") })
+        #expect(result.lines.last == "after repair: 2 entries, no problems")
+        #expect(!exists(damaged.orphan))
+
+        let again = try runTool(["verify", damaged.path])
+        #expect(again.status == 0)
+        #expect(again.output == "checked 2 entries (105 B of bodies): no problems\n")
+        #expect(try runTool(["get", damaged.path, "beta"]).status == 4)
+        #expect(try runTool(["get", damaged.path, "alpha"]).stdout == SmallCache.alpha)
+        #expect(try runTool(["get", damaged.path, "gamma"]).stdout == SmallCache.gamma)
+        #expect(try runTool(["stats", damaged.path]).fields["Journal damage"] == "none")
+    }
+
+    @Test func statsReportsTheTornTailWithoutCuttingIt() throws {
+        let damaged = try Damaged()
+        let size = try FileManager.default.attributesOfItem(atPath: damaged.journal.path)[.size] as? Int
+        let result = try runTool(["stats", damaged.path])
+        #expect(result.status == 0)
+        #expect(result.fields["Journal damage"] == "8 bytes of torn tail (run verify)")
+        #expect(try FileManager.default.attributesOfItem(atPath: damaged.journal.path)[.size] as? Int == size)
+    }
+}
