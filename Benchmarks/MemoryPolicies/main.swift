@@ -1,7 +1,7 @@
 // Deterministic comparison of MemoryCache's eviction policies, and a hit-lookup
 // throughput measurement against a Mutex-protected Dictionary.
 //
-//   swift run -c release --package-path Benchmarks/MemoryPolicies MemoryPolicies [hit-ratio|throughput]
+//   swift run -c release --package-path Benchmarks MemoryPolicies [hit-ratio|throughput]
 //
 // Hit ratio: 100 000 keys drawn from a Zipf distribution (ranks shuffled onto keys by
 // a seeded permutation), a cache of 1 %, 5 % or 10 % of the key space (countLimit),
