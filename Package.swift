@@ -42,6 +42,7 @@ let package = Package(
             name: "diskcache",
             dependencies: [
                 "DiskCache",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

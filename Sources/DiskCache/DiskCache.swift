@@ -327,7 +327,8 @@ public final class DiskCache: Sendable {
             return position
         }
         if immediate { try syncJournal(through: position) }
-        maintenance.async(owner: self) { _ in FileIO.removeTree(trash) }
+        // Not skipped by a close that follows: `close()` waits for the queue.
+        maintenance.queue.async { FileIO.removeTree(trash) }
     }
 
     /// Removes the entries stored at or after `date` (`NSURLCache`'s

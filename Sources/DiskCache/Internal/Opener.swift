@@ -136,13 +136,22 @@ struct Opener {
         let path = layout.lockFile
         let fd = try Syscall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0o600).get(orThrow: "open the lock file", path: path)
         let lock = FileDescriptor(fd)
-        switch Syscall.lockExclusive(fd) {
+        var attempt = 0
+        var result = Syscall.lockExclusive(fd)
+        // A child this process is starting holds a copy of every descriptor between fork and
+        // exec, a just-closed cache's lock included: when the lock's owner is this very process,
+        // give such a copy a moment to go away before reporting the cache as open.
+        while case .failure(.wouldBlock) = result, attempt < 20, lockOwner(path) == Int(getpid()) {
+            attempt += 1
+            usleep(10_000)
+            result = Syscall.lockExclusive(fd)
+        }
+        switch result {
         case .success:
             break
         case .failure(let error) where error == .wouldBlock:
             var owner = ""
-            if case .success(let bytes?) = FileIO.readAll(path, limit: 64),
-               let pid = Int(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) {
+            if let pid = lockOwner(path) {
                 owner = pid == Int(getpid()) ? " (by another DiskCache in this process)" : " (by process \(pid))"
             }
             throw DiskCacheError(code: .locked,
@@ -155,6 +164,12 @@ struct Opener {
         _ = Syscall.ftruncate(fd, 0)
         _ = pid.withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 0) }
         return lock
+    }
+
+    /// The pid the lock file names.
+    private func lockOwner(_ path: String) -> Int? {
+        guard case .success(let bytes?) = FileIO.readAll(path, limit: 64) else { return nil }
+        return Int(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     private func checkVersion() throws(DiskCacheError) {
