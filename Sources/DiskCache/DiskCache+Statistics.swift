@@ -13,6 +13,8 @@ extension DiskCache {
         public var hashCollisions = 0
         /// Successful `store` calls.
         public var writes = 0
+        /// Successful `updateMetadata` calls (the body was kept, not rewritten).
+        public var metadataUpdates = 0
         /// Entries removed by `removeValue`, `removeEntries(modifiedSince:)` or `removeAll`.
         public var removals = 0
         /// Journal compactions run.

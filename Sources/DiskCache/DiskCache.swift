@@ -386,3 +386,83 @@ public final class DiskCache: Sendable {
         if let failure { throw failure }
     }
 }
+
+extension DiskCache {
+    /// Replaces the metadata of `key`'s entry without rewriting its body (an HTTP cache
+    /// refreshing stored headers after a `304 Not Modified`). The entry counts as written now
+    /// (for ``removeEntries(modifiedSince:)``); its expiry is kept.
+    ///
+    /// - Returns: false when there is no entry for `key` (or its files do not check out), in
+    ///   which case nothing changed.
+    ///
+    /// #### Errors
+    /// As ``store(_:for:metadata:expires:)``.
+    ///
+    /// #### Implementation details
+    /// Writes the new `.meta` file to the entry's unused slot, gives the body a second name there
+    /// with `link(2)` (no bytes are copied), appends a PUT record, then unlinks the old slot's
+    /// names. The same crash guarantees as a store hold.
+    @discardableResult
+    public func updateMetadata(_ metadata: [String: String], for key: String) throws -> Bool {
+        let hash = configuration.keyHasher.hash(key)
+        let now = configuration.clock()
+        let immediate = configuration.durability.mode == .immediate
+        let serial = temporaryCounter.add(1, ordering: .relaxed).newValue
+        let tempMeta = layout.tempFile("\(hash.hexName)-\(serial)\(Layout.META_SUFFIX)")
+        defer { _ = Syscall.unlink(tempMeta) }
+        let committed: (generation: Int, end: Int64)? = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
+            let current = try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
+                guard !state.isClosed else { throw DiskCacheError.closed() }
+                try state.reserveJournalSpace(Journal.PUT_RECORD_SIZE, path: layout.journal)
+                return state.index[hash]
+            }
+            guard let current,
+                  case .success(let buffer?) = FileIO.read(layout.metaFile(hash, slot: current.slot), count: Int(current.metaSize))
+            else { return nil }
+            let decoded = EntryMetadata.decode(UnsafeRawBufferPointer(buffer))
+            buffer.deallocate()
+            guard var meta = decoded, meta.key == key, meta.checksum == current.checksum, meta.size == current.size,
+                  (meta.inlineBody != nil) == current.isInline,
+                  meta.expires.map({ $0 > now }) ?? true
+            else { return nil }
+            meta.metadata = metadata
+            meta.created = now
+            meta.accessed = now
+            let bytes = meta.encoded()
+            guard bytes.count <= IndexEntry.maximumMetaSize else {
+                throw DiskCacheError(code: .invalidArgument,
+                                     message: "The key and metadata take \(bytes.count) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
+            }
+            try bytes.withUnsafeBytes { FileIO.writeNewFile(tempMeta, $0, sync: immediate) }
+                .get(orThrow: "write the metadata", path: tempMeta)
+            let slot: UInt8 = current.slot == 0 ? 1 : 0
+            let shard = try ensureShard(hash, sync: immediate)
+            if !current.isInline {
+                let body = layout.bodyFile(hash, slot: slot)
+                _ = Syscall.unlink(body)  // a leftover of an interrupted write, if any
+                try Syscall.link(layout.bodyFile(hash, slot: current.slot), body).get(orThrow: "link the body", path: body)
+            }
+            let metaPath = layout.metaFile(hash, slot: slot)
+            try Syscall.rename(tempMeta, metaPath).get(orThrow: "move the metadata into place", path: metaPath)
+            if immediate {
+                try Syscall.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
+            }
+            let put = Journal.Put(hash: hash, size: meta.size, metaSize: UInt32(bytes.count), isInline: current.isInline,
+                                  slot: slot, checksum: meta.checksum, created: now, accessed: now, expires: meta.expires)
+            let position = try state.withLock { state throws(DiskCacheError) in
+                let position = try state.append(Journal.encode(.put(put)), records: 1, path: layout.journal)
+                state.index.insert(IndexEntry(put), for: hash)
+                state.pendingAccess[hash] = nil
+                state.statistics.metadataUpdates += 1
+                return position
+            }
+            _ = Syscall.unlink(layout.metaFile(hash, slot: current.slot))
+            if !current.isInline { _ = Syscall.unlink(layout.bodyFile(hash, slot: current.slot)) }
+            return position
+        }
+        guard let committed else { return false }
+        if immediate { try syncJournal(through: committed) }
+        maintenance.noteWrite(owner: self)
+        return true
+    }
+}

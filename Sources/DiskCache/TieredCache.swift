@@ -169,6 +169,27 @@ public final class TieredCache: Sendable {
         return nil
     }
 
+    /// Replaces the metadata of `key`'s record without rewriting its body, in the tiers
+    /// `policy` stores in (see ``DiskCache/updateMetadata(_:for:)``).
+    ///
+    /// - Returns: false when a tier that should hold the record does not (nothing on disk for
+    ///   `.allowed`, nothing in memory for `.allowedInMemoryOnly`); store the whole record then.
+    @discardableResult
+    public func updateMetadata(_ metadata: [String: String], for key: String, policy: StoragePolicy = .allowed) throws -> Bool {
+        var updated = false
+        if policy == .allowed, let disk {
+            updated = try disk.updateMetadata(metadata, for: key)
+            if !updated { removeFromMemory(key) }
+        }
+        if var record = memory.value(forKey: key) {
+            record.metadata = metadata
+            record.created = Date()
+            putInMemory(record, for: key)
+            if policy == .allowedInMemoryOnly || disk == nil { updated = true }
+        }
+        return updated
+    }
+
     /// The value for `key`, as ``record(for:)`` finds it.
     public func data(for key: String) -> Data? { record(for: key)?.data }
 

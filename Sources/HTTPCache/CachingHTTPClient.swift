@@ -328,7 +328,7 @@ public final class CachingHTTPClient: Sendable {
         for index in indices {
             var entry = variants[index]
             entry.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
-            cache.store(entry, for: request)
+            cache.store(entry, for: request, bodyUnchanged: true)
             if index == validatingIndex { result = entry }
         }
         return result

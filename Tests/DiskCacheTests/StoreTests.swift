@@ -272,3 +272,39 @@ struct StoreTests {
         #expect(temp.isEmpty)
     }
 }
+
+struct MetadataUpdateTests {
+    @Test(arguments: [0, 1 << 20])
+    func updatingMetadataKeepsTheBodyAndSurvivesReopen(inlineThreshold: Int) throws {
+        let dir = TemporaryDirectory()
+        let clock = ManualClock()
+        let value = randomData(count: 5000, seed: 4)
+        do {
+            let cache = try DiskCache(directory: dir.cache, configuration: .testing(inlineThreshold: inlineThreshold, clock: clock))
+            try cache.store(value, for: "k", metadata: ["etag": "v1"], expires: clock.date.addingTimeInterval(3600))
+            let before = EntryFiles(cache, key: "k")
+            let inode = inlineThreshold == 0 ? try FileManager.default.attributesOfItem(atPath: before.body)[.systemFileNumber] as? Int : nil
+            clock.advance(seconds: 5)
+            #expect(try cache.updateMetadata(["etag": "v1", "checked": "yes"], for: "k"))
+            let after = EntryFiles(cache, key: "k")
+            #expect(after.meta != before.meta)
+            #expect(!fileExists(before.meta) && !fileExists(before.body))
+            if inlineThreshold == 0 {
+                // The same body file under its new name: linked, not copied.
+                #expect(try FileManager.default.attributesOfItem(atPath: after.body)[.systemFileNumber] as? Int == inode)
+            }
+            let entry = try #require(cache.entry(for: "k"))
+            #expect(entry.metadata == ["etag": "v1", "checked": "yes"])
+            #expect(entry.created == clock.date)
+            #expect(entry.expires == clock.date.addingTimeInterval(3595))
+            #expect(cache.statistics.metadataUpdates == 1)
+            #expect(cache.statistics.writes == 1)
+            #expect(try cache.updateMetadata([:], for: "absent") == false)
+            try cache.close()
+        }
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing(clock: clock))
+        #expect(cache.data(for: "k") == value)
+        #expect(cache.entry(for: "k")?.metadata == ["etag": "v1", "checked": "yes"])
+        #expect(try cache.verify().isHealthy)
+    }
+}

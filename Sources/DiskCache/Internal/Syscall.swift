@@ -136,6 +136,11 @@ enum Syscall {
         retrying { Glibc_rename(from, to) }.map { _ in () }
     }
 
+    /// A second name for a file (`link(2)`): how a metadata update keeps the body without copying it.
+    static func link(_ existing: String, _ new: String) -> Result<Void, Errno> {
+        retrying { Glibc_link(existing, new) }.map { _ in () }
+    }
+
     static func unlink(_ path: String) -> Result<Void, Errno> {
         retrying { Glibc_unlink(path) }.map { _ in () }
     }
@@ -208,6 +213,7 @@ typealias Glibc_statvfs_t = statvfs
 @inline(__always) private func Glibc_lstat(_ p: String, _ s: inout stat) -> Int32 { lstat(p, &s) }
 @inline(__always) private func Glibc_fsync(_ fd: Int32) -> Int32 { fsync(fd) }
 @inline(__always) private func Glibc_rename(_ a: String, _ b: String) -> Int32 { rename(a, b) }
+@inline(__always) private func Glibc_link(_ a: String, _ b: String) -> Int32 { link(a, b) }
 @inline(__always) private func Glibc_unlink(_ p: String) -> Int32 { unlink(p) }
 @inline(__always) private func Glibc_rmdir(_ p: String) -> Int32 { rmdir(p) }
 @inline(__always) private func Glibc_mkdir(_ p: String, _ m: mode_t) -> Int32 { mkdir(p, m) }

@@ -52,9 +52,17 @@ final class _HTTPResponseStore: Sendable {
 
     /// Stores `entry` under `primaryKey`, replacing the variant with the same identity.
     /// Does nothing for a `.notAllowed` entry.
-    func store(_ entry: CachedHTTPResponse, forKey primaryKey: String) throws {
+    ///
+    /// With `bodyUnchanged` (a 304 refreshing stored headers), an already stored variant gets
+    /// its metadata replaced and keeps its body on disk as it is, instead of being rewritten.
+    func store(_ entry: CachedHTTPResponse, forKey primaryKey: String, bodyUnchanged: Bool = false) throws {
         guard entry.storagePolicy != .notAllowed else { return }
         let id = entry.variantID
+        if bodyUnchanged,
+           list(for: primaryKey).contains(ListedVariant(id: id, policy: entry.storagePolicy)),
+           try records.updateMetadata(entry.encodedMetadata(), for: Self.variantKey(primaryKey, id), policy: entry.storagePolicy.tiered) {
+            return
+        }
         try records.store(entry.body, for: Self.variantKey(primaryKey, id), metadata: entry.encodedMetadata(), policy: entry.storagePolicy.tiered)
         try listLock.withLock { _ in
             var list = list(for: primaryKey).filter { $0.id != id }
