@@ -10,9 +10,10 @@ import Darwin
 /// Read-only access to a cache directory, for tools: it never creates, writes, truncates or
 /// repairs anything, and refuses a cache another process has open.
 ///
-/// It replays the journal as an open would (without cutting a torn tail, which it reports),
-/// and holds the directory's lock while it exists so that no `DiskCache` changes the files
-/// under it.
+/// It replays the journal as an open would (without cutting a torn tail, which it reports).
+/// It checks that no process has the cache open, but does not keep the lock: an application
+/// starting meanwhile opens its cache as usual (what the inspector then reads may be a moment
+/// out of date, and a `verify` may report a file that a write was just committing).
 public final class DiskCacheInspector: Sendable {
     /// What the journal and the volume say about the cache.
     public struct Summary: Hashable, Sendable {
@@ -41,7 +42,6 @@ public final class DiskCacheInspector: Sendable {
     public let summary: Summary
     let layout: Layout
     let index: Index
-    private let lock: FileDescriptor?
 
     /// - Throws: ``DiskCacheError`` with code `.notFound`, `.notADirectory`, `.permissionDenied`,
     ///   `.notACache`, `.locked` or `.newerFormat`.
@@ -79,9 +79,10 @@ public final class DiskCacheInspector: Sendable {
             throw DiskCacheError(code: .notACache, message: "The directory is not a cache (it has no VERSION file)", path: layout.root)
         }
 
-        // Hold the lock (without creating the file) so that nobody writes while we read.
+        // Refuse a cache that is open; the probe's lock goes with its descriptor at the end of
+        // this block. The lock file is never created.
         if case .success(let fd) = Syscall.open(layout.lockFile, O_RDONLY | O_NOFOLLOW) {
-            let lock = FileDescriptor(fd)
+            let probe = FileDescriptor(fd)
             if case .failure(let error) = Syscall.lockExclusive(fd) {
                 if error == .wouldBlock {
                     var owner = ""
@@ -92,9 +93,7 @@ public final class DiskCacheInspector: Sendable {
                 }
                 throw DiskCacheError.io(error, "lock the cache directory", path: layout.lockFile)
             }
-            self.lock = lock
-        } else {
-            self.lock = nil
+            _ = probe
         }
 
         if case .success(let fs) = Syscall.statvfs(layout.root) {

@@ -67,6 +67,19 @@ struct VerifyTests {
         #expect(try FileManager.default.attributesOfItem(atPath: journalPath)[.modificationDate] as? Date == before)
     }
 
+    @Test func inspectorDoesNotKeepAnApplicationFromOpeningTheCache() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+            try cache.store(bytes("v"), for: "k")
+            try cache.close()
+        }
+        let inspector = try DiskCacheInspector(directory: dir.cache)
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+        #expect(cache.data(for: "k") == bytes("v"))
+        #expect(inspector.data(for: "k") == bytes("v"))
+    }
+
     @Test func inspectorRefusesWhatIsNotACacheAndCreatesNothing() throws {
         let dir = TemporaryDirectory()
         #expect { try DiskCacheInspector(directory: dir.cache) } throws: { ($0 as? DiskCacheError)?.code == .notFound }
