@@ -56,6 +56,8 @@ extension DiskCache {
     /// - Complexity: reads every file of the cache.
     public func verify(repair: Bool = false, progress: ((_ done: Int, _ total: Int) -> Void)? = nil) throws -> VerificationReport {
         try throwIfClosed()
+        // Let background recovery (the orphan scan after an unclean shutdown) finish first.
+        maintenance.queue.sync {}
         let entries = state.withLock { $0.index.entries.map { ($0.key, $0.value) } }.sorted { $0.0 < $1.0 }
         let findings = Verifier(layout: layout, entries: entries, hasher: configuration.keyHasher).run(progress: progress)
         var report = VerificationReport(entriesChecked: findings.entriesChecked, bytesChecked: findings.bytesChecked,

@@ -367,8 +367,10 @@ public final class DiskCache: Sendable {
         var failure: DiskCacheError?
         do throws(DiskCacheError) {
             try flushPendingAccess()
-            _ = try state.withLock { state throws(DiskCacheError) in
-                try state.append(Journal.encode(.close), records: 1, path: layout.journal)
+            try state.withLock { state throws(DiskCacheError) in
+                // Without a finished orphan scan, the next open must count as unclean and scan.
+                guard !state.orphanScanPending else { return }
+                _ = try state.append(Journal.encode(.close), records: 1, path: layout.journal)
             }
             if configuration.durability.mode != .none {
                 let journal = state.withLock { $0.journal }

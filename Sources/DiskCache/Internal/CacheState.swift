@@ -44,6 +44,9 @@ struct CacheState {
     var journalRecordsAtSnapshot = 0
     /// Something was written since the last group commit.
     var isDirty = false
+    /// The orphan scan an unclean shutdown calls for has not finished: until it has, `close()`
+    /// writes no clean-shutdown record.
+    var orphanScanPending = false
     var isClosed = false
     var statistics = DiskCache.Statistics()
     /// Shard directories known to exist, as (outer << 8 | inner).

@@ -224,10 +224,17 @@ extension DiskCache {
     /// (a write interrupted between rename and journal append, the old slot of a write
     /// interrupted after it, a remove interrupted before its unlink, a body beside an entry
     /// that is now inline).
+    ///
+    /// A scan cut short by `close()` leaves `orphanScanPending` set, so that the journal gets no
+    /// clean-shutdown record and the next open scans again.
     func removeOrphans() {
         var removed = 0
+        var finished = true
         ShardScanner(layout: layout).forEachEntryFile { hash, slot, kind, path in
-            if maintenance.isStopping { return false }
+            if maintenance.isStopping {
+                finished = false
+                return false
+            }
             stripe(hash).mutex.withLock { _ in
                 let entry = state.withLock { $0.index[hash] }
                 let vouched = entry.map { $0.slot == slot && (kind == .meta || !$0.isInline) } ?? false
@@ -240,6 +247,9 @@ extension DiskCache {
         if removed > 0 {
             logger.info("Removed files no journal record vouched for", metadata: ["files": "\(removed)"])
         }
-        state.withLock { $0.statistics.recovery.orphanFilesRemoved += removed }
+        state.withLock { state in
+            state.statistics.recovery.orphanFilesRemoved += removed
+            if finished { state.orphanScanPending = false }
+        }
     }
 }

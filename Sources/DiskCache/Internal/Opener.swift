@@ -83,6 +83,7 @@ struct Opener {
         var state = CacheState(index: index, journal: journal, journalLength: Int64(length),
                                reservedEnd: Int64(length), journalRecords: records)
         state.statistics.recovery = recovery
+        state.orphanScanPending = needsOrphanScan
         state.diskCapacity = configuration.diskCapacity
         state.countLimit = configuration.countLimit
         for entry in state.index.entries.values { state.noteExpiry(entry) }
