@@ -229,10 +229,13 @@ public final class DiskCache: Sendable {
         let serial = temporaryCounter.add(1, ordering: .relaxed).newValue
         let tempMeta = layout.tempFile("\(hash.hexName)-\(serial)\(Layout.META_SUFFIX)")
         let tempBody = isInline ? nil : layout.tempFile("\(hash.hexName)-\(serial)\(Layout.BODY_SUFFIX)")
+        var renamed = false
         defer {
             // Whatever was not renamed into place is removed.
-            _ = Syscall.unlink(tempMeta)
-            if let tempBody { _ = Syscall.unlink(tempBody) }
+            if !renamed {
+                _ = Syscall.unlink(tempMeta)
+                if let tempBody { _ = Syscall.unlink(tempBody) }
+            }
         }
         if let tempBody {
             try data.withUnsafeBytes { FileIO.writeNewFile(tempBody, $0, sync: immediate) }
@@ -259,7 +262,11 @@ public final class DiskCache: Sendable {
                 try Syscall.rename(tempBody, body).get(orThrow: "move the body into place", path: body)
             }
             let metaPath = layout.metaFile(hash, slot: slot)
-            try Syscall.rename(tempMeta, metaPath).get(orThrow: "move the metadata into place", path: metaPath)
+            if case .failure(let error) = Syscall.rename(tempMeta, metaPath) {
+                if tempBody != nil { _ = Syscall.unlink(layout.bodyFile(hash, slot: slot)) }
+                throw DiskCacheError.io(error, "move the metadata into place", path: metaPath)
+            }
+            renamed = true
             if immediate {
                 try Syscall.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
             }
