@@ -23,6 +23,9 @@ final class BenchProgress: Sendable {
     private let isTerminal: Bool
     private let isEnabled: Bool
 
+    /// Whether anything redraws while a phase runs.
+    var isVisible: Bool { isEnabled && isTerminal }
+
     init(enabled: Bool) {
         isEnabled = enabled
         isTerminal = isatty(STDERR_FILENO) == 1
