@@ -481,7 +481,8 @@ final class BenchRunner {
             if now >= end { break }
             progress.phaseFraction(Double(now - start) / Double(end - start))
             var pause = timespec(tv_sec: Int(min(step, end - now) / 1_000_000_000), tv_nsec: Int(min(step, end - now) % 1_000_000_000))
-            while nanosleep(&pause, &pause) != 0 && errno == EINTR {}
+            var remaining = timespec()
+            while nanosleep(&pause, &remaining) != 0 && errno == EINTR { pause = remaining }
         }
         return BenchProcess.cpuSeconds() - before
     }
