@@ -103,8 +103,52 @@ extension DiskCache {
             return .found(meta, Data(inline))
         }
         guard wantBody else { return .found(meta, nil) }
+        return readBody(hash, meta: meta, slot: expected.slot)
+    }
+
+    /// ``readEntry(_:key:expected:wantBody:)`` for a read that wants only the value: the metadata
+    /// file is read in place, and an inline body is handed out without a copy. The result's
+    /// metadata carries only the key, size, checksum and expiry.
+    func readValue(_ hash: KeyHash, key: String, expected: IndexEntry) -> ReadResult {
+        guard case .success(let metaBuffer?) = FileIO.read(layout.metaFile(hash, slot: expected.slot), count: Int(expected.metaSize)) else {
+            return .damaged
+        }
+        let bytes = UnsafeRawBufferPointer(metaBuffer)
+        guard let view = EntryMetadata.ReadView.parse(bytes), view.hasKey(BinaryPropertyList.encodeString(key), in: bytes) else {
+            // Not the layout this library writes, or another key: the full decoder decides.
+            metaBuffer.deallocate()
+            return readEntry(hash, key: key, expected: expected, wantBody: true)
+        }
+        let meta = EntryMetadata(key: key, size: view.size, checksum: view.checksum, created: expected.created,
+                                 accessed: expected.accessedMilliseconds, expires: view.expires, metadata: [:], inlineBody: nil)
+        guard view.checksum == expected.checksum, view.size == expected.size,
+              (view.inlineBody != nil) == expected.isInline else {
+            metaBuffer.deallocate()
+            return .damaged
+        }
+        guard let inline = view.inlineBody else {
+            metaBuffer.deallocate()
+            return readBody(hash, meta: meta, slot: expected.slot)
+        }
+        let body = UnsafeRawBufferPointer(rebasing: bytes[inline])
+        if configuration.verifiesChecksums, Checksum.xxh3(body) != view.checksum {
+            metaBuffer.deallocate()
+            return .damaged
+        }
+        guard !inline.isEmpty else {
+            metaBuffer.deallocate()
+            return .found(meta, Data())
+        }
+        let offset = inline.lowerBound
+        let data = Data(bytesNoCopy: metaBuffer.baseAddress! + offset, count: inline.count,
+                        deallocator: .custom { pointer, _ in (pointer - offset).deallocate() })
+        return .found(meta, data)
+    }
+
+    /// Reads and checks a body file of exactly `meta.size` bytes.
+    private func readBody(_ hash: KeyHash, meta: EntryMetadata, slot: UInt8) -> ReadResult {
         let size = Int(meta.size)
-        guard case .success(let bodyBuffer?) = FileIO.read(layout.bodyFile(hash, slot: expected.slot), count: size) else {
+        guard case .success(let bodyBuffer?) = FileIO.read(layout.bodyFile(hash, slot: slot), count: size) else {
             return .damaged
         }
         let body = UnsafeRawBufferPointer(rebasing: bodyBuffer[0..<size])
@@ -112,11 +156,11 @@ extension DiskCache {
             bodyBuffer.deallocate()
             return .damaged
         }
-        let data = size == 0
-            ? Data()
-            : Data(bytesNoCopy: bodyBuffer.baseAddress!, count: size, deallocator: .custom { pointer, _ in pointer.deallocate() })
-        if size == 0 { bodyBuffer.deallocate() }
-        return .found(meta, data)
+        guard size > 0 else {
+            bodyBuffer.deallocate()
+            return .found(meta, Data())
+        }
+        return .found(meta, Data(bytesNoCopy: bodyBuffer.baseAddress!, count: size, deallocator: .custom { pointer, _ in pointer.deallocate() }))
     }
 
     /// Removes a damaged entry if the index still holds what the reader saw; false if a

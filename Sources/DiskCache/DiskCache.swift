@@ -104,17 +104,19 @@ public final class DiskCache: Sendable {
     /// file unless the body is inline), an XXH3-64 over the body, and an in-memory access-time
     /// update journaled later in a batch.
     public func data(for key: String) -> Data? {
-        read(key)?.data
+        read(key, withEntry: false)?.data
     }
 
     /// The value and its entry (key, dates, metadata) in one read; nil as for ``data(for:)``.
     public func dataAndEntry(for key: String) -> (data: Data, entry: Entry)? {
-        guard let (data, meta, indexEntry) = read(key) else { return nil }
-        return (data, Entry(meta, indexEntry))
+        guard let (data, entry) = read(key, withEntry: true), let entry else { return nil }
+        return (data, entry)
     }
 
-    /// The shared read path: index lookup, file reads, key and checksum checks, expiry.
-    private func read(_ key: String) -> (data: Data, meta: EntryMetadata, indexEntry: IndexEntry)? {
+    /// The shared read path: index lookup, file reads, key and checksum checks, expiry. Without
+    /// `withEntry` the metadata file is read in place (``EntryMetadata/ReadView``) instead of
+    /// being decoded whole.
+    private func read(_ key: String, withEntry: Bool) -> (data: Data, entry: Entry?)? {
         let hash = configuration.keyHasher.hash(key)
         for _ in 0..<2 {
             guard let entry = lookup(hash) else { return nil }
@@ -123,14 +125,16 @@ public final class DiskCache: Sendable {
                 removeExpired(hash, entry, key: key)
                 return nil
             }
-            switch readEntry(hash, key: key, expected: entry, wantBody: true) {
+            let result = withEntry ? readEntry(hash, key: key, expected: entry, wantBody: true)
+                                   : readValue(hash, key: key, expected: entry)
+            switch result {
             case .found(let meta, let body?):
                 if let expires = meta.expires, expires <= now {
                     removeExpired(hash, entry, key: key)
                     return nil
                 }
                 recordHit(hash, at: now)
-                return (body, meta, entry)
+                return (body, withEntry ? Entry(meta, entry) : nil)
             case .found:
                 break
             case .otherKey:

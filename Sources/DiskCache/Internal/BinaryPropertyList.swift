@@ -44,6 +44,8 @@ enum BinaryPropertyList {
     }
 
     static let magic: [UInt8] = Array("bplist00".utf8)
+    /// The magic as the 8 bytes load it, for a comparison without allocating.
+    static let magicWord: UInt64 = magic.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
 
     // MARK: - Writing
 
@@ -110,6 +112,8 @@ enum BinaryPropertyList {
         return result
     }
 
+    static func isStringObject(_ marker: UInt8) -> Bool { marker & 0xF0 == 0x50 || marker & 0xF0 == 0x60 }
+
     /// The bytes `encode` writes for a string object: ASCII (0x5n) when it can, else UTF-16BE (0x6n).
     static func encodeString(_ string: String) -> [UInt8] {
         var out: [UInt8] = []
@@ -162,7 +166,7 @@ enum BinaryPropertyList {
         return reader.decodeTop()
     }
 
-    private struct Reader {
+    struct Reader {
         let bytes: UnsafeRawBufferPointer
         var offsetSize = 0
         var refSize = 0
@@ -180,21 +184,88 @@ enum BinaryPropertyList {
         }
 
         mutating func decodeTop() -> Value? {
-            guard bytes.count >= 8 + 32, Array(bytes[0..<8]) == BinaryPropertyList.magic else { return nil }
+            guard let top = readTrailer() else { return nil }
+            return object(top)
+        }
+
+        /// Reads the header and trailer; returns the top object's index.
+        mutating func readTrailer() -> Int? {
+            guard bytes.count >= 8 + 32,
+                  bytes.loadUnaligned(as: UInt64.self) == BinaryPropertyList.magicWord else { return nil }
             let trailer = bytes.count - 32
             offsetSize = Int(bytes[trailer + 6])
             refSize = Int(bytes[trailer + 7])
             guard let count = readBigEndian(at: trailer + 8, size: 8),
                   let top = readBigEndian(at: trailer + 16, size: 8),
                   let table = readBigEndian(at: trailer + 24, size: 8),
-                  [1, 2, 4, 8].contains(offsetSize), [1, 2, 4, 8].contains(refSize),
+                  offsetSize.nonzeroBitCount == 1, offsetSize <= 8, refSize.nonzeroBitCount == 1, refSize <= 8,
                   count > 0, count < UInt64(bytes.count), top < count,
                   table >= 8, table < UInt64(trailer),
                   UInt64(trailer) - table >= count * UInt64(offsetSize)
             else { return nil }
             objectCount = Int(count)
             tableOffset = Int(table)
-            return object(Int(top))
+            return Int(top)
+        }
+
+        /// The byte range of a whole object (marker through payload), for strings, data and
+        /// fixed-size scalars; nil for containers and anything malformed.
+        func objectRange(_ index: Int) -> Range<Int>? {
+            guard let start = offset(of: index) else { return nil }
+            let marker = bytes[start]
+            let end: Int
+            switch marker & 0xF0 {
+            case 0x10, 0x20:
+                end = start + 1 + (1 << Int(marker & 0x0F))
+            case 0x30:
+                end = start + 9
+            case 0x40, 0x50:
+                guard let (n, payload) = count(at: start) else { return nil }
+                end = payload + n
+            case 0x60:
+                guard let (n, payload) = count(at: start) else { return nil }
+                end = payload + 2 * n
+            default:
+                return nil
+            }
+            guard end <= tableOffset else { return nil }
+            return start..<end
+        }
+
+        /// Calls `visit` with the key string's raw object and the value's index for each entry
+        /// of a dictionary, without decoding anything. False if it is not a dictionary.
+        func forEachEntry(ofDictionary top: Int, _ visit: (_ key: UnsafeRawBufferPointer, _ value: Int) -> Void) -> Bool {
+            guard let start = offset(of: top), bytes[start] & 0xF0 == 0xD0,
+                  let (n, payload) = count(at: start), payload + 2 * n * refSize <= tableOffset else { return false }
+            for i in 0..<n {
+                guard let keyRef = readBigEndian(at: payload + i * refSize, size: refSize),
+                      let valueRef = readBigEndian(at: payload + (n + i) * refSize, size: refSize),
+                      let keyRange = objectRange(Int(keyRef)) else { return false }
+                visit(UnsafeRawBufferPointer(rebasing: bytes[keyRange]), Int(valueRef))
+            }
+            return true
+        }
+
+        /// An integer object's value (8-byte integers are signed, shorter ones unsigned).
+        func integer(_ index: Int) -> Int64? {
+            guard let start = offset(of: index), bytes[start] & 0xF0 == 0x10 else { return nil }
+            let size = 1 << Int(bytes[start] & 0x0F)
+            guard size <= 8, let raw = readBigEndian(at: start + 1, size: size) else { return nil }
+            return size == 8 ? Int64(bitPattern: raw) : Int64(raw)
+        }
+
+        /// A date object's seconds since 2001.
+        func date(_ index: Int) -> Double? {
+            guard let start = offset(of: index), bytes[start] == 0x33,
+                  let raw = readBigEndian(at: start + 1, size: 8) else { return nil }
+            return Double(bitPattern: raw)
+        }
+
+        /// A data object's payload range.
+        func dataPayload(_ index: Int) -> Range<Int>? {
+            guard let start = offset(of: index), bytes[start] & 0xF0 == 0x40,
+                  let (n, payload) = count(at: start), payload + n <= tableOffset else { return nil }
+            return payload..<payload + n
         }
 
         func offset(of index: Int) -> Int? {

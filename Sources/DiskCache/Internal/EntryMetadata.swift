@@ -88,3 +88,67 @@ struct EntryMetadata: Equatable, Sendable {
                              metadata: metadata, inlineBody: inlineBody)
     }
 }
+
+extension EntryMetadata {
+    /// What a read of the value needs from a `.meta` file (the key, size, checksum, exact expiry
+    /// and inline body), found in place: no strings, arrays or dictionaries are built, so a read
+    /// does not pay for decoding the caller's metadata.
+    struct ReadView {
+        /// The key's string object, marker through payload, compared as bytes with the encoding
+        /// of the key asked for (the encoder writes one canonical form for each string).
+        var keyObject: Range<Int>
+        var size: Int64
+        var checksum: UInt64
+        var expires: Int64?
+        /// The inline body's bytes.
+        var inlineBody: Range<Int>?
+
+        private static let keyName = BinaryPropertyList.encodeString("key")
+        private static let sizeName = BinaryPropertyList.encodeString("size")
+        private static let checksumName = BinaryPropertyList.encodeString("checksum")
+        private static let expiresName = BinaryPropertyList.encodeString("expires")
+        private static let bodyName = BinaryPropertyList.encodeString("body")
+        private static let formatName = BinaryPropertyList.encodeString("format")
+
+        /// Nil when the file is not a well-formed entry of a format this version reads.
+        static func parse(_ bytes: UnsafeRawBufferPointer) -> ReadView? {
+            var reader = BinaryPropertyList.Reader(bytes: bytes)
+            guard let top = reader.readTrailer() else { return nil }
+            var keyObject: Range<Int>?
+            var size: Int64?
+            var checksum: Int64?
+            var format: Int64?
+            var expires: Int64??
+            var body: Range<Int>??
+            let isDictionary = reader.forEachEntry(ofDictionary: top) { name, value in
+                if name.elementsEqual(keyName) {
+                    keyObject = reader.objectRange(value)
+                } else if name.elementsEqual(sizeName) {
+                    size = reader.integer(value)
+                } else if name.elementsEqual(checksumName) {
+                    checksum = reader.integer(value)
+                } else if name.elementsEqual(formatName) {
+                    format = reader.integer(value)
+                } else if name.elementsEqual(expiresName) {
+                    expires = .some(reader.date(value).flatMap { EntryMetadata.milliseconds(.date($0)) })
+                } else if name.elementsEqual(bodyName) {
+                    body = .some(reader.dataPayload(value))
+                }
+            }
+            guard isDictionary, let keyObject, let size, size >= 0, let checksum,
+                  let format, format >= 1, format <= EntryMetadata.formatVersion,
+                  BinaryPropertyList.isStringObject(bytes[keyObject.lowerBound])
+            else { return nil }
+            if case .some(nil) = expires { return nil }  // present but not a date
+            if case .some(nil) = body { return nil }  // present but not data
+            let inline = body ?? nil
+            if let inline, inline.count != Int(size) { return nil }
+            return ReadView(keyObject: keyObject, size: size, checksum: UInt64(bitPattern: checksum),
+                            expires: expires ?? nil, inlineBody: inline)
+        }
+
+        func hasKey(_ encodedKey: [UInt8], in bytes: UnsafeRawBufferPointer) -> Bool {
+            UnsafeRawBufferPointer(rebasing: bytes[keyObject]).elementsEqual(encodedKey)
+        }
+    }
+}

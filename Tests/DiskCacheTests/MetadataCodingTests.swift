@@ -1,0 +1,67 @@
+@testable import DiskCache
+import Foundation
+import Testing
+
+/// The hand-written binary property list coder of `.meta` files.
+struct MetadataCodingTests {
+    static let samples: [EntryMetadata] = [
+        EntryMetadata(key: "k", size: 0, checksum: 0, created: 0, accessed: 0, expires: nil, metadata: [:], inlineBody: []),
+        EntryMetadata(key: "greeting", size: 5, checksum: .max, created: 1_800_000_000_123, accessed: 1_800_000_001_000,
+                      expires: 1_900_000_000_000, metadata: ["type": "text/plain"], inlineBody: Array("hello".utf8)),
+        EntryMetadata(key: "キー🔑", size: 1 << 40, checksum: 0x8000_0000_0000_0001, created: 1, accessed: 2,
+                      expires: nil, metadata: ["ü": "✓", "": ""], inlineBody: nil),
+        // Enough objects for two-byte references, enough bytes for four-byte offsets.
+        EntryMetadata(key: String(repeating: "x", count: 70_000), size: 3, checksum: 42, created: 5, accessed: 6, expires: 7,
+                      metadata: Dictionary(uniqueKeysWithValues: (0..<300).map { ("k\($0)", "v\($0)") }),
+                      inlineBody: [1, 2, 3]),
+    ]
+
+    @Test(arguments: 0..<samples.count)
+    func encodedMetadataDecodesBackAndReadsInPlace(index: Int) throws {
+        let meta = Self.samples[index]
+        let bytes = meta.encoded()
+        let decoded = bytes.withUnsafeBytes { EntryMetadata.decode($0) }
+        #expect(decoded == meta)
+        let view = try #require(bytes.withUnsafeBytes { EntryMetadata.ReadView.parse($0) })
+        #expect(view.size == meta.size)
+        #expect(view.checksum == meta.checksum)
+        #expect(view.expires == meta.expires)
+        bytes.withUnsafeBytes { buffer in
+            #expect(view.hasKey(BinaryPropertyList.encodeString(meta.key), in: buffer))
+            #expect(!view.hasKey(BinaryPropertyList.encodeString(meta.key + "!"), in: buffer))
+            #expect(view.inlineBody.map { Array(buffer[$0]) } == meta.inlineBody)
+        }
+        // Foundation reads the same file.
+        let plist = try PropertyListSerialization.propertyList(from: Data(bytes), format: nil) as? [String: Any]
+        #expect(plist?["key"] as? String == meta.key)
+        #expect((plist?["metadata"] as? [String: String]) == meta.metadata)
+    }
+
+    /// Every truncation and many corruptions of a valid file are rejected or decoded without a
+    /// crash, and the in-place reader never accepts what the full decoder rejects.
+    @Test func damagedMetadataIsRejectedWithoutCrashing() {
+        let bytes = Self.samples[1].encoded()
+        for length in 0..<bytes.count {
+            let prefix = Array(bytes[0..<length])
+            prefix.withUnsafeBytes { buffer in
+                _ = EntryMetadata.decode(buffer)
+                _ = EntryMetadata.ReadView.parse(buffer)
+            }
+        }
+        var state: UInt64 = 1
+        for _ in 0..<5000 {
+            var damaged = bytes
+            for _ in 0..<3 {
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                damaged[Int(state >> 33) % damaged.count] = UInt8(truncatingIfNeeded: state >> 17)
+            }
+            damaged.withUnsafeBytes { buffer in
+                let full = EntryMetadata.decode(buffer)
+                let view = EntryMetadata.ReadView.parse(buffer)
+                if let full, let view {
+                    #expect(view.size == full.size && view.checksum == full.checksum)
+                }
+            }
+        }
+    }
+}
