@@ -139,6 +139,8 @@ final class BenchRunner {
         if putFailures.load(ordering: .relaxed) > 0 {
             throw BenchError("\(putFailures.load(ordering: .relaxed)) stores failed at \(label)")
         }
+        // The floor's fill must not pay for the writeback of ours.
+        settle()
         progress.phase("\(label): put \(count) entries (floor)")
         let floor = try BenchFloor(root: floorDir, bodySize: size, filesPerEntry: files)
         let floorPut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
