@@ -34,7 +34,10 @@ extension Date {
         self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 
+    /// Milliseconds since 1970, clamped to ±10^15 (about 31,000 years) so no date traps.
     var milliseconds: Int64 {
-        Int64((timeIntervalSince1970 * 1000).rounded(.down))
+        let value = (timeIntervalSince1970 * 1000).rounded(.down)
+        guard value.isFinite else { return value > 0 ? 1_000_000_000_000_000 : (value < 0 ? -1_000_000_000_000_000 : 0) }
+        return Int64(min(max(value, -1e15), 1e15))
     }
 }

@@ -22,7 +22,7 @@ extension DiskCache {
         case expired
         /// A read found its files damaged or missing.
         case corrupt
-        /// `removeValue`, `removeEntries(modifiedSince:)` or a replacing `store`.
+        /// `removeValue` or `removeEntries(modifiedSince:)`.
         case explicit
     }
 
@@ -30,8 +30,29 @@ extension DiskCache {
         case found(EntryMetadata, Data?)
         /// The files belong to a key with the same hash.
         case otherKey
-        /// Missing, unreadable, not what the journal vouches for, or failing the checksum.
+        /// Missing, short, not what the journal vouches for, or failing the checksum.
         case damaged
+        /// The read failed for a reason that says nothing about the files (out of descriptors,
+        /// out of memory, a transient I/O error): a miss, and the entry is left alone.
+        case unavailable
+    }
+
+    /// An entry file's bytes, or why there are none: a missing or short file (or a symbolic
+    /// link, which `O_NOFOLLOW` refuses) is damage; any other failure is not the file's fault.
+    private enum EntryFile {
+        case bytes(UnsafeMutableRawBufferPointer)
+        case failed(ReadResult)
+    }
+
+    private func readEntryFile(_ path: String, count: Int) -> EntryFile {
+        switch FileIO.read(path, count: count) {
+        case .success(let buffer?): return .bytes(buffer)
+        case .success(nil): return .failed(.damaged)
+        case .failure(let error) where error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks:
+            return .failed(.damaged)
+        case .failure:
+            return .failed(.unavailable)
+        }
     }
 
     static func systemMilliseconds() -> Int64 {
@@ -85,8 +106,10 @@ extension DiskCache {
 
     /// Reads and checks an entry's files against what the index vouches for.
     func readEntry(_ hash: KeyHash, key: String, expected: IndexEntry, wantBody: Bool) -> ReadResult {
-        guard case .success(let metaBuffer?) = FileIO.read(layout.metaFile(hash, slot: expected.slot), count: Int(expected.metaSize)) else {
-            return .damaged
+        let metaBuffer: UnsafeMutableRawBufferPointer
+        switch readEntryFile(layout.metaFile(hash, slot: expected.slot), count: Int(expected.metaSize)) {
+        case .bytes(let buffer): metaBuffer = buffer
+        case .failed(let result): return result
         }
         let decoded = EntryMetadata.decode(UnsafeRawBufferPointer(metaBuffer))
         metaBuffer.deallocate()
@@ -110,8 +133,10 @@ extension DiskCache {
     /// file is read in place, and an inline body is handed out without a copy. The result's
     /// metadata carries only the key, size, checksum and expiry.
     func readValue(_ hash: KeyHash, key: String, expected: IndexEntry) -> ReadResult {
-        guard case .success(let metaBuffer?) = FileIO.read(layout.metaFile(hash, slot: expected.slot), count: Int(expected.metaSize)) else {
-            return .damaged
+        let metaBuffer: UnsafeMutableRawBufferPointer
+        switch readEntryFile(layout.metaFile(hash, slot: expected.slot), count: Int(expected.metaSize)) {
+        case .bytes(let buffer): metaBuffer = buffer
+        case .failed(let result): return result
         }
         let bytes = UnsafeRawBufferPointer(metaBuffer)
         guard let view = EntryMetadata.ReadView.parse(bytes), view.hasKey(BinaryPropertyList.encodeString(key), in: bytes) else {
@@ -148,8 +173,10 @@ extension DiskCache {
     /// Reads and checks a body file of exactly `meta.size` bytes.
     private func readBody(_ hash: KeyHash, meta: EntryMetadata, slot: UInt8) -> ReadResult {
         let size = Int(meta.size)
-        guard case .success(let bodyBuffer?) = FileIO.read(layout.bodyFile(hash, slot: slot), count: size) else {
-            return .damaged
+        let bodyBuffer: UnsafeMutableRawBufferPointer
+        switch readEntryFile(layout.bodyFile(hash, slot: slot), count: size) {
+        case .bytes(let buffer): bodyBuffer = buffer
+        case .failed(let result): return result
         }
         let body = UnsafeRawBufferPointer(rebasing: bodyBuffer[0..<size])
         if configuration.verifiesChecksums, Checksum.xxh3(body) != meta.checksum {
@@ -229,16 +256,20 @@ extension DiskCache {
         for (directory, parent) in [(outer, layout.root), (inner, outer)] {
             switch Syscall.mkdir(directory, 0o700) {
             case .success:
+                // Made just now, so a real directory.
                 if sync { try Syscall.fsyncDirectory(parent).get(orThrow: "sync a directory", path: parent) }
             case .failure(let error) where error == .fileExists:
-                break
+                // Something is there already: it must be a real directory, never a link.
+                guard case .success(let info) = Syscall.lstat(directory), info.st_mode & S_IFMT == S_IFDIR else {
+                    throw DiskCacheError(code: .ioFailure,
+                                         message: "A shard of the cache is not a directory (a symbolic link is never followed)",
+                                         path: directory)
+                }
+                // Made by an earlier session or another writer, whose fsync of the parent may
+                // not have happened: the first use in this session makes sure.
+                if sync { try Syscall.fsyncDirectory(parent).get(orThrow: "sync a directory", path: parent) }
             case .failure(let error):
                 throw DiskCacheError.io(error, "create a shard directory", path: directory)
-            }
-            guard case .success(let info) = Syscall.lstat(directory), info.st_mode & S_IFMT == S_IFDIR else {
-                throw DiskCacheError(code: .ioFailure,
-                                     message: "A shard of the cache is not a directory (a symbolic link is never followed)",
-                                     path: directory)
             }
         }
         _ = state.withLock { $0.knownShards.insert(id) }

@@ -72,14 +72,14 @@ extension DiskCache {
     /// queue; the caller waits for it.
     @discardableResult
     public func sweep() -> SweepReport {
-        maintenance.queue.sync { runSweep() }
+        maintenance.sync { runSweep() }
     }
 
     /// Evicts least recently used entries until the cache occupies at most `size` bytes on disk
     /// (counted as ``totalSize`` counts). The capacity itself is unchanged.
     @discardableResult
     public func trim(toSize size: Int64) -> SweepReport {
-        maintenance.queue.sync {
+        maintenance.sync {
             var report = SweepReport()
             let clock = ContinuousClock()
             let start = clock.now

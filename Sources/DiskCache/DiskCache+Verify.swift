@@ -57,7 +57,7 @@ extension DiskCache {
     public func verify(repair: Bool = false, progress: ((_ done: Int, _ total: Int) -> Void)? = nil) throws -> VerificationReport {
         try throwIfClosed()
         // Let background recovery (the orphan scan after an unclean shutdown) finish first.
-        maintenance.queue.sync {}
+        maintenance.sync {}
         let entries = state.withLock { $0.index.entries.map { ($0.key, $0.value) } }.sorted { $0.0 < $1.0 }
         let findings = Verifier(layout: layout, entries: entries, hasher: configuration.keyHasher).run(progress: progress)
         var report = VerificationReport(entriesChecked: findings.entriesChecked, bytesChecked: findings.bytesChecked,
@@ -105,7 +105,7 @@ extension DiskCache {
     /// Writes `journal.tmp`, fsyncs it, renames it over `journal`, fsyncs the directory.
     public func compact() throws {
         try flushPendingAccess()
-        let result = maintenance.queue.sync { Result { () throws(DiskCacheError) in try compactJournalNow() } }
+        let result = maintenance.sync { Result { () throws(DiskCacheError) in try compactJournalNow() } }
         try result.get()
     }
 

@@ -67,7 +67,8 @@ public final class DiskCache: Sendable {
     /// Opens the cache in `directory`, creating it (mode 0700) if it does not exist.
     ///
     /// #### Errors
-    /// - ``DiskCacheError/Code/notADirectory``: the path is a file or a symbolic link.
+    /// - ``DiskCacheError/Code/notADirectory``: the path is a file (a symbolic link to a
+    ///   directory is followed; links inside the cache never are).
     /// - ``DiskCacheError/Code/permissionDenied``: the directory cannot be read and written.
     /// - ``DiskCacheError/Code/notACache``: the directory holds other files.
     /// - ``DiskCacheError/Code/locked``: another `DiskCache` has it open (this process or another).
@@ -118,7 +119,8 @@ public final class DiskCache: Sendable {
     /// being decoded whole.
     private func read(_ key: String, withEntry: Bool) -> (data: Data, entry: Entry?)? {
         let hash = configuration.keyHasher.hash(key)
-        for _ in 0..<2 {
+        // A few tries: each retry means a writer replaced the entry while it was being read.
+        for _ in 0..<4 {
             guard let entry = lookup(hash) else { return nil }
             let now = configuration.clock()
             if entry.hasExpired(atMilliseconds: now) {
@@ -147,6 +149,9 @@ public final class DiskCache: Sendable {
                 // A writer may have replaced the files between our lookup and our read: if the
                 // index moved on, read again; if not, the entry is really damaged.
                 if removeIfUnchanged(hash, entry, key: key) { return nil }
+            case .unavailable:
+                countMiss()
+                return nil
             }
         }
         countMiss()
@@ -248,7 +253,7 @@ public final class DiskCache: Sendable {
         try metaBytes.withUnsafeBytes { FileIO.writeNewFile(tempMeta, $0, sync: immediate) }
             .get(orThrow: "write the metadata", path: tempMeta)
 
-        let committed: (generation: Int, end: Int64) = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
+        try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
             // The new files go to the slot the current entry does not use, so the committed
             // value stays intact until the journal record below replaces it.
             let current = try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
@@ -271,27 +276,36 @@ public final class DiskCache: Sendable {
                 throw DiskCacheError.io(error, "move the metadata into place", path: metaPath)
             }
             renamed = true
-            if immediate {
-                try Syscall.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
+            let position: (generation: Int, end: Int64)
+            do throws(DiskCacheError) {
+                if immediate {
+                    try Syscall.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
+                }
+                // Append and index update under one lock: a compaction snapshots the index and
+                // collects later appends, so it must never see one without the other.
+                position = try state.withLock { state throws(DiskCacheError) in
+                    let position = try state.append(Journal.encode(.put(put)), records: 1, path: layout.journal)
+                    let entry = IndexEntry(put)
+                    state.index.insert(entry, for: hash)
+                    state.noteExpiry(entry)
+                    state.pendingAccess[hash] = nil
+                    state.statistics.writes += 1
+                    return position
+                }
+            } catch {
+                // Not committed: the new slot's files go, the committed entry stays.
+                _ = Syscall.unlink(metaPath)
+                if tempBody != nil { _ = Syscall.unlink(layout.bodyFile(hash, slot: slot)) }
+                throw error
             }
-            let position = try state.withLock { state throws(DiskCacheError) in
-                let position = try state.append(Journal.encode(.put(put)), records: 1, path: layout.journal)
-                let entry = IndexEntry(put)
-                state.index.insert(entry, for: hash)
-                state.noteExpiry(entry)
-                state.pendingAccess[hash] = nil
-                state.statistics.writes += 1
-                return position
-            }
+            // In `.immediate` mode the commit is made durable before the earlier value's files
+            // go, so that power loss cannot leave neither value.
+            if immediate { try syncJournal(through: position) }
             // Committed: the other slot's files are garbage now.
             if let current {
                 _ = Syscall.unlink(layout.metaFile(hash, slot: current.slot))
                 _ = Syscall.unlink(layout.bodyFile(hash, slot: current.slot))
             }
-            return position
-        }
-        if immediate {
-            try syncJournal(through: committed)
         }
         maintenance.noteWrite(owner: self)
     }
@@ -372,28 +386,40 @@ public final class DiskCache: Sendable {
     /// stops background work. Later calls read as misses and writes throw
     /// ``DiskCacheError/Code/closed``. Called by `deinit` if you do not.
     public func close() throws {
-        let wasOpen = state.withLock { !$0.isClosed }
-        guard wasOpen else { return }
+        guard state.withLock({ !$0.isClosed }) else { return }
         maintenance.stop()
-        var failure: DiskCacheError?
-        do throws(DiskCacheError) {
-            try flushPendingAccess()
-            try state.withLock { state throws(DiskCacheError) in
-                // Without a finished orphan scan, the next open must count as unclean and scan.
-                guard !state.orphanScanPending else { return }
-                _ = try state.append(Journal.encode(.close), records: 1, path: layout.journal)
-            }
-            if configuration.durability.mode != .none {
+        let durable = configuration.durability.mode != .none
+        // Holding every stripe: no write is between its rename and its journal append, and
+        // none can start one; after this, appends throw `closed`.
+        let failure: DiskCacheError? = try withAllStripes { () throws(DiskCacheError) -> DiskCacheError? in
+            guard state.withLock({ !$0.isClosed }) else { return nil }
+            var failure: DiskCacheError?
+            do throws(DiskCacheError) {
+                try flushPendingAccess()
                 let journal = state.withLock { $0.journal }
-                try Syscall.fsync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
+                // The renames and unlinks of this session reach the disk before a CLOSE record
+                // says there is nothing left to clean up.
+                if durable {
+                    try Syscall.syncFileSystem(journal.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
+                }
+                try state.withLock { state throws(DiskCacheError) in
+                    // Without a finished orphan scan, the next open must count as unclean and scan.
+                    guard !state.orphanScanPending else { return }
+                    _ = try state.append(Journal.encode(.close), records: 1, path: layout.journal)
+                }
+                if durable {
+                    try Syscall.fsync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
+                }
+            } catch {
+                failure = error
             }
-        } catch {
-            failure = error
-        }
-        state.withLock { state in
-            // Give back blocks reserved past the end of the journal.
-            _ = Syscall.ftruncate(state.journal.fd, state.journalLength)
-            state.isClosed = true
+            state.withLock { state in
+                // Give back blocks reserved past the end of the journal.
+                _ = Syscall.ftruncate(state.journal.fd, state.journalLength)
+                state.reservedEnd = state.journalLength
+                state.isClosed = true
+            }
+            return failure
         }
         lockFile.withLock { $0 = nil }
         if let failure { throw failure }
@@ -453,7 +479,11 @@ extension DiskCache {
             if !current.isInline {
                 let body = layout.bodyFile(hash, slot: slot)
                 _ = Syscall.unlink(body)  // a leftover of an interrupted write, if any
-                try Syscall.link(layout.bodyFile(hash, slot: current.slot), body).get(orThrow: "link the body", path: body)
+                switch Syscall.link(layout.bodyFile(hash, slot: current.slot), body) {
+                case .success: break
+                case .failure(.noSuchFileOrDirectory): return nil  // the body is gone: nothing to update
+                case .failure(let error): throw DiskCacheError.io(error, "link the body", path: body)
+                }
             }
             let metaPath = layout.metaFile(hash, slot: slot)
             try Syscall.rename(tempMeta, metaPath).get(orThrow: "move the metadata into place", path: metaPath)
@@ -469,12 +499,12 @@ extension DiskCache {
                 state.statistics.metadataUpdates += 1
                 return position
             }
+            if immediate { try syncJournal(through: position) }
             _ = Syscall.unlink(layout.metaFile(hash, slot: current.slot))
             if !current.isInline { _ = Syscall.unlink(layout.bodyFile(hash, slot: current.slot)) }
             return position
         }
-        guard let committed else { return false }
-        if immediate { try syncJournal(through: committed) }
+        guard committed != nil else { return false }
         maintenance.noteWrite(owner: self)
         return true
     }

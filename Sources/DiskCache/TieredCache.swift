@@ -10,6 +10,8 @@ import Synchronization
 /// - Expiry is checked in both tiers: an expired record is never returned.
 ///
 /// **Threads.** All methods may be called from any thread. Disk I/O runs on the caller's thread.
+/// Writes, removals and the promotion of a disk hit into memory are serialised per key (by a
+/// lock per group of keys), so memory never holds a value the disk has since replaced or lost.
 public final class TieredCache: Sendable {
     /// Where a record may be kept: `URLCache.StoragePolicy`'s three values.
     public enum StoragePolicy: String, Sendable, Hashable, CaseIterable {
@@ -64,6 +66,20 @@ public final class TieredCache: Sendable {
     public let disk: DiskCache?
     private let memory: MemoryCache<String, Record>
     private let shared: Shared
+    private let stripes: [StripeLock] = (0..<64).map { _ in StripeLock() }
+
+    private func stripe(_ key: String) -> StripeLock {
+        stripes[Int(UInt(bitPattern: key.hashValue) % UInt(stripes.count))]
+    }
+
+    /// Runs `body` holding every key's lock (for the operations that touch all keys).
+    private func withAllStripes(_ body: () throws -> Void) throws {
+        func lock(_ i: Int) throws {
+            if i == stripes.count { return try body() }
+            try stripes[i].mutex.withLock { _ in try lock(i + 1) }
+        }
+        try lock(0)
+    }
 
     /// - Parameters:
     ///   - memoryCapacity: bytes of values (and metadata) the memory tier may hold; 0 keeps nothing in memory.
@@ -126,11 +142,17 @@ public final class TieredCache: Sendable {
     // MARK: - Reading and writing
 
     /// Stores `data` for `key` where `policy` allows, replacing any earlier value in both tiers.
-    /// - Throws: ``DiskCacheError`` when the disk tier cannot store it; the memory tier is then
-    ///   left without the key too, so no tier serves the earlier value.
+    /// - Throws: ``DiskCacheError`` when the disk tier cannot store it; the disk tier then keeps
+    ///   the earlier value (see ``DiskCache/store(_:for:metadata:expires:)``) and the memory tier
+    ///   drops the key, to read it from disk again.
     public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
                       policy: StoragePolicy = .allowed) throws {
         let record = Record(data: data, metadata: metadata, created: Date(), expires: expires)
+        try stripe(key).mutex.withLock { _ in try store(record, for: key, policy: policy) }
+    }
+
+    private func store(_ record: Record, for key: String, policy: StoragePolicy) throws {
+        let (data, metadata, expires) = (record.data, record.metadata, record.expires)
         switch policy {
         case .allowed:
             do {
@@ -144,7 +166,8 @@ public final class TieredCache: Sendable {
             try disk?.removeValue(for: key)
             putInMemory(record, for: key)
         case .notAllowed:
-            try removeValue(for: key)
+            removeFromMemory(key)
+            try disk?.removeValue(for: key)
         }
     }
 
@@ -159,11 +182,18 @@ public final class TieredCache: Sendable {
                 return record
             }
         }
-        if let (data, entry) = disk?.dataAndEntry(for: key) {
+        // Read and promote under the key's lock, so that a store or removal of the key cannot
+        // fall between the disk read and the promotion.
+        let fromDisk: Record? = stripe(key).mutex.withLock { _ in
+            if let record = memory.value(forKey: key), record.expires.map({ $0 > Date() }) ?? true { return record }
+            guard let (data, entry) = disk?.dataAndEntry(for: key) else { return nil }
             let record = Record(data: data, metadata: entry.metadata, created: entry.created, expires: entry.expires)
             putInMemory(record, for: key)
-            shared.state.withLock { $0.statistics.diskHits += 1 }
             return record
+        }
+        if let fromDisk {
+            shared.state.withLock { $0.statistics.diskHits += 1 }
+            return fromDisk
         }
         shared.state.withLock { $0.statistics.misses += 1 }
         return nil
@@ -176,6 +206,10 @@ public final class TieredCache: Sendable {
     ///   `.allowed`, nothing in memory for `.allowedInMemoryOnly`); store the whole record then.
     @discardableResult
     public func updateMetadata(_ metadata: [String: String], for key: String, policy: StoragePolicy = .allowed) throws -> Bool {
+        try stripe(key).mutex.withLock { _ in try updateMetadataLocked(metadata, for: key, policy: policy) }
+    }
+
+    private func updateMetadataLocked(_ metadata: [String: String], for key: String, policy: StoragePolicy) throws -> Bool {
         var updated = false
         if policy == .allowed, let disk {
             updated = try disk.updateMetadata(metadata, for: key)
@@ -194,21 +228,27 @@ public final class TieredCache: Sendable {
     public func data(for key: String) -> Data? { record(for: key)?.data }
 
     public func removeValue(for key: String) throws {
-        removeFromMemory(key)
-        try disk?.removeValue(for: key)
+        try stripe(key).mutex.withLock { _ in
+            removeFromMemory(key)
+            try disk?.removeValue(for: key)
+        }
     }
 
     public func removeAll() throws {
-        memory.removeAll()
-        shared.state.withLock { $0.memoryKeys.removeAll() }
-        try disk?.removeAll()
+        try withAllStripes {
+            memory.removeAll()
+            shared.state.withLock { $0.memoryKeys.removeAll() }
+            try disk?.removeAll()
+        }
     }
 
     /// Removes what was stored at or after `date`, from both tiers.
     public func removeEntries(modifiedSince date: Date) throws {
-        let keys = shared.state.withLock { state in state.memoryKeys.filter { $0.value >= date }.map(\.key) }
-        for key in keys { removeFromMemory(key) }
-        try disk?.removeEntries(modifiedSince: date)
+        try withAllStripes {
+            let keys = shared.state.withLock { state in state.memoryKeys.filter { $0.value >= date }.map(\.key) }
+            for key in keys { removeFromMemory(key) }
+            try disk?.removeEntries(modifiedSince: date)
+        }
     }
 
     // MARK: - Memory tier

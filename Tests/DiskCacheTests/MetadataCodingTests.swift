@@ -65,3 +65,71 @@ struct MetadataCodingTests {
         }
     }
 }
+
+struct HostilePropertyListTests {
+    /// A trailer and offset table pointing at one object, then that object's bytes.
+    func plist(object: [UInt8], extra: [[UInt8]] = [], refSize: UInt8 = 1) -> [UInt8] {
+        var bytes = Array("bplist00".utf8)
+        var offsets: [Int] = []
+        for o in [object] + extra {
+            offsets.append(bytes.count)
+            bytes += o
+        }
+        let table = bytes.count
+        for o in offsets { bytes += [UInt8(o >> 8), UInt8(o & 0xFF)] }
+        bytes += [0, 0, 0, 0, 0, 0, 2, refSize]
+        bytes += withUnsafeBytes(of: UInt64(offsets.count).bigEndian) { Array($0) }
+        bytes += withUnsafeBytes(of: UInt64(0).bigEndian) { Array($0) }
+        bytes += withUnsafeBytes(of: UInt64(table).bigEndian) { Array($0) }
+        return bytes
+    }
+
+    @Test func hugeCountsAreRejectedNotTrapped() {
+        // A dictionary claiming 2^60 entries; a string claiming 2^60 characters.
+        let counts: [[UInt8]] = [[0xDF, 0x13, 0x10, 0, 0, 0, 0, 0, 0, 0], [0x6F, 0x13, 0x10, 0, 0, 0, 0, 0, 0, 0]]
+        for object in counts {
+            let bytes = plist(object: object)
+            bytes.withUnsafeBytes { buffer in
+                #expect(BinaryPropertyList.decode(buffer) == nil)
+                #expect(EntryMetadata.ReadView.parse(buffer) == nil)
+            }
+        }
+    }
+
+    @Test func sharedReferencesCannotMakeDecodingExplode() {
+        // Object i is an array holding 14 references to object i + 1: 30 levels would be 14^30
+        // visits without a budget.
+        var objects: [[UInt8]] = []
+        for i in 0..<30 { objects.append([0xAE] + [UInt8](repeating: UInt8(i + 1), count: 14)) }
+        objects.append([0x10, 1])
+        let bytes = plist(object: objects[0], extra: Array(objects.dropFirst()))
+        bytes.withUnsafeBytes { buffer in
+            #expect(BinaryPropertyList.decode(buffer) == nil)
+        }
+    }
+}
+
+struct SessionMarkerTests {
+    /// A session that dies after a clean close of the previous one is still recognised as a crash.
+    @Test func openingCutsTheCloseRecordSoALaterCrashIsSeen() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+            try cache.store(bytes("v"), for: "k")
+            try cache.close()
+        }
+        let journalPath = dir.cache.appendingPathComponent("journal").path
+        let closed = try readFile(journalPath)
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+        #expect(!cache.statistics.recovery.wasUncleanShutdown)
+        let open = try readFile(journalPath)
+        #expect(open.count == closed.count - Journal.RECORD_OVERHEAD)
+        #expect(open.withUnsafeBytes { Journal.replay($0) { _ in } }.endedCleanly == false)
+        try cache.close()
+        #expect(cache.data(for: "k") == nil)
+        #expect(throws: DiskCacheError.self) { try cache.store(bytes("late"), for: "k") }
+        let reopened = try DiskCache(directory: dir.cache, configuration: .testing())
+        #expect(!reopened.statistics.recovery.wasUncleanShutdown)
+        #expect(reopened.data(for: "k") == bytes("v"))
+    }
+}

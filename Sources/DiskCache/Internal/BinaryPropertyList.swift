@@ -173,6 +173,7 @@ enum BinaryPropertyList {
         var objectCount = 0
         var tableOffset = 0
         var depth = 0
+        var visited = 0
 
         init(bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
@@ -284,11 +285,17 @@ enum BinaryPropertyList {
             let marker = bytes[offset + 1]
             guard marker & 0xF0 == 0x10 else { return nil }
             let size = 1 << Int(marker & 0x0F)
-            guard let value = readBigEndian(at: offset + 2, size: size), value < UInt64(Int.max / 2) else { return nil }
+            // No count can exceed the file's size; checking it here keeps every later
+            // `payload + n * refSize` far from overflowing.
+            guard let value = readBigEndian(at: offset + 2, size: size), value < UInt64(bytes.count) else { return nil }
             return (Int(value), offset + 2 + size)
         }
 
         mutating func object(_ index: Int) -> Value? {
+            // Shared references could make a small file expand exponentially: a well-formed
+            // file visits each object about once, so a few times the object count is plenty.
+            visited += 1
+            guard visited <= 4 * objectCount + 16 else { return nil }
             depth += 1
             defer { depth -= 1 }
             guard depth < 32, let start = offset(of: index) else { return nil }

@@ -96,10 +96,13 @@ struct CacheState {
 
     /// Appends encoded records; returns the journal generation and its length after them.
     mutating func append(_ bytes: [UInt8], records: Int, path: String) throws(DiskCacheError) -> (generation: Int, end: Int64) {
+        // After close the lock is released: another owner may be appending to this file.
+        guard !isClosed else { throw DiskCacheError.closed() }
         let result = bytes.withUnsafeBytes { Syscall.pwriteAll(journal.fd, $0, at: journalLength) }
         if case .failure(let error) = result {
             // Do not leave half a record for the next one to follow.
             _ = Syscall.ftruncate(journal.fd, journalLength)
+            reservedEnd = journalLength  // truncating also gave back the reserved blocks
             throw DiskCacheError.io(error, "append to the journal", path: path)
         }
         journalLength += Int64(bytes.count)

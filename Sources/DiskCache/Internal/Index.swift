@@ -65,7 +65,7 @@ struct IndexEntry: Equatable, Sendable {
     }
 
     static func secondsRoundedUp(_ milliseconds: Int64) -> UInt32 {
-        UInt32(clamping: max(0, (milliseconds + 999) / 1000))
+        UInt32(clamping: max(0, milliseconds / 1000 + (milliseconds % 1000 > 0 ? 1 : 0)))
     }
 }
 

@@ -43,7 +43,8 @@ enum Journal {
     /// length + type before the payload, checksum after it.
     static let RECORD_OVERHEAD = 13
     /// Anything longer is corruption, not a record.
-    static let MAX_PAYLOAD = 16 << 20
+    /// (The longest record written is an ACCESS batch of at most ~8,192 items, 196,608 bytes.)
+    static let MAX_PAYLOAD = 1 << 20
 
     enum RecordType: UInt8 {
         case put = 0x01
@@ -188,6 +189,8 @@ enum Journal {
         var truncatedBytes = 0
         /// The last record was CLOSE.
         var endedCleanly = false
+        /// Where the last valid record starts.
+        var lastRecordStart = HEADER_SIZE
     }
 
     /// Reads every valid record after the header, calling `apply` for each.
@@ -204,6 +207,7 @@ enum Journal {
             if let (record, type, length) = decodeRecord(bytes, at: offset) {
                 apply(record)
                 summary.records += 1
+                summary.lastRecordStart = offset
                 lastType = type
                 offset += length
                 summary.validLength = offset

@@ -17,7 +17,12 @@ import Darwin
 final class Maintenance: Sendable {
     let queue = DispatchQueue(label: "DiskCache.maintenance", qos: .utility)
     let interval: Duration
+    /// Group commit (`.batched` mode) has a queue and a timer of its own, so that a long job on
+    /// `queue` (an orphan scan of a large cache, a big sweep) never delays it.
+    let commitQueue = DispatchQueue(label: "DiskCache.commit", qos: .utility)
     private let timer = Mutex<TimerBox?>(nil)
+    private let commitTimer = Mutex<TimerBox?>(nil)
+    private static let commitQueueKey = DispatchSpecificKey<Bool>()
     private let stopping = Atomic<Bool>(false)
     private let compactionScheduled = Atomic<Bool>(false)
     private let sweepScheduled = Atomic<Bool>(false)
@@ -28,6 +33,20 @@ final class Maintenance: Sendable {
     init(interval: Duration) {
         self.interval = interval
         queue.setSpecific(key: Self.queueKey, value: true)
+        commitQueue.setSpecific(key: Self.commitQueueKey, value: true)
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int {
+        max(1_000_000, Int(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000))
+    }
+
+    private static func timer(on queue: DispatchQueue, every duration: Duration, _ handler: @escaping @Sendable () -> Void) -> TimerBox {
+        let source = DispatchSource.makeTimerSource(queue: queue)
+        let step = nanoseconds(duration)
+        source.schedule(deadline: .now() + .nanoseconds(step), repeating: .nanoseconds(step), leeway: .nanoseconds(step / 10))
+        source.setEventHandler(handler: handler)
+        source.resume()
+        return TimerBox(source: source)
     }
 
     var isStopping: Bool { stopping.load(ordering: .relaxed) }
@@ -35,14 +54,10 @@ final class Maintenance: Sendable {
     func start(owner: DiskCache, scanForOrphans: Bool) {
         var tick = interval
         if let sweep = owner.configuration.sweepInterval { tick = min(tick, sweep) }
-        if case .batched(let batch) = owner.configuration.durability.mode { tick = min(tick, batch) }
-        let source = DispatchSource.makeTimerSource(queue: queue)
-        let nanoseconds = max(1_000_000, Int(tick.components.seconds * 1_000_000_000 + tick.components.attoseconds / 1_000_000_000))
-        source.schedule(deadline: .now() + .nanoseconds(nanoseconds), repeating: .nanoseconds(nanoseconds),
-                        leeway: .nanoseconds(nanoseconds / 10))
-        source.setEventHandler { [weak owner] in owner?.maintenanceTick() }
-        timer.withLock { $0 = TimerBox(source: source) }
-        source.resume()
+        timer.withLock { $0 = Self.timer(on: queue, every: tick) { [weak owner] in owner?.maintenanceTick() } }
+        if case .batched(let batch) = owner.configuration.durability.mode {
+            commitTimer.withLock { $0 = Self.timer(on: commitQueue, every: batch) { [weak owner] in owner?.groupCommit() } }
+        }
         if scanForOrphans {
             async(owner: owner) { $0.removeOrphans() }
         }
@@ -93,6 +108,13 @@ final class Maintenance: Sendable {
         }
     }
 
+    /// Runs `body` on the maintenance queue and waits for it; runs it at once when already there
+    /// (a callback such as `onEviction` calling `sweep()` must not wait for itself).
+    func sync<T>(_ body: () -> T) -> T {
+        if DispatchQueue.getSpecific(key: Self.queueKey) == true { return body() }
+        return queue.sync(execute: body)
+    }
+
     /// Stops the timer and waits for running work to finish (it checks `isStopping` and returns early).
     func stop() {
         stopping.store(true, ordering: .relaxed)
@@ -100,8 +122,15 @@ final class Maintenance: Sendable {
             source?.source.cancel()
             source = nil
         }
+        commitTimer.withLock { source in
+            source?.source.cancel()
+            source = nil
+        }
         if DispatchQueue.getSpecific(key: Self.queueKey) != true {
             queue.sync {}
+        }
+        if DispatchQueue.getSpecific(key: Self.commitQueueKey) != true {
+            commitQueue.sync {}
         }
     }
 }
@@ -116,26 +145,28 @@ extension DiskCache {
     /// One timer tick: journal batched access times, group-commit in `.batched` mode, compact if due.
     func maintenanceTick() {
         _ = try? flushPendingAccess()
-        if case .batched = configuration.durability.mode {
-            let dirty = state.withLock { state -> (Int, Int64, FileDescriptor)? in
-                guard state.isDirty, !state.isClosed else { return nil }
-                state.isDirty = false
-                return (state.journalGeneration, state.journalLength, state.journal)
-            }
-            if let (generation, length, journal) = dirty {
-                do {
-                    // One syncfs covers every body, metadata file and directory written in the interval.
-                    try Syscall.syncFileSystem(journal.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
-                    try syncJournal(through: (generation, length))
-                } catch {
-                    state.withLock { $0.isDirty = true }
-                    logger.error("Group commit failed; will retry", metadata: ["error": "\(error)"])
-                }
-            }
-        }
         if needsCompaction { compactJournal() }
         if maintenance.sweepCheckIsDue(interval: configuration.sweepInterval), sweepIsDue(now: configuration.clock()) {
             runSweep()
+        }
+    }
+
+    /// `.batched` mode's group commit, on its own queue: one `syncfs` and one journal fsync make
+    /// everything written since the last one durable.
+    func groupCommit() {
+        let dirty = state.withLock { state -> (Int, Int64, FileDescriptor)? in
+            guard state.isDirty, !state.isClosed else { return nil }
+            state.isDirty = false
+            return (state.journalGeneration, state.journalLength, state.journal)
+        }
+        guard let (generation, length, journal) = dirty else { return }
+        do {
+            // One syncfs covers every body, metadata file and directory written in the interval.
+            try Syscall.syncFileSystem(journal.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
+            try syncJournal(through: (generation, length))
+        } catch {
+            state.withLock { $0.isDirty = true }
+            logger.error("Group commit failed; will retry", metadata: ["error": "\(error)"])
         }
     }
 
@@ -156,6 +187,8 @@ extension DiskCache {
     func compactJournal() {
         do {
             try compactJournalNow()
+        } catch DiskCacheError.Code.closed {
+            // A close overtook it: the journal is unchanged, nothing to report.
         } catch {
             logger.error("Journal compaction failed; the journal is unchanged", metadata: ["error": "\(error)"])
         }

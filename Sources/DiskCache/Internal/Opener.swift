@@ -31,6 +31,9 @@ struct Opener {
         try prepareDirectory()
         let lock = try takeLock()
         try checkVersion()
+        // Read (and check the version of) the journal before anything in the directory changes,
+        // so that a cache of a newer format is left as it was.
+        let contents = try readJournal()
         var recovery = DiskCache.Recovery()
         recovery.temporaryFilesRemoved = try cleanTemporaryFiles()
         _ = Syscall.unlink(layout.journalTemp)
@@ -45,7 +48,7 @@ struct Opener {
         var index: Index
         var records: Int
         var needsOrphanScan = false
-        switch try readJournal() {
+        switch contents {
         case .missing:
             (index, records) = try rebuildByScan(blockSize: blockSize, recovery: &recovery)
         case .unreadable:
@@ -69,10 +72,14 @@ struct Opener {
                                           "corruptRegions": "\(summary.corruptRegions)",
                                           "corruptBytes": "\(summary.corruptBytes)"])
             }
-            if summary.truncatedBytes > 0 {
+            // Cut a torn tail; and cut a final CLOSE record too, so that if this session dies
+            // the journal does not claim a clean shutdown and the next open looks for orphans.
+            let keep = summary.endedCleanly ? summary.lastRecordStart : summary.validLength
+            if keep < bytes.count {
                 let fd = try Syscall.open(layout.journal, O_WRONLY | O_NOFOLLOW).get(orThrow: "open the journal", path: layout.journal)
                 defer { Syscall.close(fd) }
-                try Syscall.ftruncate(fd, Int64(summary.validLength)).get(orThrow: "cut the journal's torn tail", path: layout.journal)
+                try Syscall.ftruncate(fd, Int64(keep)).get(orThrow: "cut the journal's tail", path: layout.journal)
+                if summary.endedCleanly { records -= 1 }
             }
             needsOrphanScan = !summary.endedCleanly || summary.corruptRegions > 0
         }
