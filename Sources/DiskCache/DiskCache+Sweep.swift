@@ -175,8 +175,12 @@ extension DiskCache {
             return expired
         }
         for (hash, entry) in expired {
-            if maintenance.isStopping { return }
+            if maintenance.isStopping { break }
             evict(hash, entry, reason: .expired, report: &report)
+        }
+        // Whatever could not be removed (a failed removal, a sweep cut short) is tracked again.
+        state.withLock { state in
+            for (hash, _) in expired { if let entry = state.index[hash] { state.noteExpiry(entry) } }
         }
     }
 

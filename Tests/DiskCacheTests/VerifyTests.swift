@@ -67,6 +67,21 @@ struct VerifyTests {
         #expect(try FileManager.default.attributesOfItem(atPath: journalPath)[.modificationDate] as? Date == before)
     }
 
+    @Test func cacheReachedThroughASymbolicLinkVerifiesClean() throws {
+        let dir = TemporaryDirectory()
+        let real = dir.url.appendingPathComponent("real")
+        do {
+            let cache = try DiskCache(directory: real, configuration: .testing())
+            try cache.store(bytes("v"), for: "k")
+            try cache.close()
+        }
+        let link = dir.url.appendingPathComponent("link")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: real)
+        let cache = try DiskCache(directory: link, configuration: .testing())
+        #expect(cache.data(for: "k") == bytes("v"))
+        #expect(try cache.verify().isHealthy)
+    }
+
     @Test func inspectorDoesNotKeepAnApplicationFromOpeningTheCache() throws {
         let dir = TemporaryDirectory()
         do {

@@ -45,14 +45,20 @@ struct Verifier {
             }
             return true
         }
-        for directory in [layout.root, layout.temp] {
-            checkMode(directory, expected: 0o700, findings: &findings)
-        }
+        // The cache directory itself may be reached through a symbolic link: check its target.
+        checkMode(layout.root, expected: 0o700, followingLinks: true, findings: &findings)
+        checkMode(layout.temp, expected: 0o700, findings: &findings)
         return findings
     }
 
-    private func checkMode(_ path: String, expected: mode_t, findings: inout Findings) {
-        guard case .success(let info) = Syscall.lstat(path) else { return }
+    private func checkMode(_ path: String, expected: mode_t, followingLinks: Bool = false, findings: inout Findings) {
+        var info = stat()
+        if followingLinks {
+            guard stat(path, &info) == 0 else { return }
+        } else {
+            guard case .success(let found) = Syscall.lstat(path) else { return }
+            info = found
+        }
         let mode = info.st_mode & 0o777
         if mode != expected {
             findings.permissions.append((path, expected))
