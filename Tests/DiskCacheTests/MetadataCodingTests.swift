@@ -113,11 +113,7 @@ struct SessionMarkerTests {
     /// A session that dies after a clean close of the previous one is still recognised as a crash.
     @Test func openingCutsTheCloseRecordSoALaterCrashIsSeen() throws {
         let dir = TemporaryDirectory()
-        do {
-            let cache = try DiskCache(directory: dir.cache, configuration: .testing())
-            try cache.store(bytes("v"), for: "k")
-            try cache.close()
-        }
+        try makeClosedCache(dir)
         let journalPath = dir.cache.appendingPathComponent("journal").path
         let closed = try readFile(journalPath)
         let cache = try DiskCache(directory: dir.cache, configuration: .testing())

@@ -50,6 +50,13 @@ extension DiskCache.Configuration {
 
 func bytes(_ text: String) -> Data { Data(text.utf8) }
 
+/// A cache in `dir.cache` holding "k" = "v", closed cleanly.
+func makeClosedCache(_ dir: TemporaryDirectory) throws {
+    let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+    try cache.store(bytes("v"), for: "k")
+    try cache.close()
+}
+
 /// Deterministic pseudo-random bytes.
 func randomData(count: Int, seed: UInt64) -> Data {
     var state = seed &+ 0x9E37_79B9_7F4A_7C15

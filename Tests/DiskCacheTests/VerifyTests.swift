@@ -84,11 +84,7 @@ struct VerifyTests {
 
     @Test func inspectorDoesNotKeepAnApplicationFromOpeningTheCache() throws {
         let dir = TemporaryDirectory()
-        do {
-            let cache = try DiskCache(directory: dir.cache, configuration: .testing())
-            try cache.store(bytes("v"), for: "k")
-            try cache.close()
-        }
+        try makeClosedCache(dir)
         let inspector = try DiskCacheInspector(directory: dir.cache)
         let cache = try DiskCache(directory: dir.cache, configuration: .testing())
         #expect(cache.data(for: "k") == bytes("v"))
