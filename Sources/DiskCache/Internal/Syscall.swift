@@ -6,6 +6,7 @@ import Musl
 import Darwin
 #endif
 import CDiskCacheSupport
+import Synchronization
 
 /// An `errno` value, named the POSIX way.
 struct Errno: Error, Hashable, CustomStringConvertible {
@@ -34,6 +35,62 @@ struct Errno: Error, Hashable, CustomStringConvertible {
     var description: String { String(cString: strerror(rawValue)) }
 }
 
+/// A change to the file system made through ``Syscall``, as an observer sees it: reported after
+/// the call succeeded (a `close`, just before it, so that the number is still this file's).
+///
+/// Nothing in the store listens. Tests install an observer to follow, call by call, what a
+/// power cut would keep under the strict persistence model (a file's data survives only if it
+/// was fsynced, a name only if its directory was fsynced): see `PowerLossTests`.
+enum FileSystemEvent: Sendable {
+    /// `fd` now refers to `path` (which `O_CREAT` made if `created`, `O_TRUNC` emptied if `truncated`).
+    case open(fd: Int32, path: String, created: Bool, truncated: Bool)
+    case write(fd: Int32, offset: Int64, bytes: [UInt8])
+    case truncate(fd: Int32, length: Int64)
+    case fsync(fd: Int32)
+    case close(fd: Int32)
+    case rename(from: String, to: String)
+    case link(existing: String, new: String)
+    case unlink(path: String)
+    case mkdir(path: String)
+    case rmdir(path: String)
+    /// `syncfs(2)` on the file system holding `fd`: every file and directory on it is durable.
+    case syncFileSystem(fd: Int32)
+}
+
+/// The installed observers. A relaxed atomic flag keeps the cost at one load per call while none is.
+enum FileSystemObservers {
+    private static let isActive = Atomic<Bool>(false)
+    private static let observers = Mutex<[Int: @Sendable (FileSystemEvent) -> Void]>([:])
+    private static let nextToken = Atomic<Int>(0)
+
+    /// Installs `observer` for every later call, from any thread; returns the token to remove it with.
+    static func add(_ observer: @escaping @Sendable (FileSystemEvent) -> Void) -> Int {
+        let token = nextToken.add(1, ordering: .relaxed).newValue
+        observers.withLock {
+            $0[token] = observer
+            isActive.store(true, ordering: .releasing)
+        }
+        return token
+    }
+
+    static func remove(_ token: Int) {
+        observers.withLock {
+            $0[token] = nil
+            isActive.store(!$0.isEmpty, ordering: .releasing)
+        }
+    }
+
+    @inline(__always)
+    static var isObserved: Bool { isActive.load(ordering: .relaxed) }
+
+    static func report(_ event: @autoclosure () -> FileSystemEvent) {
+        guard isObserved else { return }
+        let event = event()
+        let current = observers.withLock { Array($0.values) }
+        for observer in current { observer(event) }
+    }
+}
+
 /// The syscalls the store makes, in one place, each retried on EINTR where a retry is safe.
 ///
 /// Everything returns `Result<_, Errno>` so that call sites decide what an error means
@@ -51,7 +108,15 @@ enum Syscall {
     }
 
     static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, Errno> {
-        retrying { Glibc_open(path, flags | O_CLOEXEC, mode) }
+        guard FileSystemObservers.isObserved else { return retrying { Glibc_open(path, flags | O_CLOEXEC, mode) } }
+        // Whether O_CREAT made the file, for the observer: only an exclusive create says for sure,
+        // so look first otherwise.
+        let existed = flags & O_CREAT != 0 && flags & O_EXCL == 0 ? Glibc_access(path, F_OK) == 0 : flags & O_CREAT == 0
+        let result = retrying { Glibc_open(path, flags | O_CLOEXEC, mode) }
+        if case .success(let fd) = result {
+            FileSystemObservers.report(.open(fd: fd, path: path, created: !existed, truncated: flags & O_TRUNC != 0))
+        }
+        return result
     }
 
     static func openat(_ directory: Int32, _ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, Errno> {
@@ -62,11 +127,14 @@ enum Syscall {
     /// even when close reports EINTR, and a retry could close a descriptor another
     /// thread has just been given.
     static func close(_ fd: Int32) {
+        FileSystemObservers.report(.close(fd: fd))
         _ = Glibc_close(fd)
     }
 
     /// Writes all of `buffer` at the current offset, looping over short writes.
     static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Result<Void, Errno> {
+        let start = FileSystemObservers.isObserved ? Int64(lseek(fd, 0, SEEK_CUR)) : 0
+        defer { reportWrite(fd, buffer, at: start) }
         var offset = 0
         while offset < buffer.count {
             let result = retrying { Glibc_write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
@@ -80,6 +148,7 @@ enum Syscall {
 
     /// Writes all of `buffer` at `position`, looping over short writes.
     static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at position: Int64) -> Result<Void, Errno> {
+        defer { reportWrite(fd, buffer, at: position) }
         var offset = 0
         while offset < buffer.count {
             let result = retrying {
@@ -91,6 +160,12 @@ enum Syscall {
             }
         }
         return .success(())
+    }
+
+    /// Reports a write to observers: the whole buffer, even if the call failed part way (a
+    /// power-loss model must assume a failed write may have changed the file).
+    private static func reportWrite(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at position: Int64) {
+        FileSystemObservers.report(.write(fd: fd, offset: position, bytes: Array(buffer)))
     }
 
     /// Reads up to `buffer.count` bytes at `position`; returns how many were read (short only at end of file).
@@ -121,7 +196,19 @@ enum Syscall {
     }
 
     static func fsync(_ fd: Int32) -> Result<Void, Errno> {
-        retrying { Glibc_fsync(fd) }.map { _ in () }
+        observed(retrying { Glibc_fsync(fd) }, .fsync(fd: fd))
+    }
+
+    /// Passes a successful result's event to the observers.
+    @inline(__always)
+    private static func observed<T>(_ result: Result<T, Errno>, _ event: @autoclosure () -> FileSystemEvent) -> Result<Void, Errno> {
+        switch result {
+        case .success:
+            FileSystemObservers.report(event())
+            return .success(())
+        case .failure(let error):
+            return .failure(error)
+        }
     }
 
     /// Opens a directory and fsyncs it, so that renames and creations inside it are durable.
@@ -133,28 +220,28 @@ enum Syscall {
     }
 
     static func rename(_ from: String, _ to: String) -> Result<Void, Errno> {
-        retrying { Glibc_rename(from, to) }.map { _ in () }
+        observed(retrying { Glibc_rename(from, to) }, .rename(from: from, to: to))
     }
 
     /// A second name for a file (`link(2)`): how a metadata update keeps the body without copying it.
     static func link(_ existing: String, _ new: String) -> Result<Void, Errno> {
-        retrying { Glibc_link(existing, new) }.map { _ in () }
+        observed(retrying { Glibc_link(existing, new) }, .link(existing: existing, new: new))
     }
 
     static func unlink(_ path: String) -> Result<Void, Errno> {
-        retrying { Glibc_unlink(path) }.map { _ in () }
+        observed(retrying { Glibc_unlink(path) }, .unlink(path: path))
     }
 
     static func rmdir(_ path: String) -> Result<Void, Errno> {
-        retrying { Glibc_rmdir(path) }.map { _ in () }
+        observed(retrying { Glibc_rmdir(path) }, .rmdir(path: path))
     }
 
     static func mkdir(_ path: String, _ mode: mode_t = 0o700) -> Result<Void, Errno> {
-        retrying { Glibc_mkdir(path, mode) }.map { _ in () }
+        observed(retrying { Glibc_mkdir(path, mode) }, .mkdir(path: path))
     }
 
     static func ftruncate(_ fd: Int32, _ length: Int64) -> Result<Void, Errno> {
-        retrying { Glibc_ftruncate(fd, off_t(length)) }.map { _ in () }
+        observed(retrying { Glibc_ftruncate(fd, off_t(length)) }, .truncate(fd: fd, length: length))
     }
 
     /// `flock(LOCK_EX | LOCK_NB)`: fails with `.wouldBlock` when another open file description holds it.
@@ -169,7 +256,7 @@ enum Syscall {
 
     /// Makes every write to the filesystem holding `fd` durable (`syncfs(2)` on Linux, `fsync` elsewhere).
     static func syncFileSystem(_ fd: Int32) -> Result<Void, Errno> {
-        retrying { cdiskcache_syncfs(fd) }.map { _ in () }
+        observed(retrying { cdiskcache_syncfs(fd) }, .syncFileSystem(fd: fd))
     }
 
     static func statvfs(_ path: String) -> Result<Glibc_statvfs_t, Errno> {
