@@ -92,16 +92,30 @@ extension DiskCache {
         state.withLock { $0.statistics.misses += 1 }
     }
 
-    func recordHit(_ hash: KeyHash, at now: Int64) {
+    /// The entry for a read, counted as a hit and its access time noted, all under one lock:
+    /// a read that then fails takes the hit back with ``undoHit()``. Nil (a miss) when absent.
+    /// An entry that has surely expired is returned uncounted; the caller removes it.
+    func lookupForRead(_ hash: KeyHash, at now: Int64) -> IndexEntry? {
         state.withLock { state in
+            guard !state.isClosed, let entry = state.index[hash] else {
+                state.statistics.misses += 1
+                return nil
+            }
+            if entry.hasExpired(atMilliseconds: now) { return entry }
             state.statistics.hits += 1
             state.index.touch(hash, atMilliseconds: now)
-            state.pendingAccess[hash] = now
+            state.pendingAccess.append((hash, now))
             if state.pendingAccess.count >= 8192, let record = state.takePendingAccessRecord() {
                 // Access times are advisory: losing a batch only blurs LRU order.
                 _ = try? state.append(record, records: 1, path: layout.journal)
             }
+            return entry
         }
+    }
+
+    /// Takes back the hit ``lookupForRead(_:at:)`` counted, for a read that found nothing.
+    func undoHit() {
+        state.withLock { $0.statistics.hits -= 1 }
     }
 
     /// Reads and checks an entry's files against what the index vouches for.
@@ -139,7 +153,7 @@ extension DiskCache {
         case .failed(let result): return result
         }
         let bytes = UnsafeRawBufferPointer(metaBuffer)
-        guard let view = EntryMetadata.ReadView.parse(bytes), view.hasKey(BinaryPropertyList.encodeString(key), in: bytes) else {
+        guard let view = EntryMetadata.ReadView.parse(bytes), view.hasKey(key, in: bytes) else {
             // Not the layout this library writes, or another key: the full decoder decides.
             metaBuffer.deallocate()
             return readEntry(hash, key: key, expected: expected, wantBody: true)
@@ -224,7 +238,6 @@ extension DiskCache {
                 guard let entry = state.index[hash], predicate(entry) else { return nil }
                 let position = try state.append(Journal.encode(.remove(hash)), records: 1, path: layout.journal)
                 state.index.remove(hash)
-                state.pendingAccess[hash] = nil
                 switch reason {
                 case .corrupt:
                     state.statistics.corruptEntriesRemoved += 1
@@ -247,33 +260,22 @@ extension DiskCache {
         return true
     }
 
-    /// Creates the entry's shard directories if needed and returns the inner one's path.
-    /// Refuses a shard that is a symbolic link or not a directory.
-    func ensureShard(_ hash: KeyHash, sync: Bool) throws(DiskCacheError) -> String {
-        let (outer, inner) = layout.shardDirectories(hash)
-        let id = UInt16(truncatingIfNeeded: hash.high >> 48)
-        if state.withLock({ $0.knownShards.contains(id) }) { return inner }
-        for (directory, parent) in [(outer, layout.root), (inner, outer)] {
-            switch Syscall.mkdir(directory, 0o700) {
-            case .success:
-                // Made just now, so a real directory.
-                if sync { try Syscall.fsyncDirectory(parent).get(orThrow: "sync a directory", path: parent) }
-            case .failure(let error) where error == .fileExists:
-                // Something is there already: it must be a real directory, never a link.
-                guard case .success(let info) = Syscall.lstat(directory), info.st_mode & S_IFMT == S_IFDIR else {
-                    throw DiskCacheError(code: .ioFailure,
-                                         message: "A shard of the cache is not a directory (a symbolic link is never followed)",
-                                         path: directory)
-                }
-                // Made by an earlier session or another writer, whose fsync of the parent may
-                // not have happened: the first use in this session makes sure.
-                if sync { try Syscall.fsyncDirectory(parent).get(orThrow: "sync a directory", path: parent) }
-            case .failure(let error):
-                throw DiskCacheError.io(error, "create a shard directory", path: directory)
+    /// Creates an entry file in a slot no record vouches for (see `FileIO.writeEntryFile`). A
+    /// shard directory that has gone (removed by hand while the cache was open) is made again.
+    func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], hash: KeyHash, sync: Bool,
+                        action: String) throws(DiskCacheError) {
+        var result = FileIO.writeEntryFile(path, parts, sync: sync)
+        if case .failure(.noSuchFileOrDirectory) = result {
+            let shard = layout.shardDirectory(hash)
+            switch Syscall.mkdir(shard, 0o700) {
+            case .success, .failure(.fileExists): break
+            case .failure(let error): throw DiskCacheError.io(error, "create a shard directory", path: shard)
             }
+            // The shard's name is durable before anything in it can be acknowledged.
+            try Syscall.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
+            result = FileIO.writeEntryFile(path, parts, sync: sync)
         }
-        _ = state.withLock { $0.knownShards.insert(id) }
-        return inner
+        try result.get(orThrow: action, path: path)
     }
 
     /// Group commit: returns once the journal is durable through `position`. Concurrent

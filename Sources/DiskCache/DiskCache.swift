@@ -56,7 +56,7 @@ public final class DiskCache: Sendable {
     let blockSize: Int64
     let state: Mutex<CacheState>
     let syncState = Mutex(SyncState())
-    let stripes: [StripeLock] = (0..<64).map { _ in StripeLock() }
+    let stripes: [StripeLock] = (0..<256).map { _ in StripeLock() }
     let lockFile: Mutex<FileDescriptor?>
     let temporaryCounter = Atomic<UInt64>(0)
     let maintenance: Maintenance
@@ -101,9 +101,9 @@ public final class DiskCache: Sendable {
     /// its checksum (which is then removed and counted in ``statistics``).
     ///
     /// #### Implementation details
-    /// One index lookup, then `open`/`pread`/`close` of the `.meta` file (and of the `.body`
-    /// file unless the body is inline), an XXH3-64 over the body, and an in-memory access-time
-    /// update journaled later in a batch.
+    /// One index lookup (which notes the access time, journaled later in a batch), then
+    /// `open`/`pread`/`close` of the `.meta` file (and of the `.body` file unless the body is
+    /// inline), and an XXH3-64 over the body. An inline body is handed out without a copy.
     public func data(for key: String) -> Data? {
         read(key, withEntry: false)?.data
     }
@@ -121,8 +121,8 @@ public final class DiskCache: Sendable {
         let hash = configuration.keyHasher.hash(key)
         // A few tries: each retry means a writer replaced the entry while it was being read.
         for _ in 0..<4 {
-            guard let entry = lookup(hash) else { return nil }
             let now = configuration.clock()
+            guard let entry = lookupForRead(hash, at: now) else { return nil }
             if entry.hasExpired(atMilliseconds: now) {
                 removeExpired(hash, entry, key: key)
                 return nil
@@ -132,25 +132,30 @@ public final class DiskCache: Sendable {
             switch result {
             case .found(let meta, let body?):
                 if let expires = meta.expires, expires <= now {
+                    undoHit()
                     removeExpired(hash, entry, key: key)
                     return nil
                 }
-                recordHit(hash, at: now)
                 return (body, withEntry ? Entry(meta, entry) : nil)
             case .found:
-                break
+                undoHit()
             case .otherKey:
                 state.withLock {
+                    $0.statistics.hits -= 1
                     $0.statistics.misses += 1
                     $0.statistics.hashCollisions += 1
                 }
                 return nil
             case .damaged:
+                undoHit()
                 // A writer may have replaced the files between our lookup and our read: if the
                 // index moved on, read again; if not, the entry is really damaged.
                 if removeIfUnchanged(hash, entry, key: key) { return nil }
             case .unavailable:
-                countMiss()
+                state.withLock {
+                    $0.statistics.hits -= 1
+                    $0.statistics.misses += 1
+                }
                 return nil
             }
         }
@@ -210,75 +215,69 @@ public final class DiskCache: Sendable {
     /// committed ones and replace them only when the journal record commits.
     ///
     /// #### Implementation details
-    /// Writes `tmp/<hash>-<n>.body` and `.meta` (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600), renames
-    /// them into the entry's unused slot in its shard, appends a PUT record to the journal, then
-    /// unlinks the previous slot's files. With `.immediate` durability it
-    /// also fsyncs both files before the rename, the shard directory after it, and the journal.
+    /// Creates the entry's files directly under their names in the slot the committed entry does
+    /// not use (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600, one `pwritev(2)` each: the metadata file
+    /// holds the body too when it is at most ``Configuration/inlineThreshold``), appends a PUT
+    /// record to the journal (the commit point), then unlinks the previous slot's files. With
+    /// `.immediate` durability it also fsyncs the files, then the shard directory, before the
+    /// append, and the journal after it.
     public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil) throws {
         let hash = configuration.keyHasher.hash(key)
         let now = configuration.clock()
         let checksum = data.withUnsafeBytes { Checksum.xxh3($0) }
-        var meta = EntryMetadata(key: key, size: Int64(data.count), checksum: checksum, created: now, accessed: now,
+        let meta = EntryMetadata(key: key, size: Int64(data.count), checksum: checksum, created: now, accessed: now,
                                  expires: expires?.milliseconds, metadata: metadata, inlineBody: nil)
         var isInline = data.count <= configuration.inlineThreshold
-        if isInline { meta.inlineBody = [UInt8](data) }
-        var metaBytes = meta.encoded()
-        if isInline && metaBytes.count > IndexEntry.maximumMetaSize {
+        var parts = meta.encodedParts(inlineBodyCount: isInline ? data.count : nil)
+        var metaSize = parts.head.count + parts.tail.count + (isInline ? data.count : 0)
+        if isInline && metaSize > IndexEntry.maximumMetaSize {
             isInline = false
-            meta.inlineBody = nil
-            metaBytes = meta.encoded()
+            parts = meta.encodedParts(inlineBodyCount: nil)
+            metaSize = parts.head.count + parts.tail.count
         }
-        guard metaBytes.count <= IndexEntry.maximumMetaSize else {
+        guard metaSize <= IndexEntry.maximumMetaSize else {
             throw DiskCacheError(code: .invalidArgument,
-                                 message: "The key and metadata take \(metaBytes.count) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
+                                 message: "The key and metadata take \(metaSize) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
         }
-        guard !state.withLock({ $0.isClosed }) else { throw DiskCacheError.closed() }
-
         let immediate = configuration.durability.mode == .immediate
-        let serial = temporaryCounter.add(1, ordering: .relaxed).newValue
-        let tempMeta = layout.tempFile("\(hash.hexName)-\(serial)\(Layout.META_SUFFIX)")
-        let tempBody = isInline ? nil : layout.tempFile("\(hash.hexName)-\(serial)\(Layout.BODY_SUFFIX)")
-        var renamed = false
-        defer {
-            // Whatever was not renamed into place is removed.
-            if !renamed {
-                _ = Syscall.unlink(tempMeta)
-                if let tempBody { _ = Syscall.unlink(tempBody) }
-            }
-        }
-        if let tempBody {
-            try data.withUnsafeBytes { FileIO.writeNewFile(tempBody, $0, sync: immediate) }
-                .get(orThrow: "write the body", path: tempBody)
-        }
-        try metaBytes.withUnsafeBytes { FileIO.writeNewFile(tempMeta, $0, sync: immediate) }
-            .get(orThrow: "write the metadata", path: tempMeta)
 
         try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
             // The new files go to the slot the current entry does not use, so the committed
             // value stays intact until the journal record below replaces it.
             let current = try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
                 guard !state.isClosed else { throw DiskCacheError.closed() }
-                try state.reserveJournalSpace(Journal.PUT_RECORD_SIZE, path: layout.journal)
+                try state.reserveJournalSpace(Journal.putRecordSize, path: layout.journal)
                 return state.index[hash]
             }
             let slot: UInt8 = current?.slot == 0 ? 1 : 0
-            let put = Journal.Put(hash: hash, size: Int64(data.count), metaSize: UInt32(metaBytes.count),
+            let metaPath = layout.metaFile(hash, slot: slot)
+            let bodyPath = isInline ? nil : layout.bodyFile(hash, slot: slot)
+            let written = parts.head.withUnsafeBytes { head in
+                parts.tail.withUnsafeBytes { tail in
+                    data.withUnsafeBytes { body in
+                        Result { () throws(DiskCacheError) in
+                            if let bodyPath {
+                                try writeEntryFile(bodyPath, [body], hash: hash, sync: immediate, action: "write the body")
+                            }
+                            do throws(DiskCacheError) {
+                                try writeEntryFile(metaPath, isInline ? [head, body, tail] : [head, tail], hash: hash,
+                                                   sync: immediate, action: "write the metadata")
+                            } catch {
+                                if let bodyPath { _ = Syscall.unlink(bodyPath) }
+                                throw error
+                            }
+                        }
+                    }
+                }
+            }
+            try written.get()
+            let put = Journal.Put(hash: hash, size: Int64(data.count), metaSize: UInt32(metaSize),
                                   isInline: isInline, slot: slot, checksum: checksum, created: now, accessed: now,
                                   expires: meta.expires)
-            let shard = try ensureShard(hash, sync: immediate)
-            if let tempBody {
-                let body = layout.bodyFile(hash, slot: slot)
-                try Syscall.rename(tempBody, body).get(orThrow: "move the body into place", path: body)
-            }
-            let metaPath = layout.metaFile(hash, slot: slot)
-            if case .failure(let error) = Syscall.rename(tempMeta, metaPath) {
-                if tempBody != nil { _ = Syscall.unlink(layout.bodyFile(hash, slot: slot)) }
-                throw DiskCacheError.io(error, "move the metadata into place", path: metaPath)
-            }
-            renamed = true
             let position: (generation: Int, end: Int64)
             do throws(DiskCacheError) {
                 if immediate {
+                    let shard = layout.shardDirectory(hash)
                     try Syscall.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
                 }
                 // Append and index update under one lock: a compaction snapshots the index and
@@ -288,14 +287,13 @@ public final class DiskCache: Sendable {
                     let entry = IndexEntry(put)
                     state.index.insert(entry, for: hash)
                     state.noteExpiry(entry)
-                    state.pendingAccess[hash] = nil
                     state.statistics.writes += 1
                     return position
                 }
             } catch {
                 // Not committed: the new slot's files go, the committed entry stays.
                 _ = Syscall.unlink(metaPath)
-                if tempBody != nil { _ = Syscall.unlink(layout.bodyFile(hash, slot: slot)) }
+                if let bodyPath { _ = Syscall.unlink(bodyPath) }
                 throw error
             }
             // In `.immediate` mode the commit is made durable before the earlier value's files
@@ -304,7 +302,7 @@ public final class DiskCache: Sendable {
             // Committed: the other slot's files are garbage now.
             if let current {
                 _ = Syscall.unlink(layout.metaFile(hash, slot: current.slot))
-                _ = Syscall.unlink(layout.bodyFile(hash, slot: current.slot))
+                if !current.isInline { _ = Syscall.unlink(layout.bodyFile(hash, slot: current.slot)) }
             }
         }
         maintenance.noteWrite(owner: self)
@@ -328,8 +326,9 @@ public final class DiskCache: Sendable {
     /// Removes every entry.
     ///
     /// #### Implementation details
-    /// Appends a CLEAR record, then renames the shard directories into `tmp/` and deletes them
-    /// on the background queue (and at the next open, should the process stop first).
+    /// Appends a CLEAR record, renames the shard directories into `tmp/`, makes 256 empty ones
+    /// (and fsyncs the cache directory), then deletes the old ones on the background queue (and
+    /// at the next open, should the process stop first).
     public func removeAll() throws {
         let immediate = configuration.durability.mode == .immediate
         let trash = layout.tempFile("trash-\(temporaryCounter.add(1, ordering: .relaxed).newValue)")
@@ -340,7 +339,6 @@ public final class DiskCache: Sendable {
                 state.statistics.removals += state.index.count
                 state.index.removeAll()
                 state.pendingAccess.removeAll()
-                state.knownShards.removeAll()
                 return position
             }
             _ = Syscall.mkdir(trash)
@@ -349,6 +347,8 @@ public final class DiskCache: Sendable {
                     _ = Syscall.rename(layout.root + "/" + name, trash + "/" + name)
                 }
             }
+            // Every shard exists again, durably, before a store can be acknowledged into one.
+            try Opener.makeShards(layout)
             return position
         }
         if immediate { try syncJournal(through: position) }
@@ -438,21 +438,18 @@ extension DiskCache {
     /// As ``store(_:for:metadata:expires:)``.
     ///
     /// #### Implementation details
-    /// Writes the new `.meta` file to the entry's unused slot, gives the body a second name there
-    /// with `link(2)` (no bytes are copied), appends a PUT record, then unlinks the old slot's
-    /// names. The same crash guarantees as a store hold.
+    /// Writes the new `.meta` file in the entry's unused slot (an inline body is copied into it;
+    /// a `.body` file gets a second name there with `link(2)`, no bytes copied), appends a PUT
+    /// record, then unlinks the old slot's names. The same crash guarantees as a store hold.
     @discardableResult
     public func updateMetadata(_ metadata: [String: String], for key: String) throws -> Bool {
         let hash = configuration.keyHasher.hash(key)
         let now = configuration.clock()
         let immediate = configuration.durability.mode == .immediate
-        let serial = temporaryCounter.add(1, ordering: .relaxed).newValue
-        let tempMeta = layout.tempFile("\(hash.hexName)-\(serial)\(Layout.META_SUFFIX)")
-        defer { _ = Syscall.unlink(tempMeta) }
         let committed: (generation: Int, end: Int64)? = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
             let current = try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
                 guard !state.isClosed else { throw DiskCacheError.closed() }
-                try state.reserveJournalSpace(Journal.PUT_RECORD_SIZE, path: layout.journal)
+                try state.reserveJournalSpace(Journal.putRecordSize, path: layout.journal)
                 return state.index[hash]
             }
             guard let current,
@@ -464,6 +461,11 @@ extension DiskCache {
                   (meta.inlineBody != nil) == current.isInline,
                   meta.expires.map({ $0 > now }) ?? true
             else { return nil }
+            // An inline body is checked before it is copied into the new file.
+            if let inline = meta.inlineBody, configuration.verifiesChecksums,
+               inline.withUnsafeBytes({ Checksum.xxh3($0) }) != meta.checksum {
+                return nil
+            }
             meta.metadata = metadata
             meta.created = now
             meta.accessed = now
@@ -472,10 +474,8 @@ extension DiskCache {
                 throw DiskCacheError(code: .invalidArgument,
                                      message: "The key and metadata take \(bytes.count) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
             }
-            try bytes.withUnsafeBytes { FileIO.writeNewFile(tempMeta, $0, sync: immediate) }
-                .get(orThrow: "write the metadata", path: tempMeta)
             let slot: UInt8 = current.slot == 0 ? 1 : 0
-            let shard = try ensureShard(hash, sync: immediate)
+            let metaPath = layout.metaFile(hash, slot: slot)
             if !current.isInline {
                 let body = layout.bodyFile(hash, slot: slot)
                 _ = Syscall.unlink(body)  // a leftover of an interrupted write, if any
@@ -485,17 +485,25 @@ extension DiskCache {
                 case .failure(let error): throw DiskCacheError.io(error, "link the body", path: body)
                 }
             }
-            let metaPath = layout.metaFile(hash, slot: slot)
-            try Syscall.rename(tempMeta, metaPath).get(orThrow: "move the metadata into place", path: metaPath)
-            if immediate {
-                try Syscall.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
+            do throws(DiskCacheError) {
+                try bytes.withUnsafeBytes { raw in
+                    Result { () throws(DiskCacheError) in
+                        try writeEntryFile(metaPath, [raw], hash: hash, sync: immediate, action: "write the metadata")
+                    }
+                }.get()
+                if immediate {
+                    let shard = layout.shardDirectory(hash)
+                    try Syscall.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
+                }
+            } catch {
+                if !current.isInline { _ = Syscall.unlink(layout.bodyFile(hash, slot: slot)) }
+                throw error
             }
             let put = Journal.Put(hash: hash, size: meta.size, metaSize: UInt32(bytes.count), isInline: current.isInline,
                                   slot: slot, checksum: meta.checksum, created: now, accessed: now, expires: meta.expires)
             let position = try state.withLock { state throws(DiskCacheError) in
                 let position = try state.append(Journal.encode(.put(put)), records: 1, path: layout.journal)
                 state.index.insert(IndexEntry(put), for: hash)
-                state.pendingAccess[hash] = nil
                 state.statistics.metadataUpdates += 1
                 return position
             }

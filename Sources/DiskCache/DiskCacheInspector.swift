@@ -26,7 +26,7 @@ public final class DiskCacheInspector: Sendable {
         public var journalRecords = 0
         /// Records a compaction would drop.
         public var redundantRecords = 0
-        public var formatVersion = Layout.FORMAT_VERSION
+        public var formatVersion = Layout.formatVersion
         public var blockSize: Int64 = 4096
         public var volume: DiskCache.VolumeSpace?
         /// Bytes after the journal's last good record (cut at the next open).
@@ -46,9 +46,8 @@ public final class DiskCacheInspector: Sendable {
     /// - Throws: ``DiskCacheError`` with code `.notFound`, `.notADirectory`, `.permissionDenied`,
     ///   `.notACache`, `.locked` or `.newerFormat`.
     public init(directory: URL) throws {
-        let layout = Layout(root: directory.path)
+        var layout = Layout(root: directory.path)
         self.directory = directory
-        self.layout = layout
         var info = stat()
         if stat(layout.root, &info) != 0 {
             let error = Errno.current
@@ -69,16 +68,19 @@ public final class DiskCacheInspector: Sendable {
             guard let version = Int(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
                 throw DiskCacheError(code: .notACache, message: "The cache's VERSION file is unreadable", path: layout.versionFile)
             }
-            guard version <= Layout.FORMAT_VERSION else {
+            guard version <= Layout.formatVersion else {
                 throw DiskCacheError(code: .newerFormat,
-                                     message: "The cache has format version \(version); this tool reads up to \(Layout.FORMAT_VERSION)",
+                                     message: "The cache has format version \(version); this tool reads up to \(Layout.formatVersion)",
                                      path: layout.root)
             }
             summary.formatVersion = version
+            // A format-1 cache is read where its files are; opening it for writing migrates it.
+            layout = Layout(root: layout.root, version: version)
         default:
             throw DiskCacheError(code: .notACache, message: "The directory is not a cache (it has no VERSION file)", path: layout.root)
         }
 
+        self.layout = layout
         // Refuse a cache that is open; the probe's lock goes with its descriptor at the end of
         // this block. The lock file is never created.
         if case .success(let fd) = Syscall.open(layout.lockFile, O_RDONLY | O_NOFOLLOW) {
@@ -106,7 +108,7 @@ public final class DiskCacheInspector: Sendable {
         case .success(let bytes?):
             switch bytes.withUnsafeBytes({ Journal.checkHeader($0) }) {
             case .newerVersion(let version):
-                throw DiskCacheError(code: .newerFormat, message: "The journal has version \(version); this tool reads up to \(Journal.JOURNAL_VERSION)",
+                throw DiskCacheError(code: .newerFormat, message: "The journal has version \(version); this tool reads up to \(Journal.journalVersion)",
                                      path: layout.journal)
             case .unreadable:
                 summary.hasJournal = false

@@ -138,11 +138,17 @@ struct IntegrityTests {
     @Test func shardThatIsASymbolicLinkIsNeverFollowed() throws {
         let dir = TemporaryDirectory()
         let hasher = KeyHasher { _ in KeyHash(high: 0xAB12_0000_0000_0000, low: 1) }
-        let cache = try DiskCache(directory: dir.cache, configuration: .testing(hasher: hasher))
+        try DiskCache(directory: dir.cache, configuration: .testing(hasher: hasher)).close()
+        // Every shard exists from the start: replace one with a link to a directory outside.
         let elsewhere = dir.url.appendingPathComponent("elsewhere")
-        try FileManager.default.createDirectory(at: elsewhere.appendingPathComponent("12"), withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(at: dir.cache.appendingPathComponent("ab"), withDestinationURL: elsewhere)
-        #expect(throws: DiskCacheError.self) { try cache.store(bytes("v"), for: "k") }
-        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere.appendingPathComponent("12").path).isEmpty)
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
+        let shard = dir.cache.appendingPathComponent("ab")
+        try FileManager.default.removeItem(at: shard)
+        try FileManager.default.createSymbolicLink(at: shard, withDestinationURL: elsewhere)
+        #expect(throws: DiskCacheError.self) {
+            let cache = try DiskCache(directory: dir.cache, configuration: .testing(hasher: hasher))
+            try cache.store(bytes("v"), for: "k")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere.path).isEmpty)
     }
 }

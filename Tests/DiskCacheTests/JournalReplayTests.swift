@@ -14,14 +14,14 @@ struct JournalReplayTests {
     }
 
     var journalRecordSizes: (put: Int, close: Int) {
-        (Journal.RECORD_OVERHEAD + Journal.PUT_PAYLOAD_SIZE, Journal.RECORD_OVERHEAD)
+        (Journal.recordOverhead + Journal.putPayloadSize, Journal.recordOverhead)
     }
 
     @Test func journalStartsWithHeaderAndHoldsOneRecordPerWrite() throws {
         let dir = TemporaryDirectory()
         let journal = try makeCache(dir, entries: 3)
         #expect(Array(journal[0..<8]) == Array("DCJOURNL".utf8))
-        #expect(journal.count == Journal.HEADER_SIZE + 3 * journalRecordSizes.put + journalRecordSizes.close)
+        #expect(journal.count == Journal.headerSize + 3 * journalRecordSizes.put + journalRecordSizes.close)
         var records: [Journal.Record] = []
         let summary = journal.withUnsafeBytes { Journal.replay($0) { records.append($0) } }
         #expect(summary.records == 4)
@@ -63,7 +63,7 @@ struct JournalReplayTests {
         let dir = TemporaryDirectory()
         var journal = try makeCache(dir, entries: 5)
         let put = journalRecordSizes.put
-        let secondRecord = Journal.HEADER_SIZE + put  // the PUT of k1
+        let secondRecord = Journal.headerSize + put  // the PUT of k1
         journal[secondRecord + offsetInRecord] ^= 0x5A
         try writeFile(dir.cache.appendingPathComponent("journal").path, journal)
         let cache = try DiskCache(directory: dir.cache, configuration: .testing())
@@ -191,7 +191,7 @@ struct JournalReplayTests {
         let journalSize = try readFile(dir.cache.appendingPathComponent("journal").path).count
         // Uncompacted it would hold 401 records; compacted, the 40 live ones plus what came after
         // the last compaction (compaction starts at 50 redundant records, ≥ the live count).
-        #expect(journalSize < Journal.HEADER_SIZE + 150 * journalRecordSizes.put)
+        #expect(journalSize < Journal.headerSize + 150 * journalRecordSizes.put)
         let reopened = try DiskCache(directory: dir.cache, configuration: .testing())
         #expect(reopened.count == 39)
         #expect(reopened.data(for: "k0") == nil)

@@ -119,7 +119,7 @@ struct SessionMarkerTests {
         let cache = try DiskCache(directory: dir.cache, configuration: .testing())
         #expect(!cache.statistics.recovery.wasUncleanShutdown)
         let open = try readFile(journalPath)
-        #expect(open.count == closed.count - Journal.RECORD_OVERHEAD)
+        #expect(open.count == closed.count - Journal.recordOverhead)
         #expect(open.withUnsafeBytes { Journal.replay($0) { _ in } }.endedCleanly == false)
         try cache.close()
         #expect(cache.data(for: "k") == nil)

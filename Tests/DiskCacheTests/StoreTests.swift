@@ -72,8 +72,12 @@ struct StoreTests {
         #expect(cache.count == 0)
         #expect(cache.logicalSize == 0)
         for i in 0..<50 { #expect(cache.data(for: "k\(i)") == nil) }
+        // The 256 shard directories are there again, empty.
         let shards = try FileManager.default.contentsOfDirectory(atPath: dir.cache.path).filter { $0.count == 2 }
-        #expect(shards.isEmpty)
+        #expect(shards.count == 256)
+        for shard in shards {
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir.cache.appendingPathComponent(shard).path).isEmpty)
+        }
         // Writes after a clear work, and survive a reopen while the cleared ones stay gone.
         try cache.store(bytes("after"), for: "k1")
         try cache.close()
@@ -265,11 +269,12 @@ struct StoreTests {
         let dir = TemporaryDirectory()
         let cache = try DiskCache(directory: dir.cache, configuration: .testing())
         try cache.store(bytes("kept"), for: "k")
-        let huge = ["blob": String(repeating: "m", count: 2 << 20)]
+        let huge = ["blob": String(repeating: "m", count: IndexEntry.maximumMetaSize + 1)]
         #expect(throws: DiskCacheError.self) { try cache.store(bytes("v"), for: "k", metadata: huge) }
         #expect(cache.data(for: "k") == bytes("kept"))
-        let temp = try FileManager.default.contentsOfDirectory(atPath: dir.cache.appendingPathComponent("tmp").path)
-        #expect(temp.isEmpty)
+        // Nothing was written for the refused store: only the kept entry's file is in its shard.
+        let shard = (EntryFiles(cache, key: "k").meta as NSString).deletingLastPathComponent
+        #expect(try FileManager.default.contentsOfDirectory(atPath: shard).count == 1)
     }
 }
 

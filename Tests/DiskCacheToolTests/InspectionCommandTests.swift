@@ -14,7 +14,7 @@ struct InspectionCommandTests {
         #expect(result.stderr == "")
         let fields = result.fields
         #expect(fields["Directory"] == directory.cache.path)
-        #expect(fields["Format version"] == "1")
+        #expect(fields["Format version"] == "2")
         #expect(fields["Entries"] == "3")
         #expect(fields["Logical size"] == "19.6 KiB (20105 bytes)")
         #expect(fields["Journal size"]?.hasSuffix("(\(journalSize) bytes)") == true || fields["Journal size"] == "\(journalSize) bytes")
@@ -31,7 +31,7 @@ struct InspectionCommandTests {
         let json = try #require(try runTool(["stats", directory.cache.path, "--json"]).json() as? [String: Any])
         #expect(json["entries"] as? Int == 3)
         #expect(json["logicalSize"] as? Int == 20105)
-        #expect(json["formatVersion"] as? Int == 1)
+        #expect(json["formatVersion"] as? Int == 2)
         #expect(json["journalSize"] as? Int == journalSize)
         #expect((json["diskUsage"] as? Int ?? 0) >= 20105 + journalSize)
         #expect(json["wasCleanlyClosed"] as? Bool == true)

@@ -32,7 +32,7 @@ struct VerifyCommandTests {
             body[12_345] ^= 0x40
             try body.write(to: URL(fileURLWithPath: small.betaBody))
 
-            let shard = directory.cache.appendingPathComponent("ab/cd")
+            let shard = directory.cache.appendingPathComponent("ab")
             try FileManager.default.createDirectory(at: shard, withIntermediateDirectories: true)
             orphan = shard.appendingPathComponent("abcd" + String(repeating: "0123456789abcdef", count: 2).prefix(28) + ".meta")
             try Data("nobody vouches for me".utf8).write(to: orphan)

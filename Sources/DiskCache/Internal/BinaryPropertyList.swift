@@ -18,6 +18,9 @@ enum BinaryPropertyList {
         /// Seconds since 2001-01-01 00:00:00 UTC (the property-list epoch).
         case date(Double)
         case data([UInt8])
+        /// Only for ``BinaryPropertyList/encodeSplit(_:)``: a data object whose `count` bytes
+        /// the caller writes itself. The reader never produces it.
+        case externalData(count: Int)
         case string(String)
         case array([Value])
         /// Keys in the order they were written.
@@ -50,66 +53,86 @@ enum BinaryPropertyList {
     // MARK: - Writing
 
     static func encode(_ root: Value) -> [UInt8] {
-        // Flatten to a list of objects; each object refers to others by index.
-        var objects: [[UInt8]] = []
-        var pending: [(index: Int, value: Value)] = []
-        func reserve(_ value: Value) -> Int {
-            objects.append([])
-            pending.append((objects.count - 1, value))
-            return objects.count - 1
-        }
-        _ = reserve(root)
-        // Count objects first to know the reference size.
+        let (head, tail) = encodeSplit(root)
+        return head + tail
+    }
+
+    /// Encodes `root` in two parts, for a gathered write: the payload of its one
+    /// `.externalData(count)` object (if any) is in neither part and goes between them (`head`,
+    /// the payload, `tail` is the whole property list), so an entry's body is written without
+    /// being copied. Objects are written in the order they are first referred to, breadth first.
+    static func encodeSplit(_ root: Value) -> (head: [UInt8], tail: [UInt8]) {
         let total = countObjects(root)
         let refSize = total < 256 ? 1 : (total < 65536 ? 2 : 4)
+        var result = magic
+        result.reserveCapacity(256)
+        var offsets: [Int] = []
+        offsets.reserveCapacity(total)
+        // Objects are numbered as they are first referred to and written in that order, so each
+        // one is final when its turn comes: write it straight into the output.
+        var pending: [Value] = [root]
+        pending.reserveCapacity(total)
+        var external = 0
+        var split: Int?
         var cursor = 0
         while cursor < pending.count {
-            let (index, value) = pending[cursor]
+            let value = pending[cursor]
             cursor += 1
-            var out: [UInt8] = []
+            offsets.append(result.count + external)
             switch value {
             case .integer(let v):
-                out.append(0x13)
-                appendBigEndian(UInt64(bitPattern: v), size: 8, to: &out)
+                result.append(0x13)
+                appendBigEndian(UInt64(bitPattern: v), size: 8, to: &result)
             case .real(let v):
-                out.append(0x23)
-                appendBigEndian(v.bitPattern, size: 8, to: &out)
+                result.append(0x23)
+                appendBigEndian(v.bitPattern, size: 8, to: &result)
             case .date(let v):
-                out.append(0x33)
-                appendBigEndian(v.bitPattern, size: 8, to: &out)
+                result.append(0x33)
+                appendBigEndian(v.bitPattern, size: 8, to: &result)
             case .data(let bytes):
-                appendMarker(0x40, count: bytes.count, to: &out)
-                out.append(contentsOf: bytes)
+                appendMarker(0x40, count: bytes.count, to: &result)
+                result.append(contentsOf: bytes)
+            case .externalData(let count):
+                precondition(split == nil, "one external data object at most")
+                appendMarker(0x40, count: count, to: &result)
+                external = count
+                split = result.count
             case .string(let string):
-                out.append(contentsOf: encodeString(string))
+                appendString(string, to: &result)
             case .array(let values):
-                appendMarker(0xA0, count: values.count, to: &out)
-                for v in values { appendBigEndian(UInt64(reserve(v)), size: refSize, to: &out) }
+                appendMarker(0xA0, count: values.count, to: &result)
+                for v in values {
+                    appendBigEndian(UInt64(pending.count), size: refSize, to: &result)
+                    pending.append(v)
+                }
             case .dictionary(let pairs):
-                appendMarker(0xD0, count: pairs.count, to: &out)
-                var keyRefs: [Int] = []
-                for (k, _) in pairs { keyRefs.append(reserve(.string(k))) }
-                for r in keyRefs { appendBigEndian(UInt64(r), size: refSize, to: &out) }
-                for (_, v) in pairs { appendBigEndian(UInt64(reserve(v)), size: refSize, to: &out) }
+                appendMarker(0xD0, count: pairs.count, to: &result)
+                for (k, _) in pairs {
+                    appendBigEndian(UInt64(pending.count), size: refSize, to: &result)
+                    pending.append(.string(k))
+                }
+                for (_, v) in pairs {
+                    appendBigEndian(UInt64(pending.count), size: refSize, to: &result)
+                    pending.append(v)
+                }
             }
-            objects[index] = out
         }
-        var result = magic
-        var offsets: [Int] = []
-        for object in objects {
-            offsets.append(result.count)
-            result.append(contentsOf: object)
-        }
-        let tableOffset = result.count
+        let tableOffset = result.count + external
         let offsetSize = tableOffset < 256 ? 1 : (tableOffset < 65536 ? 2 : (tableOffset < 1 << 32 ? 4 : 8))
-        for offset in offsets { appendBigEndian(UInt64(offset), size: offsetSize, to: &result) }
-        result.append(contentsOf: [0, 0, 0, 0, 0, 0])
-        result.append(UInt8(offsetSize))
-        result.append(UInt8(refSize))
-        appendBigEndian(UInt64(objects.count), size: 8, to: &result)
-        appendBigEndian(0, size: 8, to: &result)
-        appendBigEndian(UInt64(tableOffset), size: 8, to: &result)
-        return result
+        var tail: [UInt8] = []
+        if let split {
+            tail = Array(result[split...])
+            result.removeSubrange(split...)
+        }
+        tail.reserveCapacity(tail.count + offsets.count * offsetSize + 32)
+        for offset in offsets { appendBigEndian(UInt64(offset), size: offsetSize, to: &tail) }
+        tail.append(contentsOf: [0, 0, 0, 0, 0, 0])
+        tail.append(UInt8(offsetSize))
+        tail.append(UInt8(refSize))
+        appendBigEndian(UInt64(offsets.count), size: 8, to: &tail)
+        appendBigEndian(0, size: 8, to: &tail)
+        appendBigEndian(UInt64(tableOffset), size: 8, to: &tail)
+        return (result, tail)
     }
 
     static func isStringObject(_ marker: UInt8) -> Bool { marker & 0xF0 == 0x50 || marker & 0xF0 == 0x60 }
@@ -117,6 +140,11 @@ enum BinaryPropertyList {
     /// The bytes `encode` writes for a string object: ASCII (0x5n) when it can, else UTF-16BE (0x6n).
     static func encodeString(_ string: String) -> [UInt8] {
         var out: [UInt8] = []
+        appendString(string, to: &out)
+        return out
+    }
+
+    static func appendString(_ string: String, to out: inout [UInt8]) {
         if string.utf8.allSatisfy({ $0 < 0x80 }) {
             appendMarker(0x50, count: string.utf8.count, to: &out)
             out.append(contentsOf: string.utf8)
@@ -129,7 +157,6 @@ enum BinaryPropertyList {
                 out.append(UInt8(unit & 0xFF))
             }
         }
-        return out
     }
 
     private static func countObjects(_ value: Value) -> Int {

@@ -37,8 +37,9 @@ struct CacheState {
     var journalRecords: Int
     /// Bumped by each compaction, which replaces the journal file.
     var journalGeneration = 0
-    /// Access times waiting to be journaled as one ACCESS record.
-    var pendingAccess: [KeyHash: Int64] = [:]
+    /// Access times waiting to be journaled as one ACCESS record, in the order of the reads
+    /// (an array, not a dictionary: a hit appends without hashing; duplicates go at the flush).
+    var pendingAccess: [(KeyHash, Int64)] = []
     /// While a compaction runs, the records appended meanwhile, to be copied to the new journal.
     var compactionDelta: [UInt8]?
     var journalRecordsAtSnapshot = 0
@@ -49,8 +50,6 @@ struct CacheState {
     var orphanScanPending = false
     var isClosed = false
     var statistics = DiskCache.Statistics()
-    /// Shard directories known to exist, as (outer << 8 | inner).
-    var knownShards = Set<UInt16>()
     /// Limits in force (they can change while open).
     var diskCapacity: Int64 = 0
     var countLimit: Int?
@@ -115,8 +114,13 @@ struct CacheState {
     /// Takes the pending access times as one encoded ACCESS record (nil if there are none).
     mutating func takePendingAccessRecord() -> [UInt8]? {
         guard !pendingAccess.isEmpty else { return nil }
-        let items = pendingAccess.map { ($0.key, $0.value) }
+        // The last access of each live entry; a removed entry's reads are dropped.
+        var latest: [KeyHash: Int64] = [:]
+        latest.reserveCapacity(pendingAccess.count)
+        for (hash, time) in pendingAccess where index[hash] != nil { latest[hash] = time }
         pendingAccess.removeAll(keepingCapacity: true)
+        guard !latest.isEmpty else { return nil }
+        let items = latest.map { ($0.key, $0.value) }
         return Journal.encode(.access(items))
     }
 }

@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The contents of an entry's `.meta` file: a binary property list dictionary.
 ///
 /// ```
@@ -42,6 +50,18 @@ struct EntryMetadata: Equatable, Sendable {
     }
 
     func encoded() -> [UInt8] {
+        BinaryPropertyList.encode(plist(body: inlineBody.map { .data($0) }))
+    }
+
+    /// The file's bytes before and after an inline body of `inlineBodyCount` bytes that the
+    /// caller writes between them (`inlineBody` is ignored), or the whole file in `head` and
+    /// `tail` without a body when `inlineBodyCount` is nil. A store writes head, body and tail
+    /// with one gathered write and never copies the body.
+    func encodedParts(inlineBodyCount: Int?) -> (head: [UInt8], tail: [UInt8]) {
+        BinaryPropertyList.encodeSplit(plist(body: inlineBodyCount.map { .externalData(count: $0) }))
+    }
+
+    private func plist(body: BinaryPropertyList.Value?) -> BinaryPropertyList.Value {
         var pairs: [(String, BinaryPropertyList.Value)] = [
             ("format", .integer(Self.formatVersion)),
             ("key", .string(key)),
@@ -52,8 +72,8 @@ struct EntryMetadata: Equatable, Sendable {
         ]
         if let expires { pairs.append(("expires", Self.plistDate(expires))) }
         pairs.append(("metadata", .dictionary(metadata.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })))
-        if let inlineBody { pairs.append(("body", .data(inlineBody))) }
-        return BinaryPropertyList.encode(.dictionary(pairs))
+        if let body { pairs.append(("body", body)) }
+        return .dictionary(pairs)
     }
 
     /// Parses a `.meta` file; nil if it is not a well-formed entry of a format this version reads.
@@ -149,6 +169,29 @@ extension EntryMetadata {
 
         func hasKey(_ encodedKey: [UInt8], in bytes: UnsafeRawBufferPointer) -> Bool {
             UnsafeRawBufferPointer(rebasing: bytes[keyObject]).elementsEqual(encodedKey)
+        }
+
+        /// True if the file's key is `key`: for an ASCII key, compared in place with no
+        /// allocation (marker, then the bytes), else through ``BinaryPropertyList/encodeString(_:)``.
+        func hasKey(_ key: String, in bytes: UnsafeRawBufferPointer) -> Bool {
+            var key = key
+            let object = UnsafeRawBufferPointer(rebasing: bytes[keyObject])
+            let ascii: Bool? = key.withUTF8 { utf8 in
+                guard !utf8.contains(where: { $0 >= 0x80 }) else { return nil }
+                let count = utf8.count
+                let markerSize = count < 15 ? 1 : 10
+                guard object.count == markerSize + count else { return false }
+                if count < 15 {
+                    guard object[0] == 0x50 | UInt8(count) else { return false }
+                } else {
+                    guard object[0] == 0x5F, object[1] == 0x13 else { return false }
+                    for i in 0..<8 where object[2 + i] != UInt8(truncatingIfNeeded: UInt64(count) >> UInt64(8 * (7 - i))) {
+                        return false
+                    }
+                }
+                return count == 0 || memcmp(object.baseAddress! + markerSize, utf8.baseAddress!, count) == 0
+            }
+            return ascii ?? hasKey(BinaryPropertyList.encodeString(key), in: bytes)
         }
     }
 }

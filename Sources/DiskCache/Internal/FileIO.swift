@@ -23,6 +23,29 @@ enum FileIO {
         return result
     }
 
+    /// Creates an entry file at `path` in a slot no journal record vouches for, writes `parts`
+    /// with one gathered write, optionally fsyncs, and closes. A file already there is what an
+    /// interrupted write left: it is unlinked and the file made afresh (never truncated in place,
+    /// which would make ext4 start writeback at close). On failure the partial file is removed.
+    static func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], sync: Bool) -> Result<Void, Errno> {
+        let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW
+        var opened = Syscall.open(path, flags, 0o600)
+        if case .failure(.fileExists) = opened {
+            _ = Syscall.unlink(path)
+            opened = Syscall.open(path, flags, 0o600)
+        }
+        let fd: Int32
+        switch opened {
+        case .success(let value): fd = value
+        case .failure(let error): return .failure(error)
+        }
+        var result = Syscall.pwritevAll(fd, parts)
+        if case .success = result, sync { result = Syscall.fsync(fd) }
+        Syscall.close(fd)
+        if case .failure = result { _ = Syscall.unlink(path) }
+        return result
+    }
+
     /// Reads exactly `count` bytes from the start of `path` into a fresh buffer.
     /// Returns nil (as `.success(nil)`) when the file is shorter than that.
     static func read(_ path: String, count: Int) -> Result<UnsafeMutableRawBufferPointer?, Errno> {

@@ -35,6 +35,15 @@ struct KeyHash: Hashable, Sendable, Comparable, CustomStringConvertible {
 
     private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
 
+    /// Writes hex digits `from ..< from + count` of `value` (16 digits, most significant first).
+    @inline(__always)
+    static func hexDigits(_ value: UInt64, from: Int, count: Int, into buffer: UnsafeMutableBufferPointer<UInt8>) {
+        for i in 0..<count {
+            let nibble = UInt8(truncatingIfNeeded: value >> UInt64(60 - 4 * (from + i))) & 0xF
+            buffer[i] = nibble < 10 ? 0x30 + nibble : 0x57 + nibble
+        }
+    }
+
     private static func writeHex(_ value: UInt64, into bytes: inout [UInt8], at start: Int) {
         for i in 0..<16 {
             let nibble = Int((value >> UInt64(60 - 4 * i)) & 0xF)

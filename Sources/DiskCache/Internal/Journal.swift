@@ -4,7 +4,7 @@
 /// ```
 /// header (16 bytes)
 ///   "DCJOURNL"            magic, 8 bytes
-///   version   u32 LE      JOURNAL_VERSION (1)
+///   version   u32 LE      journalVersion (1)
 ///   check     u32 LE      low 32 bits of XXH3-64 over the 12 bytes before it
 /// record (13 + length bytes), repeated
 ///   length    u32 LE      payload length
@@ -33,18 +33,18 @@
 /// 0000005a  00 00 00 00 05 <8 checksum bytes>
 /// ```
 enum Journal {
-    static let JOURNAL_FILE = "journal"
-    static let JOURNAL_FILE_TEMP = "journal.tmp"
+    static let journalFileName = "journal"
+    static let journalTempFileName = "journal.tmp"
     /// Where a journal whose header cannot be read is moved before the recovery scan, for inspection.
-    static let JOURNAL_FILE_CORRUPT = "journal.corrupt"
-    static let MAGIC: [UInt8] = Array("DCJOURNL".utf8)
-    static let JOURNAL_VERSION: UInt32 = 1
-    static let HEADER_SIZE = 16
+    static let journalCorruptFileName = "journal.corrupt"
+    static let magic: [UInt8] = Array("DCJOURNL".utf8)
+    static let journalVersion: UInt32 = 1
+    static let headerSize = 16
     /// length + type before the payload, checksum after it.
-    static let RECORD_OVERHEAD = 13
+    static let recordOverhead = 13
     /// Anything longer is corruption, not a record.
     /// (The longest record written is an ACCESS batch of at most ~8,192 items, 196,608 bytes.)
-    static let MAX_PAYLOAD = 1 << 20
+    static let maximumPayload = 1 << 20
 
     enum RecordType: UInt8 {
         case put = 0x01
@@ -54,12 +54,12 @@ enum Journal {
         case close = 0x05
     }
 
-    static let PUT_PAYLOAD_SIZE = 61
-    static let PUT_RECORD_SIZE = RECORD_OVERHEAD + PUT_PAYLOAD_SIZE
-    static let ACCESS_ITEM_SIZE = 24
-    static let FLAG_INLINE: UInt8 = 1
-    static let FLAG_EXPIRES: UInt8 = 2
-    static let FLAG_SLOT_1: UInt8 = 4
+    static let putPayloadSize = 61
+    static let putRecordSize = recordOverhead + putPayloadSize
+    static let accessItemSize = 24
+    static let flagInline: UInt8 = 1
+    static let flagExpires: UInt8 = 2
+    static let flagSlot1: UInt8 = 4
 
     struct Put: Equatable {
         var hash: KeyHash
@@ -95,8 +95,8 @@ enum Journal {
     // MARK: - Encoding
 
     static func header() -> [UInt8] {
-        var out = MAGIC
-        appendLE(UInt64(JOURNAL_VERSION), size: 4, to: &out)
+        var out = magic
+        appendLE(UInt64(journalVersion), size: 4, to: &out)
         let check = out.withUnsafeBytes { Checksum.xxh3($0) }
         appendLE(check, size: 4, to: &out)
         return out
@@ -111,8 +111,8 @@ enum Journal {
             appendHash(put.hash, to: &out)
             appendLE(UInt64(bitPattern: put.size), size: 8, to: &out)
             appendLE(UInt64(put.metaSize), size: 4, to: &out)
-            out.append((put.isInline ? FLAG_INLINE : 0) | (put.expires != nil ? FLAG_EXPIRES : 0)
-                       | (put.slot == 1 ? FLAG_SLOT_1 : 0))
+            out.append((put.isInline ? flagInline : 0) | (put.expires != nil ? flagExpires : 0)
+                       | (put.slot == 1 ? flagSlot1 : 0))
             appendLE(put.checksum, size: 8, to: &out)
             appendLE(UInt64(bitPattern: put.created), size: 8, to: &out)
             appendLE(UInt64(bitPattern: put.accessed), size: 8, to: &out)
@@ -167,19 +167,19 @@ enum Journal {
     }
 
     static func checkHeader(_ bytes: UnsafeRawBufferPointer) -> HeaderStatus {
-        guard bytes.count >= HEADER_SIZE, Array(bytes[0..<8]) == MAGIC else { return .unreadable }
+        guard bytes.count >= headerSize, Array(bytes[0..<8]) == magic else { return .unreadable }
         let check = Checksum.xxh3(UnsafeRawBufferPointer(rebasing: bytes[0..<12]))
         guard UInt32(truncatingIfNeeded: check) == bytes.loadUnaligned(fromByteOffset: 12, as: UInt32.self).littleEndian
         else { return .unreadable }
         let version = bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian
-        if version > JOURNAL_VERSION { return .newerVersion(version) }
+        if version > journalVersion { return .newerVersion(version) }
         return .valid
     }
 
     /// What a replay found besides the records.
     struct ReplaySummary: Equatable {
         /// Offset just past the last good record: where the file is cut and appends resume.
-        var validLength: Int = HEADER_SIZE
+        var validLength: Int = headerSize
         /// Records read and applied.
         var records = 0
         /// Byte ranges skipped in the middle because they held no valid record.
@@ -190,7 +190,7 @@ enum Journal {
         /// The last record was CLOSE.
         var endedCleanly = false
         /// Where the last valid record starts.
-        var lastRecordStart = HEADER_SIZE
+        var lastRecordStart = headerSize
     }
 
     /// Reads every valid record after the header, calling `apply` for each.
@@ -201,7 +201,7 @@ enum Journal {
     /// torn tail.
     static func replay(_ bytes: UnsafeRawBufferPointer, apply: (Record) -> Void) -> ReplaySummary {
         var summary = ReplaySummary()
-        var offset = HEADER_SIZE
+        var offset = headerSize
         var lastType: RecordType?
         while offset < bytes.count {
             if let (record, type, length) = decodeRecord(bytes, at: offset) {
@@ -216,7 +216,7 @@ enum Journal {
             // Resynchronise: the next offset at which a whole valid record parses.
             var probe = offset + 1
             var found: Int?
-            while probe + RECORD_OVERHEAD <= bytes.count {
+            while probe + recordOverhead <= bytes.count {
                 if decodeRecord(bytes, at: probe) != nil { found = probe; break }
                 probe += 1
             }
@@ -234,15 +234,15 @@ enum Journal {
 
     /// Decodes one record at `offset`: (record, type, total length) or nil if none is there.
     static func decodeRecord(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> (Record, RecordType, Int)? {
-        guard offset + RECORD_OVERHEAD <= bytes.count else { return nil }
+        guard offset + recordOverhead <= bytes.count else { return nil }
         let length = Int(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndian)
-        guard length <= MAX_PAYLOAD, offset + RECORD_OVERHEAD + length <= bytes.count,
+        guard length <= maximumPayload, offset + recordOverhead + length <= bytes.count,
               let type = RecordType(rawValue: bytes[offset + 4]) else { return nil }
         let payload = offset + 5
         switch type {
-        case .put: guard length == PUT_PAYLOAD_SIZE else { return nil }
+        case .put: guard length == putPayloadSize else { return nil }
         case .remove: guard length == 16 else { return nil }
-        case .access: guard length % ACCESS_ITEM_SIZE == 0, length > 0 else { return nil }
+        case .access: guard length % accessItemSize == 0, length > 0 else { return nil }
         case .clear, .close: guard length == 0 else { return nil }
         }
         let stored = bytes.loadUnaligned(fromByteOffset: payload + length, as: UInt64.self).littleEndian
@@ -263,21 +263,21 @@ enum Journal {
                 hash: hash(payload),
                 size: size,
                 metaSize: metaSize,
-                isInline: flags & FLAG_INLINE != 0,
-                slot: flags & FLAG_SLOT_1 != 0 ? 1 : 0,
+                isInline: flags & flagInline != 0,
+                slot: flags & flagSlot1 != 0 ? 1 : 0,
                 checksum: u64(payload + 29),
                 created: Int64(bitPattern: u64(payload + 37)),
                 accessed: Int64(bitPattern: u64(payload + 45)),
-                expires: flags & FLAG_EXPIRES != 0 ? Int64(bitPattern: u64(payload + 53)) : nil))
+                expires: flags & flagExpires != 0 ? Int64(bitPattern: u64(payload + 53)) : nil))
         case .remove:
             record = .remove(hash(payload))
         case .access:
             var items: [(KeyHash, Int64)] = []
-            items.reserveCapacity(length / ACCESS_ITEM_SIZE)
+            items.reserveCapacity(length / accessItemSize)
             var at = payload
             while at < payload + length {
                 items.append((hash(at), Int64(bitPattern: u64(at + 16))))
-                at += ACCESS_ITEM_SIZE
+                at += accessItemSize
             }
             record = .access(items)
         case .clear:
@@ -285,6 +285,6 @@ enum Journal {
         case .close:
             record = .close
         }
-        return (record, type, RECORD_OVERHEAD + length)
+        return (record, type, recordOverhead + length)
     }
 }

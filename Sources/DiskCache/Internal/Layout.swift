@@ -3,61 +3,95 @@
 /// ```
 /// <directory>/
 ///   LOCK          flock'd by the process that owns the cache; holds its pid
-///   VERSION       "1\n": the cache format version
+///   VERSION       "2\n": the cache format version
 ///   journal       append-only, checksummed records (see `Journal`)
 ///   journal.tmp   only while compacting
-///   ab/cd/<32 hex digits>.meta   binary property list (see `EntryMetadata`), slot 0
-///   ab/cd/<32 hex digits>.body   the raw bytes stored, when not inline, slot 0
-///   ab/cd/<32 hex digits>.1.meta and .1.body: the same in slot 1
-///
-/// Each entry lives in one of two slots, and the journal says which. A write goes to the slot
-/// the entry does not use, so the committed files are untouched until the new journal record
-/// commits; only then are the old slot's files removed. A crash before the commit leaves the
-/// earlier value readable.
-///   tmp/          files being written, renamed into place when complete
+///   tmp/          the trash of `removeAll`, emptied at every open
+///   00/ … ff/     256 shard directories, all made when the cache is created
+///   ab/<32 hex digits>.meta     binary property list (see `EntryMetadata`), slot 0; holds
+///                               the body too when it is at most the inline threshold
+///   ab/<32 hex digits>.body     the raw bytes stored, when not inline, slot 0
+///   ab/<32 hex digits>.1.meta and .1.body: the same in slot 1
 /// ```
+///
+/// Each entry lives in one of two slots, and the journal says which. A write creates its files
+/// directly in the slot the entry does not use, so the committed files are untouched until the
+/// new journal record commits; only then are the old slot's files removed. A crash before the
+/// commit leaves the earlier value readable, and files no record vouches for.
+///
+/// Format version 1 had two levels of shards made on demand (`ab/cd/<hash>.meta`); a cache of
+/// that format is migrated when it is opened for writing (see `Opener`), and read as it is by
+/// `DiskCacheInspector`.
 struct Layout: Sendable {
-    static let LOCK_FILE = "LOCK"
-    static let VERSION_FILE = "VERSION"
-    static let TEMP_DIRECTORY = "tmp"
-    static let META_SUFFIX = ".meta"
-    static let BODY_SUFFIX = ".body"
+    static let lockFileName = "LOCK"
+    static let versionFileName = "VERSION"
+    static let temporaryDirectoryName = "tmp"
+    static let metaSuffix: StaticString = ".meta"
+    static let bodySuffix: StaticString = ".body"
+    static let slot1Mark = ".1"
     /// The cache format this version writes and the newest it opens.
-    static let FORMAT_VERSION = 1
+    static let formatVersion = 2
+    /// The first format with one level of 256 shard directories made up front.
+    static let flatShardsVersion = 2
+    /// Every shard directory's name, "00" through "ff".
+    static let shardNames: [String] = (0..<256).map { String(format2Hex: $0) }
 
     /// The cache directory, without a trailing slash.
     let root: String
+    /// The format whose shape the paths follow.
+    let version: Int
 
-    init(root: String) {
+    init(root: String, version: Int = Layout.formatVersion) {
         var root = root
         while root.count > 1 && root.hasSuffix("/") { root.removeLast() }
         self.root = root
+        self.version = version
     }
 
-    var lockFile: String { root + "/" + Self.LOCK_FILE }
-    var versionFile: String { root + "/" + Self.VERSION_FILE }
-    var journal: String { root + "/" + Journal.JOURNAL_FILE }
-    var journalTemp: String { root + "/" + Journal.JOURNAL_FILE_TEMP }
-    var journalCorrupt: String { root + "/" + Journal.JOURNAL_FILE_CORRUPT }
-    var temp: String { root + "/" + Self.TEMP_DIRECTORY }
+    var lockFile: String { root + "/" + Self.lockFileName }
+    var versionFile: String { root + "/" + Self.versionFileName }
+    var journal: String { root + "/" + Journal.journalFileName }
+    var journalTemp: String { root + "/" + Journal.journalTempFileName }
+    var journalCorrupt: String { root + "/" + Journal.journalCorruptFileName }
+    var temp: String { root + "/" + Self.temporaryDirectoryName }
 
-    /// "ab" and "ab/cd" for a hash whose name starts "abcd".
-    func shardDirectories(_ hash: KeyHash) -> (outer: String, inner: String) {
+    /// The directory holding the entry's files: "ab" (or "ab/cd" in format 1).
+    func shardDirectory(_ hash: KeyHash) -> String {
         let name = hash.hexName
-        let outer = root + "/" + name.prefix(2)
-        return (outer, outer + "/" + name.dropFirst(2).prefix(2))
+        if version >= Self.flatShardsVersion { return root + "/" + name.prefix(2) }
+        return root + "/" + name.prefix(2) + "/" + name.dropFirst(2).prefix(2)
     }
 
-    static let SLOT_1_MARK = ".1"
+    func metaFile(_ hash: KeyHash, slot: UInt8) -> String { entryFile(hash, slot: slot, suffix: Self.metaSuffix) }
 
-    func metaFile(_ hash: KeyHash, slot: UInt8) -> String { entryFile(hash, slot: slot, suffix: Self.META_SUFFIX) }
+    func bodyFile(_ hash: KeyHash, slot: UInt8) -> String { entryFile(hash, slot: slot, suffix: Self.bodySuffix) }
 
-    func bodyFile(_ hash: KeyHash, slot: UInt8) -> String { entryFile(hash, slot: slot, suffix: Self.BODY_SUFFIX) }
-
-    private func entryFile(_ hash: KeyHash, slot: UInt8, suffix: String) -> String {
-        let name = hash.hexName
-        let mark = slot == 0 ? "" : Self.SLOT_1_MARK
-        return "\(root)/\(name.prefix(2))/\(name.dropFirst(2).prefix(2))/\(name)\(mark)\(suffix)"
+    /// Built in one allocation: every read and write asks for one.
+    private func entryFile(_ hash: KeyHash, slot: UInt8, suffix: StaticString) -> String {
+        let levels = version >= Self.flatShardsVersion ? 1 : 2
+        let mark = slot == 0 ? 0 : 2
+        let length = root.utf8.count + 3 * levels + 1 + 32 + mark + suffix.utf8CodeUnitCount
+        return String(unsafeUninitializedCapacity: length) { buffer in
+            var i = 0
+            for byte in root.utf8 { buffer[i] = byte; i += 1 }
+            for level in 0..<levels {
+                buffer[i] = UInt8(ascii: "/")
+                KeyHash.hexDigits(hash.high, from: 2 * level, count: 2, into: UnsafeMutableBufferPointer(rebasing: buffer[(i + 1)...]))
+                i += 3
+            }
+            buffer[i] = UInt8(ascii: "/")
+            i += 1
+            KeyHash.hexDigits(hash.high, from: 0, count: 16, into: UnsafeMutableBufferPointer(rebasing: buffer[i...]))
+            KeyHash.hexDigits(hash.low, from: 0, count: 16, into: UnsafeMutableBufferPointer(rebasing: buffer[(i + 16)...]))
+            i += 32
+            if mark != 0 {
+                buffer[i] = UInt8(ascii: ".")
+                buffer[i + 1] = UInt8(ascii: "1")
+                i += 2
+            }
+            suffix.withUTF8Buffer { for byte in $0 { buffer[i] = byte; i += 1 } }
+            return i
+        }
     }
 
     func tempFile(_ name: String) -> String { temp + "/" + name }
@@ -65,5 +99,13 @@ struct Layout: Sendable {
     /// True for the two-hex-digit names of shard directories.
     static func isShardName(_ name: String) -> Bool {
         name.utf8.count == 2 && name.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
+    }
+}
+
+extension String {
+    /// Two lowercase hex digits.
+    init(format2Hex value: Int) {
+        let digits = Array("0123456789abcdef")
+        self = String([digits[(value >> 4) & 0xF], digits[value & 0xF]])
     }
 }

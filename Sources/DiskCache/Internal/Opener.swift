@@ -30,13 +30,23 @@ struct Opener {
     func open() throws(DiskCacheError) -> Opened {
         try prepareDirectory()
         let lock = try takeLock()
-        try checkVersion()
+        let version = try checkVersion()
         // Read (and check the version of) the journal before anything in the directory changes,
         // so that a cache of a newer format is left as it was.
-        let contents = try readJournal()
+        var contents = try readJournal()
         var recovery = DiskCache.Recovery()
         recovery.temporaryFilesRemoved = try cleanTemporaryFiles()
         _ = Syscall.unlink(layout.journalTemp)
+        if version < Layout.flatShardsVersion, case .valid = contents {
+            // Moved into the flat shards below, once the journal says which files are entries.
+        } else if version < Layout.flatShardsVersion {
+            // A format-1 cache without a readable journal: nothing says which of its files are
+            // entries. It is a cache: its files go, and it starts empty in the current format.
+            logger.warning("Discarded a format-1 cache whose journal was missing or unreadable", metadata: ["path": "\(layout.root)"])
+            removeFormat1Shards()
+            contents = .missing
+        }
+        try Self.makeShards(layout)
 
         let blockSize: Int64
         if case .success(let info) = Syscall.statvfs(layout.root), info.f_frsize > 0 {
@@ -84,6 +94,9 @@ struct Opener {
             needsOrphanScan = !summary.endedCleanly || summary.corruptRegions > 0
         }
 
+        index.shrinkToFit()
+        if version < Layout.flatShardsVersion { try migrateFromFormat1(index) }
+
         let fd = try Syscall.open(layout.journal, O_WRONLY | O_NOFOLLOW).get(orThrow: "open the journal", path: layout.journal)
         let journal = FileDescriptor(fd)
         let length = try Syscall.fstat(fd).get(orThrow: "read the journal's size", path: layout.journal).st_size
@@ -93,7 +106,7 @@ struct Opener {
         state.orphanScanPending = needsOrphanScan
         state.diskCapacity = configuration.diskCapacity
         state.countLimit = configuration.countLimit
-        for entry in state.index.entries.values { state.noteExpiry(entry) }
+        for (_, entry) in state.index.entries { state.noteExpiry(entry) }
         return Opened(layout: layout, blockSize: blockSize, lock: lock, state: state, needsOrphanScan: needsOrphanScan)
     }
 
@@ -119,7 +132,7 @@ struct Opener {
                                  path: path, errno: Errno.current.rawValue)
         }
         let names = try Syscall.listDirectory(path).get(orThrow: "list the cache directory", path: path).map(\.name)
-        let ours: Set<String> = [Layout.VERSION_FILE, Layout.LOCK_FILE, Journal.JOURNAL_FILE]
+        let ours: Set<String> = [Layout.versionFileName, Layout.lockFileName, Journal.journalFileName]
         if !names.isEmpty && !names.contains(where: ours.contains) {
             let sample = names.sorted().prefix(3).joined(separator: ", ")
             throw DiskCacheError(code: .notACache,
@@ -128,15 +141,49 @@ struct Opener {
         }
     }
 
+    /// Makes the cache directory and its missing parents, each made durable in its parent
+    /// before the next step (`fsync(2)` of the parent after each `mkdir`), so that a power cut
+    /// cannot take away a directory that acknowledged writes live in.
     private func createDirectories(_ path: String) throws(DiskCacheError) {
-        var prefix = path.hasPrefix("/") ? "" : "."
+        let absolute = path.hasPrefix("/")
+        var prefix = absolute ? "" : "."
+        var parent = absolute ? "/" : "."
         for component in path.split(separator: "/") {
             prefix += "/" + component
             switch Syscall.mkdir(prefix, 0o700) {
-            case .success, .failure(.fileExists): continue
+            case .success:
+                try Syscall.fsyncDirectory(parent).get(orThrow: "sync a directory the cache was created in", path: parent)
+            case .failure(.fileExists):
+                break
             case .failure(let error):
                 throw DiskCacheError.io(error, "create the cache directory", path: prefix)
             }
+            parent = prefix
+        }
+    }
+
+    /// Makes the 256 shard directories that are missing (all of them for a new cache) and, if
+    /// it made any, fsyncs the cache directory: a store is only ever acknowledged into a shard
+    /// whose name is durable. A shard that is not a real directory is refused.
+    static func makeShards(_ layout: Layout) throws(DiskCacheError) {
+        var made = false
+        for name in Layout.shardNames {
+            let path = layout.root + "/" + name
+            switch Syscall.mkdir(path, 0o700) {
+            case .success:
+                made = true
+            case .failure(.fileExists):
+                guard case .success(let info) = Syscall.lstat(path), info.st_mode & S_IFMT == S_IFDIR else {
+                    throw DiskCacheError(code: .ioFailure,
+                                         message: "A shard of the cache is not a directory (a symbolic link is never followed)",
+                                         path: path)
+                }
+            case .failure(let error):
+                throw DiskCacheError.io(error, "create a shard directory", path: path)
+            }
+        }
+        if made {
+            try Syscall.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
         }
     }
 
@@ -180,29 +227,85 @@ struct Opener {
         return Int(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
-    private func checkVersion() throws(DiskCacheError) {
+    /// The cache's format version; writes `VERSION` (durably) for a new cache.
+    private func checkVersion() throws(DiskCacheError) -> Int {
         let path = layout.versionFile
         switch FileIO.readAll(path, limit: 256) {
         case .success(let bytes?):
             let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            guard let version = Int(text) else {
+            guard let version = Int(text), version >= 1 else {
                 throw DiskCacheError(code: .notACache, message: "The cache's VERSION file is unreadable (\(text.prefix(20).debugDescription))", path: path)
             }
-            guard version <= Layout.FORMAT_VERSION else {
+            guard version <= Layout.formatVersion else {
                 throw DiskCacheError(code: .newerFormat,
-                                     message: "The cache has format version \(version); this library reads up to \(Layout.FORMAT_VERSION). It was left untouched",
+                                     message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
                                      path: layout.root)
             }
+            return version
         case .success(nil):
             throw DiskCacheError(code: .notACache, message: "The cache's VERSION file is unreadable", path: path)
         case .failure(let error) where error == .noSuchFileOrDirectory:
-            let temp = layout.root + "/" + Layout.VERSION_FILE + ".tmp"
-            _ = Syscall.unlink(temp)
-            try Array("\(Layout.FORMAT_VERSION)\n".utf8).withUnsafeBytes { FileIO.writeNewFile(temp, $0, sync: true) }
-                .get(orThrow: "write the VERSION file", path: temp)
-            try Syscall.rename(temp, path).get(orThrow: "write the VERSION file", path: path)
+            try Self.writeVersion(layout)
+            return Layout.formatVersion
         case .failure(let error):
             throw DiskCacheError.io(error, "read the VERSION file", path: path)
+        }
+    }
+
+    /// Writes `VERSION` for the current format: a temporary file, fsynced, renamed into place,
+    /// and the directory fsynced.
+    static func writeVersion(_ layout: Layout) throws(DiskCacheError) {
+        let path = layout.versionFile
+        let temp = layout.root + "/" + Layout.versionFileName + ".tmp"
+        _ = Syscall.unlink(temp)
+        try Array("\(Layout.formatVersion)\n".utf8).withUnsafeBytes { FileIO.writeNewFile(temp, $0, sync: true) }
+            .get(orThrow: "write the VERSION file", path: temp)
+        try Syscall.rename(temp, path).get(orThrow: "write the VERSION file", path: path)
+        try Syscall.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
+    }
+
+    // MARK: - Format 1
+
+    /// Moves a format-1 cache's entry files from `ab/cd/` into `ab/`, removes the inner
+    /// directories (and the files no record vouched for), makes it all durable, and only then
+    /// writes `VERSION` 2. Interrupted, it runs again at the next open: a file already moved is
+    /// simply not found at its old name.
+    private func migrateFromFormat1(_ index: Index) throws(DiskCacheError) {
+        let old = Layout(root: layout.root, version: 1)
+        var moved = 0
+        for (hash, entry) in index.entries {
+            let files = [(old.metaFile(hash, slot: entry.slot), layout.metaFile(hash, slot: entry.slot))]
+                + (entry.isInline ? [] : [(old.bodyFile(hash, slot: entry.slot), layout.bodyFile(hash, slot: entry.slot))])
+            for (from, to) in files {
+                switch Syscall.rename(from, to) {
+                case .success: moved += 1
+                case .failure(.noSuchFileOrDirectory): break
+                case .failure(let error): throw DiskCacheError.io(error, "move an entry file to the format-2 layout", path: from)
+                }
+            }
+        }
+        removeFormat1Shards(keepingOuter: true)
+        let journal = try Syscall.open(layout.journal, O_RDONLY | O_NOFOLLOW).get(orThrow: "open the journal", path: layout.journal)
+        defer { Syscall.close(journal) }
+        try Syscall.syncFileSystem(journal).get(orThrow: "sync the cache's filesystem", path: layout.root)
+        try Self.writeVersion(layout)
+        logger.notice("Migrated the cache to format \(Layout.formatVersion)", metadata: ["files": "\(moved)", "entries": "\(index.count)"])
+    }
+
+    /// Removes format 1's inner shard directories `ab/cd/` with whatever they still hold, and
+    /// the outer ones too unless `keepingOuter`.
+    private func removeFormat1Shards(keepingOuter: Bool = false) {
+        guard case .success(let outers) = Syscall.listDirectory(layout.root) else { return }
+        for (outer, _) in outers where Layout.isShardName(outer) {
+            let outerPath = layout.root + "/" + outer
+            guard !keepingOuter else {
+                guard case .success(let inners) = Syscall.listDirectory(outerPath) else { continue }
+                for (inner, type) in inners where type == DT_DIR && Layout.isShardName(inner) {
+                    FileIO.removeTree(outerPath + "/" + inner)
+                }
+                continue
+            }
+            FileIO.removeTree(outerPath)
         }
     }
 
@@ -249,7 +352,7 @@ struct Opener {
             case .unreadable: return .unreadable
             case .newerVersion(let version):
                 throw DiskCacheError(code: .newerFormat,
-                                     message: "The journal has version \(version); this library reads up to \(Journal.JOURNAL_VERSION). It was left untouched",
+                                     message: "The journal has version \(version); this library reads up to \(Journal.journalVersion). It was left untouched",
                                      path: path)
             }
         }
@@ -301,18 +404,24 @@ struct Opener {
 
 extension Opener {
     /// The PUT record a `.meta` file (and its body) would have had, if they check out: the
-    /// metadata parses, its key hashes to the file's name, and a separate body has the size
-    /// the metadata states. Body checksums are verified on read, not here.
+    /// metadata parses, its key hashes to the file's name, and the body (inline, or a separate
+    /// file of the stated size) has the stated checksum. Entry files are written in place, so a
+    /// write cut short leaves a torn file: only the checksum tells it from a whole one.
     func checkedEntry(hash: KeyHash, slot: UInt8, metaPath: String, bodyPath: String) -> Journal.Put? {
         guard case .success(let bytes?) = FileIO.readAll(metaPath, limit: IndexEntry.maximumMetaSize),
               let meta = bytes.withUnsafeBytes({ EntryMetadata.decode($0) }),
               configuration.keyHasher.hash(meta.key) == hash
         else { return nil }
-        if meta.inlineBody == nil {
-            guard case .success(let info) = Syscall.lstat(bodyPath), info.st_mode & S_IFMT == S_IFREG,
-                  Int64(info.st_size) == meta.size else { return nil }
-        } else {
+        if let inline = meta.inlineBody {
+            guard inline.withUnsafeBytes({ Checksum.xxh3($0) }) == meta.checksum else { return nil }
             _ = Syscall.unlink(bodyPath)
+        } else {
+            guard case .success(let info) = Syscall.lstat(bodyPath), info.st_mode & S_IFMT == S_IFREG,
+                  Int64(info.st_size) == meta.size,
+                  case .success(let body?) = FileIO.read(bodyPath, count: Int(meta.size))
+            else { return nil }
+            defer { body.deallocate() }
+            guard Checksum.xxh3(UnsafeRawBufferPointer(rebasing: body[0..<Int(meta.size)])) == meta.checksum else { return nil }
         }
         return Journal.Put(hash: hash, size: meta.size, metaSize: UInt32(bytes.count), isInline: meta.inlineBody != nil,
                            slot: slot, checksum: meta.checksum, created: meta.created, accessed: meta.accessed,
@@ -342,32 +451,46 @@ struct ShardScanner {
         guard case .success(let outers) = Syscall.listDirectory(layout.root) else { return }
         for (outer, _) in outers.sorted(by: { $0.name < $1.name }) where Layout.isShardName(outer) {
             let outerPath = layout.root + "/" + outer
-            guard isRealDirectory(outerPath), case .success(let inners) = Syscall.listDirectory(outerPath) else { continue }
+            guard isRealDirectory(outerPath) else { continue }
+            if layout.version >= Layout.flatShardsVersion {
+                if !visitFiles(in: outerPath, prefix: outer, visit) { return }
+                continue
+            }
+            guard case .success(let inners) = Syscall.listDirectory(outerPath) else { continue }
             for (inner, _) in inners where Layout.isShardName(inner) {
                 let innerPath = outerPath + "/" + inner
-                guard isRealDirectory(innerPath), case .success(let files) = Syscall.listDirectory(innerPath) else { continue }
-                for (name, type) in files where type != DT_LNK {
-                    let kind: FileKind
-                    var stem: Substring
-                    if name.hasSuffix(Layout.META_SUFFIX) {
-                        kind = .meta
-                        stem = name.dropLast(Layout.META_SUFFIX.count)
-                    } else if name.hasSuffix(Layout.BODY_SUFFIX) {
-                        kind = .body
-                        stem = name.dropLast(Layout.BODY_SUFFIX.count)
-                    } else {
-                        continue
-                    }
-                    var slot: UInt8 = 0
-                    if stem.hasSuffix(Layout.SLOT_1_MARK) {
-                        slot = 1
-                        stem = stem.dropLast(Layout.SLOT_1_MARK.count)
-                    }
-                    guard let hash = KeyHash(hexName: stem), stem.hasPrefix(outer + inner) else { continue }
-                    if !visit(hash, slot, kind, innerPath + "/" + name) { return }
-                }
+                guard isRealDirectory(innerPath) else { continue }
+                if !visitFiles(in: innerPath, prefix: outer + inner, visit) { return }
             }
         }
+    }
+
+    private static let meta = "\(Layout.metaSuffix)", body = "\(Layout.bodySuffix)", slot1 = Layout.slot1Mark
+
+    /// The entry files of one shard directory whose names start with `prefix`; false if `visit` said stop.
+    private func visitFiles(in directory: String, prefix: String, _ visit: (KeyHash, UInt8, FileKind, String) -> Bool) -> Bool {
+        guard case .success(let files) = Syscall.listDirectory(directory) else { return true }
+        for (name, type) in files where type != DT_LNK {
+            let kind: FileKind
+            var stem: Substring
+            if name.hasSuffix(Self.meta) {
+                kind = .meta
+                stem = name.dropLast(Self.meta.count)
+            } else if name.hasSuffix(Self.body) {
+                kind = .body
+                stem = name.dropLast(Self.body.count)
+            } else {
+                continue
+            }
+            var slot: UInt8 = 0
+            if stem.hasSuffix(Self.slot1) {
+                slot = 1
+                stem = stem.dropLast(Self.slot1.count)
+            }
+            guard let hash = KeyHash(hexName: stem), stem.hasPrefix(prefix) else { continue }
+            if !visit(hash, slot, kind, directory + "/" + name) { return false }
+        }
+        return true
     }
 
     private func isRealDirectory(_ path: String) -> Bool {

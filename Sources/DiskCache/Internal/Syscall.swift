@@ -162,6 +162,44 @@ enum Syscall {
         return .success(())
     }
 
+    /// Writes `parts` one after the other from offset 0 with as few `pwritev(2)` calls as the
+    /// kernel allows (one, for a fresh file in practice), looping over short writes.
+    static func pwritevAll(_ fd: Int32, _ parts: [UnsafeRawBufferPointer]) -> Result<Void, Errno> {
+        if FileSystemObservers.isObserved {
+            var position: Int64 = 0
+            for part in parts {
+                reportWrite(fd, part, at: position)
+                position += Int64(part.count)
+            }
+        }
+        var vectors = parts.filter { $0.count > 0 }.map {
+            iovec(iov_base: UnsafeMutableRawPointer(mutating: $0.baseAddress), iov_len: $0.count)
+        }
+        var position: Int64 = 0
+        var first = 0
+        while first < vectors.count {
+            let count = Int32(min(vectors.count - first, 1024))
+            let result = vectors.withUnsafeMutableBufferPointer { buffer in
+                retrying { Glibc_pwritev(fd, buffer.baseAddress! + first, count, off_t(position)) }
+            }
+            guard case .success(var written) = result else {
+                if case .failure(let error) = result { return .failure(error) }
+                fatalError("unreachable")
+            }
+            position += Int64(written)
+            // Skip what was written: whole vectors, then part of the next.
+            while first < vectors.count && written >= vectors[first].iov_len {
+                written -= vectors[first].iov_len
+                first += 1
+            }
+            if written > 0 {
+                vectors[first].iov_base += written
+                vectors[first].iov_len -= written
+            }
+        }
+        return .success(())
+    }
+
     /// Reports a write to observers: the whole buffer, even if the call failed part way (a
     /// power-loss model must assume a failed write may have changed the file).
     private static func reportWrite(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at position: Int64) {
@@ -295,6 +333,7 @@ typealias Glibc_statvfs_t = statvfs
 @inline(__always) private func Glibc_close(_ fd: Int32) -> Int32 { close(fd) }
 @inline(__always) private func Glibc_write(_ fd: Int32, _ b: UnsafeRawPointer, _ n: Int) -> Int { write(fd, b, n) }
 @inline(__always) private func Glibc_pwrite(_ fd: Int32, _ b: UnsafeRawPointer, _ n: Int, _ o: off_t) -> Int { pwrite(fd, b, n, o) }
+@inline(__always) private func Glibc_pwritev(_ fd: Int32, _ v: UnsafePointer<iovec>, _ n: Int32, _ o: off_t) -> Int { pwritev(fd, v, n, o) }
 @inline(__always) private func Glibc_pread(_ fd: Int32, _ b: UnsafeMutableRawPointer, _ n: Int, _ o: off_t) -> Int { pread(fd, b, n, o) }
 @inline(__always) private func Glibc_fstat(_ fd: Int32, _ s: inout stat) -> Int32 { fstat(fd, &s) }
 @inline(__always) private func Glibc_lstat(_ p: String, _ s: inout stat) -> Int32 { lstat(p, &s) }
