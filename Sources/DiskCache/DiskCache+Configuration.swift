@@ -87,8 +87,11 @@ extension DiskCache {
         public var verifiesChecksums: Bool
 
         /// Bodies of at most this many bytes are stored inside the `.meta` file, so that a
-        /// read or write touches one file instead of two. 8 KiB by default (measured: see
-        /// docs/benchmarks.md); 0 stores every body in its own file. Applies to later writes.
+        /// read or write touches one file instead of two (the file count per entry is what
+        /// decides a store's write rate: see docs/benchmarks.md). 1 MiB by default; larger
+        /// bodies get a raw `.body` file of their own, which any tool can read or map. 0 stores
+        /// every body in its own file; the most a `.meta` file can hold is 4 MiB − 1 bytes with
+        /// the key and metadata. Applies to later writes.
         public var inlineThreshold: Int
 
         /// Where the store reports what it repaired at open (a torn journal tail, orphan files).
@@ -111,7 +114,7 @@ extension DiskCache {
             countLimit: Int? = nil,
             durability: Durability = .batched,
             verifiesChecksums: Bool = true,
-            inlineThreshold: Int = 8 << 10,
+            inlineThreshold: Int = 1 << 20,
             lowWatermark: Double = 0.9,
             minimumFreeSpace: Int64 = 256 << 20,
             minimumFreeFraction: Double = 0.02,

@@ -38,7 +38,8 @@ final class ManualClock: @unchecked Sendable {  // unchecked: the lock guards `n
 /// Without a clock, the real one; either way no background sweeper, so nothing is evicted
 /// behind the test's back.
 func openCache(_ url: URL, clock: ManualClock? = nil) throws -> DiskCache {
-    var configuration = DiskCache.Configuration(durability: .none, sweepInterval: nil)
+    // An 8 KiB inline threshold, so that the fixtures have both kinds of entry: inline and with a `.body` file.
+    var configuration = DiskCache.Configuration(durability: .none, inlineThreshold: 8 << 10, sweepInterval: nil)
     if let clock { configuration.clock = { clock.milliseconds } }
     return try DiskCache(directory: url, configuration: configuration)
 }
