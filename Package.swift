@@ -22,6 +22,12 @@ let package = Package(
             pkgConfig: "libxxhash",
             providers: [.apt(["libxxhash-dev"]), .brew(["xxhash"])]
         ),
+        // SQLite's C API, for `diskcache bench`'s SQLite peer only: no library product links it.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
+        ),
         // Syscalls Swift's Glibc module does not expose (fallocate with KEEP_SIZE).
         .target(name: "CDiskCacheSupport"),
         .target(
@@ -42,6 +48,7 @@ let package = Package(
             name: "diskcache",
             dependencies: [
                 "DiskCache",
+                "CSQLite",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

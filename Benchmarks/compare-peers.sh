@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs, on this machine and in one go, our store (`diskcache bench --json`), the raw-file floor
-# and Foundation's URLCache (both measured by the same bench run), SQLite as a blob table
-# (Python's sqlite3: WAL, synchronous=NORMAL) and python-diskcache on the same workload, then
-# rewrites the peers section of docs/benchmarks.md and docs/benchmarks-throughput.png.
+# Runs, on this machine and in one go, our store (`diskcache bench --json`) with the raw-file
+# floor, SQLite (its C API: WAL, synchronous=NORMAL) and Foundation's URLCache, all measured by
+# the same bench run in one process, and python-diskcache (Benchmarks/peers.py) on the same
+# workload, then rewrites the peers section of docs/benchmarks.md and
+# docs/benchmarks-throughput.png.
 #
 #   Benchmarks/compare-peers.sh [RUNS]          # RUNS (default 3) interleaved runs, medians reported
 #
@@ -21,13 +22,13 @@ python3 -c 'import diskcache, matplotlib' 2>/dev/null || {
 }
 swift build -c release --scratch-path "$scratch" --product diskcache >&2
 tool="$scratch/release/diskcache"
-bench_args=(--json --compare urlcache --urlcache-entries 1000)
+bench_args=(--json --compare sqlite,urlcache --urlcache-entries 1000)
 
 ours=() peers=()
 for run in $(seq 1 "$runs"); do
     echo "compare-peers: run $run of $runs: diskcache bench" >&2
     "$tool" bench "$work/bench" "${bench_args[@]}" > "$work/ours-$run.json"
-    echo "compare-peers: run $run of $runs: SQLite and python-diskcache" >&2
+    echo "compare-peers: run $run of $runs: python-diskcache" >&2
     python3 Benchmarks/peers.py run --bench "$work/ours-$run.json" --out "$work/peers-$run.json" --dir "$work/peers"
     ours+=("$work/ours-$run.json") peers+=("$work/peers-$run.json")
 done

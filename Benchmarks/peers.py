@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Peers for Benchmarks/compare-peers.sh: SQLite as a blob table and python-diskcache on the
-workload `diskcache bench` ran (same keys, body sizes, entry counts and phase durations), and
-the report that puts them beside our store, the raw-file floor and Foundation's URLCache.
+"""Peers for Benchmarks/compare-peers.sh: python-diskcache on the workload `diskcache bench` ran
+(same keys, body sizes, entry counts and phase durations), and the report that puts it beside
+our store, the raw-file floor, SQLite and Foundation's URLCache, which the bench measures itself
+in its own process (SQLite through its C API, so no interpreter stands between it and the disk).
 
     peers.py run  --bench ours.json --out peers.json --dir /tmp/x
     peers.py report --ours ours-1.json ours-2.json ... --peers peers-1.json ... \
@@ -9,11 +10,11 @@ the report that puts them beside our store, the raw-file floor and Foundation's 
 """
 
 import argparse
+import collections
 import json
 import os
 import random
 import shutil
-import sqlite3
 import statistics
 import sys
 import time
@@ -31,31 +32,6 @@ def label(size):
 
 # ---------------------------------------------------------------------------------------------
 # Peers
-
-
-class SQLitePeer:
-    """One table of (key TEXT PRIMARY KEY, value BLOB); WAL, synchronous=NORMAL; every put
-    is its own transaction (autocommit), as a cache's store call would be."""
-
-    name = "sqlite"
-
-    def __init__(self, directory):
-        os.makedirs(directory, exist_ok=True)
-        self.db = sqlite3.connect(os.path.join(directory, "cache.sqlite"), isolation_level=None,
-                                  check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute("CREATE TABLE IF NOT EXISTS cache (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
-
-    def put(self, key, value):
-        self.db.execute("INSERT OR REPLACE INTO cache (key, value) VALUES (?, ?)", (key, value))
-
-    def get(self, key):
-        row = self.db.execute("SELECT value FROM cache WHERE key = ?", (key,)).fetchone()
-        return None if row is None else row[0]
-
-    def close(self):
-        self.db.close()
 
 
 class PythonDiskCachePeer:
@@ -180,14 +156,12 @@ def command_run(args):
     rows = []
     for size in settings["sizes"]:
         count = settings["entriesPerSize"][label(size)]
-        for peer_class in (SQLitePeer, PythonDiskCachePeer):
+        for peer_class in (PythonDiskCachePeer,):
             print(f"peers: {label(size)} x {count} {peer_class.name}", file=sys.stderr, flush=True)
             rows += run_peer(peer_class, os.path.join(args.dir, f"{peer_class.name}-{label(size)}"), size, count,
                              settings["durationSeconds"], settings["zipfExponent"], settings["seed"])
-    import sqlite3 as s
     import diskcache
-    out = {"python": sys.version.split()[0], "sqlite": s.sqlite_version, "pythonDiskcache": diskcache.__version__,
-           "rows": rows}
+    out = {"python": sys.version.split()[0], "pythonDiskcache": diskcache.__version__, "rows": rows}
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1)
 
@@ -258,9 +232,14 @@ def command_report(args):
     lines = [BEGIN, ""]
     lines.append(f"Run on {time.strftime('%Y-%m-%d', time.gmtime())}: {machine['processors']} CPUs ({machine['cpuModel']}), "
                  f"{machine['kernel']}, filesystem {machine['fileSystem']}, "
-                 f"{machine['memoryBytes'] / 2**30:.0f} GiB RAM. Python {peer_runs[0]['python']}, SQLite {peer_runs[0]['sqlite']}, "
-                 f"python-diskcache {peer_runs[0]['pythonDiskcache']}. Median of {len(ours_runs)} runs of each subject, "
-                 f"interleaved; one thread; warm page cache; our durability `{settings['durability']}`.")
+                 f"{machine['memoryBytes'] / 2**30:.0f} GiB RAM. SQLite {first.get('sqliteVersion', '?')} (C API, in the bench's "
+                 f"process), Python {peer_runs[0]['python']}, python-diskcache {peer_runs[0]['pythonDiskcache']}. "
+                 f"Median of {len(ours_runs)} runs of each subject, interleaved; one thread; warm page cache; our "
+                 f"durability `{settings['durability']}`.")
+    floors = {}
+    for run in ours_runs:
+        for choice in run.get("floors", []):
+            floors.setdefault(choice["size"], []).append(choice["description"])
     lines.append("")
     lines.append("Reproduce (from the repository root):")
     lines.append("")
@@ -272,8 +251,18 @@ def command_report(args):
                  f"store; `get` reads uniformly random keys of those N for {settings['durationSeconds']:g} s; `mixed` is "
                  f"90 % get / 10 % put (replace) on Zipf(s = {settings['zipfExponent']}) keys for the same time. "
                  "N = " + ", ".join(f"{settings['entriesPerSize'][label(s)]} ({label(s)})" for s in sizes) +
-                 f"; URLCache runs at N = min(N, {ucount}) and is compared with our store at that same N, in the same process.")
+                 f"; URLCache runs at N = min(N, {ucount}) and is compared with our store at that same N, in the same process. "
+                 "SQLite: one table (key TEXT PRIMARY KEY, value BLOB NOT NULL), WAL, synchronous=NORMAL (FULL when our "
+                 "durability is immediate), one autocommit INSERT OR REPLACE per put, measured by `diskcache bench` itself.")
     lines.append("")
+    if floors:
+        chosen = []
+        for size, descriptions in sorted(floors.items()):
+            counts = collections.Counter(descriptions).most_common()
+            chosen.append(f"{label(size)}: " + ", ".join(f"{d} (in {n} of {len(descriptions)} runs)" for d, n in counts))
+        lines.append("The floor is one file per entry holding the body, written the fastest way the bench's probe found "
+                     "on this machine at each size: " + "; ".join(chosen) + ".")
+        lines.append("")
     lines.append("| size | op | diskcache ops/s | floor ops/s | × floor | SQLite ops/s | × SQLite | python-diskcache ops/s | × python-diskcache | "
                  "URLCache ops/s (N) | × URLCache |")
     lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -293,7 +282,7 @@ def command_report(args):
             lines.append(f"| {label(size)} | {op} | {fmt_rate(ours)} | {fmt_rate(floor)} | {fmt_ratio(ratio(ours, floor))} | "
                          f"{fmt_rate(sql)} | {fmt_ratio(ratio(ours, sql))} | {fmt_rate(pdc)} | {fmt_ratio(ratio(ours, pdc))} | "
                          f"{fmt_rate(url)} ({un}) | {fmt_ratio(ratio(ours_u, url))} |")
-            for subject, value in (("diskcache", ours), ("raw-file floor", floor), ("SQLite (Python sqlite3)", sql),
+            for subject, value in (("diskcache", ours), ("raw-file floor", floor), ("SQLite (C API)", sql),
                                    ("python-diskcache", pdc), (f"Foundation URLCache (N ≤ {ucount})", url)):
                 chart.setdefault((op, subject), []).append((size, value))
             for peer, value in (("SQLite", sql), ("python-diskcache", pdc), ("the raw-file floor", floor)):
@@ -348,7 +337,7 @@ def command_report(args):
         print("matplotlib missing (pip install matplotlib): no chart", file=sys.stderr)
         return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    styles = {"diskcache": "o-", "raw-file floor": "k--", "SQLite (Python sqlite3)": "s-", "python-diskcache": "^-"}
+    styles = {"diskcache": "o-", "raw-file floor": "k--", "SQLite (C API)": "s-", "python-diskcache": "^-"}
     for ax, op in zip(axes, ("put", "get")):
         for (o, subject), points in chart.items():
             if o != op:

@@ -14,23 +14,41 @@ import Darwin
 struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
-        abstract: "Measure put, get, mixed, open and sweep against the raw-file floor.",
+        abstract: "Measure put, get, mixed, open and sweep against the raw-file floor and SQLite.",
         discussion: """
         For each body size and operation, prints ops/s, MB/s and latency percentiles (p50, p99, \
-        max) of the store, and of the raw-file floor measured in the same run: the same bytes in \
-        as many files per entry as the store uses (1 when the body is inline in the .meta file, \
-        2 otherwise), written with open/write/close/rename and read with open/read/close, no \
-        journal. The ratio to the floor is in the "× base" column.
+        max) of the store, of the raw-file floor and of SQLite, all measured in the same run on \
+        the same workload. The "× base" column is the store's rate over the floor's, "× sqlite" \
+        over SQLite's.
 
-        Operations: put (fill the cache with --entries fresh keys), get (uniformly random keys), \
-        mixed (90 % get / 10 % put, Zipf-distributed keys), open (close and reopen: journal \
-        replay, plus index memory per entry), sweep (one pass evicting half the entries). Not \
-        run by default: sweep-get (get throughput while a sweep evicts, against the same gets \
-        without it) and idle (CPU used by an open, idle cache whose sweeper runs every \
-        --sweep-interval seconds, over --idle-seconds).
+        The floor is the cheapest way this machine can do the same work: one file per entry \
+        holding the body, named by 32 hex digits, no journal, index or checksum. How to write \
+        it is chosen by measurement at the start of each body size: a short probe (a few \
+        interleaved rounds of up to --floor-probe-puts puts, then as many gets, in scratch \
+        directories) tries one level of 256 shard directories made up front and one flat \
+        directory, each with a temporary file in the directory renamed into place, a temporary \
+        file in tmp/ renamed, O_TMPFILE + linkat, and the final name created directly with \
+        O_CREAT|O_EXCL. The fastest writer becomes the floor (and reads with pread or one \
+        read, whichever was faster); the report names it and every candidate's rate.
+
+        SQLite (--compare sqlite, the default) runs through the system libsqlite3 in this \
+        process: one table (key TEXT PRIMARY KEY, value BLOB NOT NULL), WAL, \
+        synchronous=NORMAL (FULL with --durability immediate), one autocommit INSERT OR \
+        REPLACE per put, a SELECT per get copied into fresh memory, the store's own keys, one \
+        connection per thread. --compare urlcache adds Foundation's URLCache (combine them: \
+        --compare sqlite,urlcache); --compare none runs neither.
+
+        Operations: put (fill the cache with --entries fresh keys; the report also gives the \
+        rate of the first 1,000 puts into the empty cache beside the steady state's), get \
+        (uniformly random keys), mixed (90 % get / 10 % put, Zipf-distributed keys), open \
+        (close and reopen: journal replay, plus index memory per entry), sweep (one pass \
+        evicting half the entries). Not run by default: sweep-get (get throughput while a \
+        sweep evicts, against the same gets without it) and idle (CPU used by an open, idle \
+        cache whose sweeper runs every --sweep-interval seconds, over --idle-seconds).
 
         Durability is `none` by default: the numbers are those of the page cache and the \
-        filesystem, not of the device's flushes.
+        filesystem, not of the device's flushes. With --durability immediate the floor fsyncs \
+        each file and its directory, and SQLite runs with synchronous=FULL.
         """
     )
 
@@ -64,14 +82,23 @@ struct Bench: ParsableCommand {
     @Flag(help: "Empty the page cache before reads (needs root; otherwise evicts the benchmark's own files with posix_fadvise and says so).")
     var cold = false
 
-    @Option(help: "Also run a peer on the same workload: urlcache (Foundation's URLCache, on disk).")
-    var compare: [String] = []
+    @Option(help: "Peers to run on the same workload, comma-separated: sqlite (the C API, in process), urlcache (Foundation's URLCache, on disk), or none.")
+    var compare = "sqlite"
 
     @Option(help: "Entries for the URLCache comparison (it lists its directory on every call, so keep this to a few thousand).")
     var urlcacheEntries = 1000
 
-    @Option(help: "The store's inlineThreshold: bodies of at most this size live in the .meta file (0: none).")
-    var inlineThreshold = "8K"
+    @Option(help: "The store's inlineThreshold: bodies of at most this size live in the .meta file (0: none). Default: the store's own default (\(DiskCache.Configuration().inlineThreshold) bytes).")
+    var inlineThreshold: String?
+
+    @Option(help: "Seconds the floor probe may take in all, per body size.")
+    var floorProbeSeconds = 2.0
+
+    @Option(help: "Interleaved rounds of the floor probe.")
+    var floorProbeRounds = 3
+
+    @Option(help: "Most puts per candidate and round in the floor probe (then as many gets).")
+    var floorProbePuts = 2000
 
     @Option(help: "Zipf exponent of the mixed workload's key popularity.")
     var zipf = 0.99
@@ -102,11 +129,27 @@ struct Bench: ParsableCommand {
         _ = try parsedSizes()
         _ = try parsedOperations()
         _ = try parsedDurability()
-        guard BenchSize.parse(inlineThreshold) != nil else { throw ValidationError("--inline-threshold: expected a size such as 0, 4K or 8K") }
-        guard BenchSize.parse(byteBudget) != nil else { throw ValidationError("--byte-budget: expected a size such as 64M") }
-        for peer in compare where peer.lowercased() != "urlcache" {
-            throw ValidationError("--compare: unknown peer '\(peer)' (known: urlcache)")
+        if let inlineThreshold, BenchSize.parse(inlineThreshold) == nil {
+            throw ValidationError("--inline-threshold: expected a size such as 0, 4K or 8K")
         }
+        guard BenchSize.parse(byteBudget) != nil else { throw ValidationError("--byte-budget: expected a size such as 64M") }
+        guard floorProbeSeconds > 0, floorProbeRounds >= 1, floorProbePuts >= 1 else {
+            throw ValidationError("--floor-probe-seconds, --floor-probe-rounds and --floor-probe-puts must be positive")
+        }
+        _ = try parsedPeers()
+    }
+
+    static let peers = ["sqlite", "urlcache"]
+
+    /// `--compare`: the peers in the order given; `none` alone means no peer.
+    private func parsedPeers() throws -> [String] {
+        let names = compare.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        if names == ["none"] { return [] }
+        guard !names.isEmpty else { throw ValidationError("--compare: expected sqlite, urlcache, both (sqlite,urlcache) or none") }
+        for name in names where !Self.peers.contains(name) {
+            throw ValidationError("--compare: unknown peer '\(name)' (known: \(Self.peers.joined(separator: ", ")), or none)")
+        }
+        return names.reduce(into: []) { if !$0.contains($1) { $0.append($1) } }
     }
 
     private func parsedSizes() throws -> [Int] {
@@ -174,13 +217,15 @@ struct Bench: ParsableCommand {
         let cleanupPath = directory == nil || !createdRoot ? root : directory!
         defer { if !keep { try? fm.removeItem(atPath: cleanupPath) } }
 
-        let threshold = BenchSize.parse(inlineThreshold)!
+        let threshold = inlineThreshold.flatMap(BenchSize.parse) ?? DiskCache.Configuration().inlineThreshold
+        let peers = try parsedPeers()
         let plan = BenchPlan(root: root, sizes: sizes, entries: entriesFor, operations: operations,
                              durability: try parsedDurability(), threads: threads, seconds: duration, coldReads: cold,
                              inlineThreshold: threshold, zipfExponent: zipf, seed: seed,
-                             compareURLCache: compare.contains { $0.lowercased() == "urlcache" },
+                             compareSQLite: peers.contains("sqlite"), compareURLCache: peers.contains("urlcache"),
                              urlcacheEntries: urlcacheEntries, idleSeconds: idleSeconds, sweepInterval: sweepInterval,
-                             openRepetitions: openRepetitions)
+                             openRepetitions: openRepetitions, floorProbeSeconds: floorProbeSeconds,
+                             floorProbeRounds: floorProbeRounds, floorProbePuts: floorProbePuts)
         let date = ISO8601DateFormatter().string(from: Date())
         var entriesPerSize: [String: Int] = [:]
         for size in sizes { entriesPerSize[BenchSize.label(size)] = entriesFor(size) }
@@ -188,7 +233,7 @@ struct Bench: ParsableCommand {
             directory: root, sizes: sizes, entriesPerSize: entriesPerSize,
             operations: BenchOperation.allCases.filter(operations.contains).map(\.rawValue),
             durability: plan.durability.description, threads: threads, durationSeconds: duration, coldReads: cold,
-            inlineThreshold: threshold, zipfExponent: zipf, seed: seed, compare: compare.map { $0.lowercased() },
+            inlineThreshold: threshold, zipfExponent: zipf, seed: seed, compare: peers,
             urlcacheEntries: plan.compareURLCache ? urlcacheEntries : nil)
         var report = BenchReport(date: date, machine: BenchMachine.describe(directory: root), settings: settings)
         if plan.durability == .none {

@@ -8,143 +8,237 @@ import Musl
 import Darwin
 #endif
 
-/// The raw-file floor: the least a file-per-entry cache can do for the same workload. The same
-/// body bytes in the same number of files per entry as the store uses (one file when the body
-/// is inline in the store's `.meta` file, two otherwise), in the same two-level shard layout,
-/// written with open/write/close into `tmp/` and renamed into place, read back with
-/// open/read/close into a fresh buffer. No journal, no index, no checksum, no metadata encoding.
+/// The floor: the cheapest way this machine can do the store's work, so that the store's rows
+/// can be read as a ratio to what the hardware and filesystem allow. Storing an entry means
+/// its body ends up in one file whose name (32 hex digits derived from the entry index, like
+/// the store's hashed names) can be read back; nothing else: no journal, no index, no
+/// checksum, no metadata.
+///
+/// How to write that file is not fixed: ``probe(in:bodySize:body:threads:durable:maxPuts:seconds:rounds:onProgress:)``
+/// tries every ``Layout`` × ``Strategy`` on this machine and the fastest writer is the floor.
+/// It is never a copy of the store's own design.
 final class BenchFloor: Sendable {
-    /// Stands in for the store's metadata record (a key, sizes, dates and a checksum in a binary
-    /// property list take about this much).
-    static let metaBytes = 192
+    /// Where the entry files live.
+    enum Layout: String, CaseIterable, Codable, Sendable {
+        /// 256 directories `00`…`ff` (the first two hex digits of the name), all made up front.
+        case shards
+        /// Every file in one directory.
+        case flat
+
+        var label: String { self == .shards ? "256 shards" : "flat directory" }
+    }
+
+    /// How a put makes the file appear under its name.
+    enum Strategy: String, CaseIterable, Codable, Sendable {
+        /// A uniquely named temporary file in the entry's directory, renamed onto the name.
+        case renameInDirectory
+        /// A temporary file in `tmp/`, renamed onto the name.
+        case renameFromTmp
+        /// An unnamed `O_TMPFILE` in the entry's directory, given its name with `linkat`.
+        case tmpfileLink
+        /// The final name created directly with `O_CREAT|O_EXCL` (an overwrite unlinks first).
+        case exclusiveCreate
+
+        var label: String {
+            switch self {
+            case .renameInDirectory: "temporary in the directory + rename"
+            case .renameFromTmp: "temporary in tmp/ + rename"
+            case .tmpfileLink: "O_TMPFILE + linkat"
+            case .exclusiveCreate: "direct O_EXCL create"
+            }
+        }
+    }
+
+    /// How a get reads the body (its size is known, as the store's index knows it).
+    enum ReadMethod: String, CaseIterable, Codable, Sendable {
+        /// `pread` from offset 0 until the size is read.
+        case pread
+        /// One `read` of the whole size.
+        case read
+
+        var label: String { self == .pread ? "pread" : "one read()" }
+    }
 
     let root: String
-    let filesPerEntry: Int
     let bodySize: Int
+    let layout: Layout
+    let strategy: Strategy
+    let readMethod: ReadMethod
+    /// With `--durability immediate`: each file is fsync'd before it gets its name, and its
+    /// directory after, the least that makes a put survive power loss.
+    let isDurable: Bool
     private let serial = Atomic<UInt64>(0)
-    private let shards = Mutex<Set<UInt16>>([])
-    private let meta: [UInt8]
 
-    init(root: String, bodySize: Int, filesPerEntry: Int) throws {
+    init(root: String, bodySize: Int, layout: Layout, strategy: Strategy, readMethod: ReadMethod = .pread,
+         durable: Bool = false) throws {
         self.root = root
         self.bodySize = bodySize
-        self.filesPerEntry = filesPerEntry
-        self.meta = [UInt8](repeating: 0x6D, count: Self.metaBytes)
-        for path in [root, root + "/tmp"] where mkdir(path, 0o700) != 0 && errno != EEXIST {
+        self.layout = layout
+        self.strategy = strategy
+        self.readMethod = readMethod
+        self.isDurable = durable
+        var directories = [root, root + "/tmp"]
+        if layout == .shards { directories += (0..<256).map { "\(root)/\(Self.hex(UInt64($0), digits: 2))" } }
+        for path in directories where mkdir(path, 0o700) != 0 && errno != EEXIST {
             throw BenchError("cannot create \(path): \(String(cString: strerror(errno)))")
         }
     }
 
-    /// 32 hex digits derived from the entry index, like the store's hash-named files.
-    private func name(_ index: Int) -> (shard: UInt16, path: String) {
+    /// Whether the filesystem under `directory` supports `O_TMPFILE`.
+    static func supportsTmpfile(in directory: String) -> Bool {
+        #if os(Linux)
+        let fd = open(directory, oTmpfile | O_WRONLY | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return false }
+        close(fd)
+        return true
+        #else
+        return false
+        #endif
+    }
+
+    // MARK: - Names
+
+    /// The entry's directory and its 32-hex-digit file name.
+    private func location(_ index: Int) -> (directory: String, name: String) {
         var random = BenchRandom(seed: UInt64(index))
         let high = random.next(), low = random.next()
-        let hex = String(high, radix: 16).benchZeroPadded(16) + String(low, radix: 16).benchZeroPadded(16)
-        let a = hex.prefix(2), b = hex.dropFirst(2).prefix(2)
-        return (UInt16(high >> 48), "\(root)/\(a)/\(b)/\(hex)")
+        let name = Self.hex(high, digits: 16) + Self.hex(low, digits: 16)
+        switch layout {
+        case .shards: return ("\(root)/\(Self.hex(high >> 56, digits: 2))", name)
+        case .flat: return (root, name)
+        }
     }
 
-    private func ensureShard(_ shard: UInt16, path: String) {
-        guard !shards.withLock({ $0.contains(shard) }) else { return }
-        let dir = String(path[..<path.lastIndex(of: "/")!])
-        let parent = String(dir[..<dir.lastIndex(of: "/")!])
-        _ = mkdir(parent, 0o700)
-        _ = mkdir(dir, 0o700)
-        shards.withLock { _ = $0.insert(shard) }
+    private static func hex(_ value: UInt64, digits: Int) -> String {
+        let text = String(value, radix: 16)
+        return text.count >= digits ? text : String(repeating: "0", count: digits - text.count) + text
     }
 
-    /// Writes entry `index`; returns the body bytes written. When `replacing`, the old files
-    /// are unlinked before the new ones are renamed into place: renaming over an existing file
-    /// would make ext4 (auto_da_alloc) start writeback of the new file at once, which the
-    /// store, which renames into an unused slot and then unlinks the old one, never pays.
+    // MARK: - Operations
+
+    /// Writes entry `index`; returns the body bytes written. When `replacing`, the old file is
+    /// unlinked first: `O_EXCL` and `linkat` need the name free, and renaming over an existing
+    /// file would make ext4 (auto_da_alloc) start writeback of the new one at once.
     func put(_ index: Int, body: Data, replacing: Bool = false) -> Int {
-        let (shard, path) = name(index)
-        ensureShard(shard, path: path)
-        let n = serial.add(1, ordering: .relaxed).newValue
-        if replacing { remove(index) }
-        if filesPerEntry == 2 {
-            body.withUnsafeBytes { writeAndRename($0, nil, to: path + ".body", temp: "\(root)/tmp/\(n).body") }
-            meta.withUnsafeBytes { writeAndRename($0, nil, to: path + ".meta", temp: "\(root)/tmp/\(n).meta") }
-        } else {
-            meta.withUnsafeBytes { header in
-                body.withUnsafeBytes { writeAndRename(header, $0, to: path + ".meta", temp: "\(root)/tmp/\(n).meta") }
+        let (directory, name) = location(index)
+        let path = directory + "/" + name
+        if replacing { unlink(path) }
+        let written = body.withUnsafeBytes { bytes -> Bool in
+            switch strategy {
+            case .renameInDirectory:
+                return writeAndRename(bytes, temp: "\(directory)/.tmp-\(nextSerial())", to: path, directory: directory)
+            case .renameFromTmp:
+                return writeAndRename(bytes, temp: "\(root)/tmp/\(nextSerial())", to: path, directory: directory)
+            case .tmpfileLink:
+                #if os(Linux)
+                let fd = open(directory, Self.oTmpfile | O_WRONLY | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { return writeAndRename(bytes, temp: "\(directory)/.tmp-\(nextSerial())", to: path, directory: directory) }
+                defer { close(fd) }
+                return fill(fd, bytes) && linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, path, AT_SYMLINK_FOLLOW) == 0 && syncDirectory(directory)
+                #else
+                return writeAndRename(bytes, temp: "\(directory)/.tmp-\(nextSerial())", to: path, directory: directory)
+                #endif
+            case .exclusiveCreate:
+                let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+                guard fd >= 0 else { return false }
+                defer { close(fd) }
+                return fill(fd, bytes) && syncDirectory(directory)
             }
         }
-        return body.count
-    }
-
-    private func writeAndRename(_ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer?, to path: String, temp: String) {
-        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return }
-        Self.writeAll(fd, first)
-        if let second { Self.writeAll(fd, second) }
-        close(fd)
-        rename(temp, path)
-    }
-
-    private static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) {
-        var offset = 0
-        while offset < buffer.count {
-            let n = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-            if n < 0 { if errno == EINTR { continue } else { return } }
-            offset += n
-        }
+        return written ? body.count : 0
     }
 
     /// Reads entry `index` into a fresh buffer; returns the body bytes read.
-    func get(_ index: Int) -> Int {
-        let (_, path) = name(index)
-        if filesPerEntry == 2 {
-            _ = Self.readFile(path + ".meta", count: Self.metaBytes)
-            return Self.readFile(path + ".body", count: bodySize) ? bodySize : 0
-        }
-        return Self.readFile(path + ".meta", count: Self.metaBytes + bodySize) ? bodySize : 0
-    }
+    func get(_ index: Int) -> Int { get(index, using: readMethod) }
 
-    private static func readFile(_ path: String, count: Int) -> Bool {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { return false }
+    func get(_ index: Int, using method: ReadMethod) -> Int {
+        let (directory, name) = location(index)
+        let fd = open(directory + "/" + name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return 0 }
         defer { close(fd) }
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(1, count), alignment: 16)
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(1, bodySize), alignment: 16)
         defer { buffer.deallocate() }
-        var offset = 0
-        while offset < count {
-            let n = pread(fd, buffer + offset, count - offset, off_t(offset))
-            if n < 0 { if errno == EINTR { continue } else { return false } }
-            if n == 0 { return false }
-            offset += n
+        switch method {
+        case .read:
+            return read(fd, buffer, bodySize) == bodySize ? bodySize : 0
+        case .pread:
+            var offset = 0
+            while offset < bodySize {
+                let n = pread(fd, buffer + offset, bodySize - offset, off_t(offset))
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { return 0 }
+                offset += n
+            }
+            return bodySize
         }
-        return true
     }
 
-    /// Unlinks entry `index`'s files (what evicting it costs at least).
+    /// Unlinks entry `index`'s file (what evicting it costs at least).
     func remove(_ index: Int) {
-        let (_, path) = name(index)
-        unlink(path + ".meta")
-        if filesPerEntry == 2 { unlink(path + ".body") }
+        let (directory, name) = location(index)
+        unlink(directory + "/" + name)
     }
 
-    /// What a cache without a journal does at start: list every shard directory and stat each
-    /// file (for its size and times). Returns the number of files seen.
+    /// What a cache without a journal does at start: list the directories and stat each file
+    /// (for its size and times). Returns the number of entry files seen.
     func scan() -> Int {
         var files = 0
-        forEachName(root) { first in
-            guard first.count == 2 else { return }
-            forEachName(root + "/" + first) { second in
-                let dir = root + "/" + first + "/" + second
-                let fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                guard fd >= 0 else { return }
-                defer { close(fd) }
-                forEachName(dir) { name in
-                    var info = stat()
-                    if fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 { files += 1 }
-                }
+        func scanDirectory(_ path: String) {
+            let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard fd >= 0 else { return }
+            defer { close(fd) }
+            Self.forEachName(path) { name in
+                guard name.utf8.count == 32 else { return }
+                var info = stat()
+                if fstatat(fd, name, &info, AT_SYMLINK_NOFOLLOW) == 0 { files += 1 }
             }
+        }
+        switch layout {
+        case .flat: scanDirectory(root)
+        case .shards: Self.forEachName(root) { if $0.utf8.count == 2 { scanDirectory(root + "/" + $0) } }
         }
         return files
     }
 
-    private func forEachName(_ path: String, _ body: (String) -> Void) {
+    // MARK: - Helpers
+
+    private func nextSerial() -> UInt64 { serial.add(1, ordering: .relaxed).newValue }
+
+    private func writeAndRename(_ bytes: UnsafeRawBufferPointer, temp: String, to path: String, directory: String) -> Bool {
+        let fd = open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return false }
+        let filled = fill(fd, bytes)
+        close(fd)
+        return filled && rename(temp, path) == 0 && syncDirectory(directory)
+    }
+
+    /// Writes all of `bytes` (and fsyncs them when durable).
+    private func fill(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        var offset = 0
+        while offset < bytes.count {
+            let n = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return false }
+            offset += n
+        }
+        return !isDurable || fsync(fd) == 0
+    }
+
+    private func syncDirectory(_ path: String) -> Bool {
+        guard isDurable else { return true }
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        return fsync(fd) == 0
+    }
+
+    #if os(Linux)
+    /// `O_TMPFILE` is `__O_TMPFILE | O_DIRECTORY`, a macro Swift does not import; `__O_TMPFILE`
+    /// is 0o20000000 on x86_64 and arm64.
+    static let oTmpfile: Int32 = 0o20000000 | O_DIRECTORY
+    #endif
+
+    static func forEachName(_ path: String, _ body: (String) -> Void) {
         guard let dir = opendir(path) else { return }
         defer { closedir(dir) }
         while let entry = readdir(dir) {
@@ -153,12 +247,6 @@ final class BenchFloor: Sendable {
             }
             if name != "." && name != ".." { body(name) }
         }
-    }
-}
-
-fileprivate extension String {
-    func benchZeroPadded(_ width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }
 

@@ -1,15 +1,13 @@
 import Foundation
 
-/// One line of the results: one subject (our store, its baseline, or a peer) doing one
-/// operation at one body size.
+/// One line of the results: one subject (our store, the floor, or a peer) doing one operation
+/// at one body size.
 struct BenchRow: Codable {
     var size: Int
     var operation: String
-    /// `diskcache`, `floor` (the raw-file baseline), `urlcache`, or a named baseline.
+    /// `diskcache`, `floor` (the raw-file baseline), `sqlite`, `urlcache`, or a named baseline.
     var subject: String
     var entries: Int
-    /// Files per entry: what the store uses at this size, and what the floor was made to use.
-    var filesPerEntry: Int?
     var threads: Int
     var operations: Int
     var seconds: Double
@@ -20,17 +18,18 @@ struct BenchRow: Codable {
     var maxMicroseconds: Double?
     /// This row's rate divided by its baseline's (the floor's, for the standard operations).
     var ratioToBaseline: Double?
+    /// Our rate divided by SQLite's on the same workload (with `--compare sqlite`, the default).
+    var ratioToSQLite: Double?
     /// Our rate divided by Foundation's URLCache's on the same workload (with `--compare urlcache`).
     var ratioToURLCache: Double?
     var note: String?
 
-    init(size: Int, operation: String, subject: String, entries: Int, filesPerEntry: Int?, threads: Int,
+    init(size: Int, operation: String, subject: String, entries: Int, threads: Int,
          measurement: BenchMeasurement, withBytes: Bool = true, note: String? = nil) {
         self.size = size
         self.operation = operation
         self.subject = subject
         self.entries = entries
-        self.filesPerEntry = filesPerEntry
         self.threads = threads
         self.operations = measurement.operations
         self.seconds = measurement.seconds
@@ -64,6 +63,10 @@ struct BenchReport: Codable {
     var date: String
     var machine: BenchMachine
     var settings: Settings
+    /// The floor chosen for each body size, with what the probe measured for every candidate.
+    var floors: [BenchFloor.Choice] = []
+    /// The SQLite library the `sqlite` rows used.
+    var sqliteVersion: String?
     var notes: [String] = []
     var rows: [BenchRow] = []
     /// Single figures that are not rates: index memory per entry, idle CPU and the like.
@@ -81,17 +84,17 @@ extension BenchReport {
                      + "reads: \(settings.coldReads ? "cold" : "warm page cache"); inline threshold: \(settings.inlineThreshold) B; "
                      + "mixed = 90 % get / 10 % put, Zipf s=\(settings.zipfExponent)")
         lines.append("")
-        let header = ["size", "op", "subject", "entries", "files", "ops/s", "MB/s", "p50", "p99", "max", "× base", "× urlcache"]
+        let header = ["size", "op", "subject", "entries", "ops/s", "MB/s", "p50", "p99", "max", "× base", "× sqlite", "× urlcache"]
         var cells: [[String]] = []
         for row in rows {
             cells.append([
                 BenchSize.label(row.size), row.operation, row.subject, "\(row.entries)",
-                row.filesPerEntry.map(String.init) ?? "",
                 Self.rate(row.opsPerSecond),
                 row.megabytesPerSecond.map { String(format: $0 >= 100 ? "%.0f" : "%.1f", $0) } ?? "",
                 row.p50Microseconds.map(Self.time) ?? "", row.p99Microseconds.map(Self.time) ?? "",
                 row.maxMicroseconds.map(Self.time) ?? "",
                 row.ratioToBaseline.map { String(format: "%.2f×", $0) } ?? "",
+                row.ratioToSQLite.map { String(format: "%.2f×", $0) } ?? "",
                 row.ratioToURLCache.map { String(format: "%.0f×", $0) } ?? "",
             ])
         }
@@ -123,11 +126,12 @@ extension BenchReport {
             }
         }
         lines.append("")
-        lines.append("files: files per entry (the floor writes and reads as many as the store). × base: rate over the "
-                     + "baseline row of the same size and operation (floor: open/write/close/rename and open/read/close "
-                     + "of the same bytes, no journal; for open, listing the shards and stat-ing every file; for sweep, "
-                     + "unlinking the same number of entries' files). open: p50/p99/max are whole opens, ops/s is entries "
-                     + "replayed per second. sweep: one pass, ops/s is entries evicted per second.")
+        lines.append("× base: diskcache's rate over the floor's of the same size and operation (the floor: one file per "
+                     + "entry holding the body, written and read the fastest way the probe found on this machine, no "
+                     + "journal, no index, no checksum; for open, listing the directories and stat-ing every file; for "
+                     + "sweep, unlinking the same number of files). × sqlite: diskcache's rate over SQLite's on the same "
+                     + "workload. open: p50/p99/max are whole opens, ops/s is entries found per second (diskcache: "
+                     + "journal replay; sqlite: open + SELECT count(*)). sweep: one pass, ops/s is entries evicted per second.")
         return lines.joined(separator: "\n") + "\n"
     }
 

@@ -22,11 +22,18 @@ struct BenchPlan {
     var inlineThreshold: Int
     var zipfExponent: Double
     var seed: UInt64
+    var compareSQLite: Bool
     var compareURLCache: Bool
     var urlcacheEntries: Int
     var idleSeconds: Double
     var sweepInterval: Double
     var openRepetitions: Int
+    /// The floor probe, per body size: seconds in all, rounds, and the most puts per candidate and round.
+    var floorProbeSeconds: Double
+    var floorProbeRounds: Int
+    var floorProbePuts: Int
+
+    var isImmediate: Bool { durability == .immediate }
 }
 
 enum BenchOperation: String, CaseIterable {
@@ -37,6 +44,8 @@ enum BenchOperation: String, CaseIterable {
     case idle
 
     static let defaults: [BenchOperation] = [.put, .get, .mixed, .open, .sweep]
+    /// The operations that fill a cache of --entries and measure the store beside the floor.
+    static let main: Set<BenchOperation> = [.put, .get, .mixed, .open, .sweep]
 }
 
 /// Runs the phases of a plan and collects rows.
@@ -52,6 +61,9 @@ final class BenchRunner {
     }
 
     static func key(_ index: Int) -> String { "https://example.com/resource/\(index)" }
+
+    /// Puts at the start of a fill whose rate is set against the steady state's.
+    static let warmUpPuts = 1000
 
     private func configuration(sweepInterval: Duration? = .seconds(10)) -> DiskCache.Configuration {
         DiskCache.Configuration(diskCapacity: 1 << 50, durability: plan.durability,
@@ -73,9 +85,11 @@ final class BenchRunner {
     func phaseCount() -> Int {
         var phases = 0
         let ops = plan.operations
+        let subjects = plan.compareSQLite ? 3 : 2
         for _ in plan.sizes {
-            if !ops.isDisjoint(with: [.put, .get, .mixed, .open, .sweep]) { phases += 2 }  // fill
-            for op in [BenchOperation.get, .mixed, .open, .sweep] where ops.contains(op) { phases += 2 }
+            if !ops.isDisjoint(with: BenchOperation.main) { phases += 1 + subjects }  // floor probe, fill
+            for op in [BenchOperation.get, .mixed, .open] where ops.contains(op) { phases += subjects }
+            if ops.contains(.sweep) { phases += 2 }
             if ops.contains(.sweepGet) { phases += 3 }
             if plan.compareURLCache { phases += 6 }
         }
@@ -84,6 +98,17 @@ final class BenchRunner {
     }
 
     func run() throws {
+        if plan.compareSQLite {
+            let mode = BenchSQLite.synchronous(immediate: plan.isImmediate)
+            report.sqliteVersion = BenchSQLite.version
+            report.notes.append("sqlite: SQLite \(BenchSQLite.version) through its C API in this process; one table (key TEXT PRIMARY KEY, "
+                                + "value BLOB NOT NULL), journal_mode=WAL, synchronous=\(mode) (the store's durability is "
+                                + "\(plan.durability)), prepared statements, one autocommit INSERT OR REPLACE per put, a SELECT per get "
+                                + "copied into a fresh Data, the store's keys in the store's order; one connection per thread (NOMUTEX)")
+        }
+        if plan.isImmediate {
+            report.notes.append("durability immediate: the floor fsyncs each file before it gets its name and its directory after")
+        }
         for size in plan.sizes {
             try runSize(size)
         }
@@ -96,34 +121,43 @@ final class BenchRunner {
 
     private func runSize(_ size: Int) throws {
         let ops = plan.operations
-        guard !ops.isDisjoint(with: [.put, .get, .mixed, .open, .sweep]) else {
+        guard !ops.isDisjoint(with: BenchOperation.main) else {
             // Only the self-contained phases were asked for.
             var rows: [BenchRow] = []
-            let files = size <= plan.inlineThreshold ? 1 : 2
-            if ops.contains(.sweepGet) { rows += try runSweepGet(size: size, data: body(size), files: files) }
-            if plan.compareURLCache { rows += try runURLCacheComparison(size: size, data: body(size), files: files, mainRows: []) }
+            if ops.contains(.sweepGet) { rows += try runSweepGet(size: size, data: body(size)) }
+            if plan.compareURLCache { rows += try runURLCacheComparison(size: size, data: body(size), mainRows: []) }
             report.rows += rows
             return
         }
         let label = BenchSize.label(size)
         let count = plan.entries(size)
-        let files = size <= plan.inlineThreshold ? 1 : 2
         let data = body(size)
         let storeDir = plan.root + "/store-\(label)"
         let floorDir = plan.root + "/floor-\(label)"
+        let sqliteDir = plan.root + "/sqlite-\(label)"
+        let sqlitePath = sqliteDir + "/cache.sqlite"
         let threads = plan.threads
         var rows: [BenchRow] = []
-        func add(_ op: BenchOperation, _ ours: BenchRow, _ base: BenchRow) {
+        /// Our row, then the floor's and SQLite's, with our rate over each of theirs.
+        func add(_ ours: BenchRow, _ floor: BenchRow, _ sqlite: BenchRow? = nil) {
             var ours = ours
-            if base.opsPerSecond > 0 { ours.ratioToBaseline = ours.opsPerSecond / base.opsPerSecond }
-            rows.append(ours)
-            rows.append(base)
+            if floor.opsPerSecond > 0 { ours.ratioToBaseline = ours.opsPerSecond / floor.opsPerSecond }
+            if let sqlite, sqlite.opsPerSecond > 0 { ours.ratioToSQLite = ours.opsPerSecond / sqlite.opsPerSecond }
+            rows += [ours, floor] + (sqlite.map { [$0] } ?? [])
         }
-        func row(_ op: String, _ subject: String, _ m: BenchMeasurement, files: Int? = files, bytes: Bool = true,
-                 entries: Int = count, note: String? = nil) -> BenchRow {
-            BenchRow(size: size, operation: op, subject: subject, entries: entries, filesPerEntry: files, threads: threads,
+        func row(_ op: String, _ subject: String, _ m: BenchMeasurement, bytes: Bool = true, note: String? = nil) -> BenchRow {
+            BenchRow(size: size, operation: op, subject: subject, entries: count, threads: threads,
                      measurement: m, withBytes: bytes, note: note)
         }
+
+        // The floor: the fastest way this machine writes one file per entry, chosen now.
+        progress.phase("\(label): floor probe (\(BenchFloor.Candidate.all.count) candidates × \(plan.floorProbeRounds) rounds)")
+        let choice = try BenchFloor.probe(in: plan.root + "/floor-probe-\(label)", body: data, threads: threads,
+                                          durable: plan.isImmediate, maxPuts: min(plan.floorProbePuts, count),
+                                          seconds: plan.floorProbeSeconds, rounds: plan.floorProbeRounds,
+                                          onProgress: progress.phaseFraction)
+        report.floors.append(choice)
+        report.notes.append("\(label) \(choice.note)")
 
         // Fill: every phase needs the entries, so put always runs (its rows are shown when asked for).
         progress.phase("\(label): put \(count) entries (diskcache)")
@@ -136,38 +170,61 @@ final class BenchRunner {
             }
             return data.count
         }
-        if putFailures.load(ordering: .relaxed) > 0 {
-            throw BenchError("\(putFailures.load(ordering: .relaxed)) stores failed at \(label)")
-        }
-        // The floor's fill must not pay for the writeback of ours.
+        // Each fill must not pay for the writeback of the one before.
         settle()
         progress.phase("\(label): put \(count) entries (floor)")
-        let floor = try BenchFloor(root: floorDir, bodySize: size, filesPerEntry: files)
+        let floor = try BenchFloor(root: floorDir, bodySize: size, layout: choice.layout, strategy: choice.strategy,
+                                   readMethod: choice.readMethod, durable: plan.isImmediate)
         let floorPut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
-            floor.put(n * threads + thread, body: data)
+            let written = floor.put(n * threads + thread, body: data)
+            if written == 0 { putFailures.add(1, ordering: .relaxed) }
+            return written
+        }
+        var sqlite: BenchSQLite?
+        var sqlitePut: BenchMeasurement?
+        if plan.compareSQLite {
+            settle()
+            progress.phase("\(label): put \(count) entries (sqlite)")
+            try FileManager.default.createDirectory(atPath: sqliteDir, withIntermediateDirectories: true)
+            let peer = try BenchSQLite(path: sqlitePath, threads: threads, synchronous: BenchSQLite.synchronous(immediate: plan.isImmediate))
+            sqlite = peer
+            sqlitePut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
+                let written = peer.put(thread: thread, key: Self.key(n * threads + thread), body: data)
+                if written == 0 { putFailures.add(1, ordering: .relaxed) }
+                return written
+            }
+        }
+        if putFailures.load(ordering: .relaxed) > 0 {
+            throw BenchError("\(putFailures.load(ordering: .relaxed)) puts failed at \(label)")
         }
         if ops.contains(.put) {
-            var tail: String?
-            if count >= 1000 && threads == 1 {
-                // The last tenth of the fill: the rate once the cache already holds 90 % of its entries.
-                let last = storePut.latencies.suffix(count / 10)
-                let seconds = Double(last.reduce(0, +)) / 1e9
-                let lastRate = Double(last.count) / max(seconds, 1e-9)
-                let first = storePut.latencies.prefix(min(10_000, count / 10))
-                let firstRate = Double(first.count) / max(Double(first.reduce(0, +)) / 1e9, 1e-9)
-                tail = String(format: "first %d puts: %.0f ops/s; last 10 %% of the fill: %.0f ops/s (%.2f× the first)",
-                              first.count, firstRate, lastRate, lastRate / firstRate)
-                report.figures["\(label).put.lastTenthOpsPerSecond"] = lastRate
-                report.figures["\(label).put.firstOpsPerSecond"] = firstRate
+            var note: String?
+            if threads == 1, let ours = warmUp(storePut.latencies) {
+                let floorWarmUp = warmUp(floorPut.latencies)
+                let sqliteWarmUp = sqlitePut.flatMap { warmUp($0.latencies) }
+                note = String(format: "first %d puts into the empty cache: %.0f ops/s; steady state (median of %d windows of %d over the rest of the fill): %.0f ops/s; first/steady %.2f×",
+                              Self.warmUpPuts, ours.first, ours.windows, Self.warmUpPuts, ours.steady, ours.first / ours.steady)
+                let others = [("floor", floorWarmUp), ("sqlite", sqliteWarmUp)].compactMap { name, value in
+                    value.map { name + String(format: " %.2f×", $0.first / $0.steady) }
+                }
+                if !others.isEmpty { note! += " (" + others.joined(separator: ", ") + ")" }
+                for (subject, value) in [("", Optional(ours)), ("floor.", floorWarmUp), ("sqlite.", sqliteWarmUp)] {
+                    guard let value else { continue }
+                    report.figures["\(label).put.\(subject)first\(Self.warmUpPuts)OpsPerSecond"] = value.first
+                    report.figures["\(label).put.\(subject)steadyOpsPerSecond"] = value.steady
+                    report.figures["\(label).put.\(subject)firstToSteadyRatio"] = value.first / value.steady
+                }
             }
-            add(.put, row("put", "diskcache", storePut, note: tail), row("put", "floor", floorPut))
+            add(row("put", "diskcache", storePut, note: note), row("put", "floor", floorPut),
+                sqlitePut.map { row("put", "sqlite", $0) })
         }
 
         // Get: uniformly random entries for the phase's duration.
         if ops.contains(.get) {
             settle()
+            let trees = [storeDir, floorDir, sqliteDir]
             var coldNote: String?
-            if plan.coldReads { coldNote = BenchProcess.dropPageCache(fallbackTrees: [storeDir, floorDir]) }
+            if plan.coldReads { coldNote = BenchProcess.dropPageCache(fallbackTrees: trees) }
             progress.phase("\(label): get (diskcache)")
             let misses = Atomic<Int>(0)
             let storeGet = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 1, progress: progress) { _, _, random in
@@ -177,15 +234,24 @@ final class BenchRunner {
                 }
                 return value.count
             }
-            if plan.coldReads { _ = BenchProcess.dropPageCache(fallbackTrees: [storeDir, floorDir]) }
+            if plan.coldReads { _ = BenchProcess.dropPageCache(fallbackTrees: trees) }
             progress.phase("\(label): get (floor)")
             let floorGet = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 1, progress: progress) { _, _, random in
                 floor.get(random.below(count))
             }
+            var sqliteGet: BenchMeasurement?
+            if let sqlite {
+                if plan.coldReads { _ = BenchProcess.dropPageCache(fallbackTrees: trees) }
+                progress.phase("\(label): get (sqlite)")
+                sqliteGet = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 1, progress: progress) { thread, _, random in
+                    sqlite.get(thread: thread, key: Self.key(random.below(count)))
+                }
+            }
             var note = coldNote
             let missed = misses.load(ordering: .relaxed)
             if missed > 0 { note = [note, "\(missed) misses"].compactMap { $0 }.joined(separator: "; ") }
-            add(.get, row("get", "diskcache", storeGet, note: note), row("get", "floor", floorGet))
+            add(row("get", "diskcache", storeGet, note: note), row("get", "floor", floorGet),
+                sqliteGet.map { row("get", "sqlite", $0) })
         }
 
         // Mixed: 90 % get, 10 % put (replacing the value), Zipf-distributed entries.
@@ -201,14 +267,28 @@ final class BenchRunner {
                 }
                 return store.data(for: Self.key(index))?.count ?? 0
             }
+            settle()
             progress.phase("\(label): mixed 90/10 (floor)")
             let floorMixed = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 2, progress: progress) { _, _, random in
                 let index = zipf.next(&random)
                 if random.below(10) == 0 { return floor.put(index, body: data, replacing: true) }
                 return floor.get(index)
             }
-            add(.mixed, row("mixed", "diskcache", storeMixed), row("mixed", "floor", floorMixed))
+            var sqliteMixed: BenchMeasurement?
+            if let sqlite {
+                settle()
+                progress.phase("\(label): mixed 90/10 (sqlite)")
+                sqliteMixed = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 2, progress: progress) { thread, _, random in
+                    let index = zipf.next(&random)
+                    if random.below(10) == 0 { return sqlite.put(thread: thread, key: Self.key(index), body: data) }
+                    return sqlite.get(thread: thread, key: Self.key(index))
+                }
+            }
+            add(row("mixed", "diskcache", storeMixed), row("mixed", "floor", floorMixed),
+                sqliteMixed.map { row("mixed", "sqlite", $0) })
         }
+        sqlite?.close()
+        sqlite = nil
 
         // Open: close, then reopen (journal replay) a few times; memory the index takes.
         if ops.contains(.open) {
@@ -236,28 +316,23 @@ final class BenchRunner {
                 try reopened.close()
                 progress.phaseFraction(Double(repetition + 1) / Double(plan.openRepetitions))
             }
-            let totalOpen = Double(opens.latencies.reduce(0, +)) / 1e9
             opens.operations = entriesSeen * opens.latencies.count
-            opens.seconds = totalOpen
-            let median = perEntry.sorted()[perEntry.count / 2]
+            opens.seconds = Double(opens.latencies.reduce(0, +)) / 1e9
+            let median = perEntry.isEmpty ? 0 : perEntry.sorted()[perEntry.count / 2]
             report.figures["\(label).open.indexBytesPerEntry"] = median
             report.figures["\(label).open.medianMilliseconds"] = Double(opens.latencies.sorted()[opens.latencies.count / 2]) / 1e6
 
-            progress.phase("\(label): open (floor: list shards + stat)")
-            var scans = BenchMeasurement()
-            var filesSeen = 0
-            for repetition in 0..<plan.openRepetitions {
-                if plan.coldReads { _ = BenchProcess.dropPageCache(fallbackTrees: [floorDir]) }
-                let start = benchNanoseconds()
-                filesSeen = floor.scan()
-                scans.latencies.append(benchNanoseconds() - start)
-                progress.phaseFraction(Double(repetition + 1) / Double(plan.openRepetitions))
+            progress.phase("\(label): open (floor: list the directories + stat)")
+            let scans = timeOpens(trees: [floorDir]) { floor.scan() }
+            var sqliteOpens: BenchMeasurement?
+            if plan.compareSQLite {
+                progress.phase("\(label): open (sqlite: open + SELECT count(*))")
+                sqliteOpens = try timeOpens(trees: [sqliteDir]) { try BenchSQLite.openAndCount(path: sqlitePath) }
             }
-            scans.operations = (filesSeen / files) * scans.latencies.count
-            scans.seconds = Double(scans.latencies.reduce(0, +)) / 1e9
             let note = String(format: "%d entries, %d journal records replayed; index memory %.0f bytes/entry (malloc'd bytes after open minus before, median of %d)",
                               entriesSeen, replayed, median, perEntry.count)
-            add(.open, row("open", "diskcache", opens, bytes: false, note: note), row("open", "floor", scans, bytes: false))
+            add(row("open", "diskcache", opens, bytes: false, note: note), row("open", "floor", scans, bytes: false),
+                sqliteOpens.map { row("open", "sqlite", $0, bytes: false) })
             cache = try DiskCache(directory: URL(fileURLWithPath: storeDir), configuration: configuration())
         }
 
@@ -292,20 +367,58 @@ final class BenchRunner {
             f.operations = evicted
             f.seconds = Double(floorElapsed) / 1e9
             f.bytes = Int64(evicted) * Int64(size)
-            add(.sweep, row("sweep", "diskcache", m, note: "evicted \(evicted) of \(before) entries in one pass"),
+            add(row("sweep", "diskcache", m, note: "evicted \(evicted) of \(before) entries in one pass"),
                 row("sweep", "floor", f))
         }
         try cache?.close()
         cache = nil
 
         if ops.contains(.sweepGet) {
-            rows += try runSweepGet(size: size, data: data, files: files)
+            rows += try runSweepGet(size: size, data: data)
         }
         if plan.compareURLCache {
-            rows += try runURLCacheComparison(size: size, data: data, files: files, mainRows: rows)
+            rows += try runURLCacheComparison(size: size, data: data, mainRows: rows)
         }
         report.rows += rows
-        if !isKept { removeTree(storeDir); removeTree(floorDir) }
+        if !isKept { removeTree(storeDir); removeTree(floorDir); removeTree(sqliteDir) }
+    }
+
+    /// `plan.openRepetitions` timed runs of `open`, which returns the entries it found; ops/s
+    /// is entries per second, as for the store's replay.
+    private func timeOpens(trees: [String], _ open: () throws -> Int) rethrows -> BenchMeasurement {
+        settle()
+        var m = BenchMeasurement()
+        var entries = 0
+        for repetition in 0..<plan.openRepetitions {
+            if plan.coldReads { _ = BenchProcess.dropPageCache(fallbackTrees: trees) }
+            let start = benchNanoseconds()
+            entries = try open()
+            m.latencies.append(benchNanoseconds() - start)
+            progress.phaseFraction(Double(repetition + 1) / Double(plan.openRepetitions))
+        }
+        m.operations = entries * m.latencies.count
+        m.seconds = Double(m.latencies.reduce(0, +)) / 1e9
+        return m
+    }
+
+    /// The rate of the first `warmUpPuts` puts of a fill (one thread's latencies, in order)
+    /// and the steady state: the median rate of the following windows of as many puts (a
+    /// last, partial window counts only when it is the only one). Nil when the fill is not
+    /// longer than the first window.
+    func warmUp(_ latencies: [UInt64]) -> (first: Double, steady: Double, windows: Int)? {
+        let window = Self.warmUpPuts
+        guard latencies.count > window else { return nil }
+        func rate(_ slice: ArraySlice<UInt64>) -> Double {
+            Double(slice.count) / max(Double(slice.reduce(0, +)) / 1e9, 1e-9)
+        }
+        var rates: [Double] = []
+        for start in stride(from: window, to: latencies.count, by: window) {
+            let end = min(start + window, latencies.count)
+            if end - start == window || start == window { rates.append(rate(latencies[start..<end])) }
+        }
+        rates.sort()
+        let steady = rates.count % 2 == 1 ? rates[rates.count / 2] : (rates[rates.count / 2 - 1] + rates[rates.count / 2]) / 2
+        return (rate(latencies[..<window]), steady, rates.count)
     }
 
     var isKept = false
@@ -322,7 +435,7 @@ final class BenchRunner {
 
     // MARK: - Gets while the sweeper evicts
 
-    private func runSweepGet(size: Int, data: Data, files: Int) throws -> [BenchRow] {
+    private func runSweepGet(size: Int, data: Data) throws -> [BenchRow] {
         let label = BenchSize.label(size)
         let count = plan.entries(size)
         let dir = plan.root + "/sweep-get-\(label)"
@@ -368,11 +481,11 @@ final class BenchRunner {
         while !done.load(ordering: .acquiring) { usleep(1000) }
         let evicted = before - cache.count
         try cache.close()
-        var during = BenchRow(size: size, operation: "get+sweep", subject: "diskcache", entries: count, filesPerEntry: files,
+        var during = BenchRow(size: size, operation: "get+sweep", subject: "diskcache", entries: count,
                               threads: threads, measurement: busy,
                               note: String(format: "gets of the hot half while one sweep evicted %d cold entries in %.0f ms",
                                            evicted, Double(sweepTime.load(ordering: .relaxed)) / 1e6))
-        let base = BenchRow(size: size, operation: "get+sweep", subject: "no sweep", entries: count, filesPerEntry: files,
+        let base = BenchRow(size: size, operation: "get+sweep", subject: "no sweep", entries: count,
                             threads: threads, measurement: quiet)
         if quiet.opsPerSecond > 0 { during.ratioToBaseline = busy.opsPerSecond / quiet.opsPerSecond }
         report.figures["\(label).sweepGet.ratio"] = during.ratioToBaseline ?? 0
@@ -381,7 +494,7 @@ final class BenchRunner {
 
     // MARK: - Foundation's URLCache
 
-    private func runURLCacheComparison(size: Int, data: Data, files: Int, mainRows: [BenchRow]) throws -> [BenchRow] {
+    private func runURLCacheComparison(size: Int, data: Data, mainRows: [BenchRow]) throws -> [BenchRow] {
         let label = BenchSize.label(size)
         let count = min(plan.entries(size), plan.urlcacheEntries)
         let threads = plan.threads
@@ -428,7 +541,7 @@ final class BenchRunner {
         try cache.close()
         let missed = peerMisses.load(ordering: .relaxed)
         for (op, ours, theirs) in [("put", ourPut, peerPut), ("get", ourGet, peerGet), ("mixed", ourMixed, peerMixed)] {
-            var mine = BenchRow(size: size, operation: op, subject: "diskcache", entries: count, filesPerEntry: files,
+            var mine = BenchRow(size: size, operation: op, subject: "diskcache", entries: count,
                                 threads: threads, measurement: ours)
             if theirs.opsPerSecond > 0 { mine.ratioToURLCache = ours.opsPerSecond / theirs.opsPerSecond }
             if let floorRow = mainRows.first(where: { $0.operation == op && $0.subject == "floor" }), count == floorRow.entries {
@@ -436,7 +549,7 @@ final class BenchRunner {
             }
             let note = op == "get" && missed > 0 ? "\(missed) of \(theirs.operations) lookups missed" : nil
             rows.append(mine)
-            rows.append(BenchRow(size: size, operation: op, subject: "urlcache", entries: count, filesPerEntry: nil,
+            rows.append(BenchRow(size: size, operation: op, subject: "urlcache", entries: count,
                                  threads: threads, measurement: theirs, note: note))
         }
         return rows

@@ -1,0 +1,134 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// MARK: - Choosing the floor by measurement
+
+extension BenchFloor {
+    /// One way to be the floor: a layout and a write strategy.
+    struct Candidate: Hashable, Codable, Sendable, CustomStringConvertible {
+        var layout: Layout
+        var strategy: Strategy
+        var description: String { "\(layout.label), \(strategy.label)" }
+
+        static let all = Layout.allCases.flatMap { layout in Strategy.allCases.map { Candidate(layout: layout, strategy: $0) } }
+    }
+
+    /// What the probe measured for one candidate, best of its rounds.
+    struct ProbeResult: Codable {
+        var layout: Layout
+        var strategy: Strategy
+        /// False when the filesystem refused the strategy (`O_TMPFILE`); it was not run.
+        var isSupported: Bool
+        var putOpsPerSecond: Double
+        /// Gets of the entries it had just put, by read method.
+        var getOpsPerSecond: [String: Double]
+        /// Puts in its best round.
+        var puts: Int
+    }
+
+    /// The floor chosen for one body size, and the probe that chose it.
+    struct Choice: Codable {
+        var size: Int
+        var layout: Layout
+        var strategy: Strategy
+        var readMethod: ReadMethod
+        /// In words: "256 shards, direct O_EXCL create, pread".
+        var description: String
+        var rounds: Int
+        var seconds: Double
+        var candidates: [ProbeResult]
+
+        init(size: Int, layout: Layout, strategy: Strategy, readMethod: ReadMethod, rounds: Int, seconds: Double,
+             candidates: [ProbeResult]) {
+            (self.size, self.layout, self.strategy, self.readMethod) = (size, layout, strategy, readMethod)
+            (self.rounds, self.seconds, self.candidates) = (rounds, seconds, candidates)
+            description = "\(Candidate(layout: layout, strategy: strategy)), \(readMethod.label)"
+        }
+    }
+
+    /// Tries every candidate on this machine in `directory` (scratch directories, each removed
+    /// and `sync`ed afterwards, so that no candidate pays for another's writeback): `rounds`
+    /// interleaved rounds, in each up to `maxPuts` puts of `body` into an empty directory, then
+    /// as many gets with each read method. Each put or get run stops after its share of
+    /// `seconds`. The candidate with the best put rate of any round is chosen; of the read
+    /// methods, the one with the best get rate in the chosen layout.
+    static func probe(in directory: String, body: Data, threads: Int, durable: Bool, maxPuts: Int,
+                      seconds: Double, rounds: Int, onProgress: (Double) -> Void) throws -> Choice {
+        let start = benchNanoseconds()
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            throw BenchError("cannot create \(directory): \(String(cString: strerror(errno)))")
+        }
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let hasTmpfile = supportsTmpfile(in: directory)
+        let runnable = Candidate.all.filter { $0.strategy != .tmpfileLink || hasTmpfile }
+        // Half of a candidate's slice for puts, a quarter for each read method.
+        let slice = seconds / Double(max(1, rounds * runnable.count))
+        let silent = BenchProgress(enabled: false)
+        var bestPut: [Candidate: (rate: Double, puts: Int)] = [:]
+        var bestGet: [Candidate: [ReadMethod: Double]] = [:]
+        var done = 0
+        sync()
+        for round in 0..<rounds {
+            // Rotate the order each round so that no candidate always runs first or last.
+            let shift = round * runnable.count / max(1, rounds)
+            for candidate in runnable[shift...] + runnable[..<shift] {
+                let root = directory + "/\(round)-\(done)"
+                let floor = try BenchFloor(root: root, bodySize: body.count, layout: candidate.layout,
+                                           strategy: candidate.strategy, durable: durable)
+                let next = Atomic<Int>(0)
+                let put = benchRun(threads: threads, count: maxPuts, seconds: slice / 2, seed: 0, progress: silent) { _, _, _ in
+                    floor.put(next.add(1, ordering: .relaxed).oldValue, body: body)
+                }
+                if put.opsPerSecond > bestPut[candidate]?.rate ?? 0 { bestPut[candidate] = (put.opsPerSecond, put.operations) }
+                let methods = round % 2 == 0 ? ReadMethod.allCases : ReadMethod.allCases.reversed()
+                for method in methods {
+                    let get = benchRun(threads: threads, count: put.operations, seconds: slice / 4, seed: UInt64(round),
+                                       progress: silent) { _, _, random in
+                        floor.get(random.below(put.operations), using: method)
+                    }
+                    bestGet[candidate, default: [:]][method] = max(bestGet[candidate]?[method] ?? 0, get.opsPerSecond)
+                }
+                try? FileManager.default.removeItem(atPath: root)
+                sync()
+                done += 1
+                onProgress(Double(done) / Double(rounds * runnable.count))
+            }
+        }
+        guard let winner = runnable.max(by: { bestPut[$0]?.rate ?? 0 < bestPut[$1]?.rate ?? 0 }) else {
+            throw BenchError("the floor probe ran no candidate")
+        }
+        let readMethod = ReadMethod.allCases.max { a, b in
+            func best(_ method: ReadMethod) -> Double {
+                runnable.filter { $0.layout == winner.layout }.map { bestGet[$0]?[method] ?? 0 }.max() ?? 0
+            }
+            return best(a) < best(b)
+        }!
+        let results = Candidate.all.map { candidate in
+            ProbeResult(layout: candidate.layout, strategy: candidate.strategy, isSupported: runnable.contains(candidate),
+                        putOpsPerSecond: bestPut[candidate]?.rate ?? 0,
+                        getOpsPerSecond: Dictionary(uniqueKeysWithValues: (bestGet[candidate] ?? [:]).map { ($0.key.rawValue, $0.value) }),
+                        puts: bestPut[candidate]?.puts ?? 0)
+        }
+        return Choice(size: body.count, layout: winner.layout, strategy: winner.strategy, readMethod: readMethod,
+                      rounds: rounds, seconds: Double(benchNanoseconds() - start) / 1e9, candidates: results)
+    }
+}
+
+extension BenchFloor.Choice {
+    /// One line for the report: the choice and every candidate's best put rate.
+    var note: String {
+        let rates = candidates.map { result in
+            let rate = result.isSupported ? BenchReport.rate(result.putOpsPerSecond) : "unsupported"
+            return "\(result.layout == .shards ? "shards" : "flat"), \(result.strategy.label) \(rate)"
+        }
+        return "floor: \(description) (probe, best put ops/s of \(rounds) rounds, \(String(format: "%.1f", seconds)) s: "
+            + rates.joined(separator: "; ") + ")"
+    }
+}

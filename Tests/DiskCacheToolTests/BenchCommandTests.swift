@@ -1,0 +1,82 @@
+import DiskCache
+import Foundation
+import Testing
+
+/// `diskcache bench` run for real with tiny settings: what the report holds, never how fast.
+struct BenchCommandTests {
+    /// Runs `diskcache bench --json` on 1 KiB bodies in a fresh directory.
+    private func report(entries: Int = 50, operations: String = "put,get", _ extra: [String] = []) throws -> [String: Any] {
+        let directory = TemporaryDirectory()
+        let result = try runTool(["bench", directory.path, "--sizes", "1K", "--entries", "\(entries)", "--duration", "0.05",
+                                  "--operations", operations, "--floor-probe-seconds", "0.2", "--json", "--quiet"] + extra)
+        #expect(result.status == 0, "\(result.stderr)")
+        return try #require(try result.json() as? [String: Any])
+    }
+
+    private func rows(_ report: [String: Any], subject: String) -> [[String: Any]] {
+        (report["rows"] as? [[String: Any]] ?? []).filter { $0["subject"] as? String == subject }
+    }
+
+    @Test func reportNamesTheFloorTheProbeChoseAndWhatEachCandidateDid() throws {
+        let report = try report()
+        let floors = try #require(report["floors"] as? [[String: Any]])
+        #expect(floors.count == 1)
+        let floor = try #require(floors.first)
+        #expect(floor["size"] as? Int == 1024)
+        #expect(["shards", "flat"].contains(floor["layout"] as? String))
+        #expect(["renameInDirectory", "renameFromTmp", "tmpfileLink", "exclusiveCreate"].contains(floor["strategy"] as? String))
+        #expect(["pread", "read"].contains(floor["readMethod"] as? String))
+        let candidates = try #require(floor["candidates"] as? [[String: Any]])
+        #expect(candidates.count == 8)
+        let chosen = try #require(candidates.first {
+            $0["layout"] as? String == floor["layout"] as? String && $0["strategy"] as? String == floor["strategy"] as? String
+        })
+        let best = candidates.compactMap { $0["putOpsPerSecond"] as? Double }.max() ?? 0
+        #expect((chosen["putOpsPerSecond"] as? Double ?? 0) == best)
+        #expect(best > 0)
+        let notes = report["notes"] as? [String] ?? []
+        #expect(notes.contains { $0.hasPrefix("1K floor: ") && $0.contains(floor["description"] as? String ?? "?") })
+        #expect(rows(report, subject: "floor").map { $0["operation"] as? String } == ["put", "get"])
+    }
+
+    @Test func sqliteRunsByDefaultBesideTheStore() throws {
+        let report = try report()
+        let sqlite = rows(report, subject: "sqlite")
+        #expect(sqlite.map { $0["operation"] as? String } == ["put", "get"])
+        for row in sqlite {
+            #expect((row["opsPerSecond"] as? Double ?? 0) > 0)
+            #expect(row["entries"] as? Int == 50)
+        }
+        for row in rows(report, subject: "diskcache") {
+            #expect((row["ratioToSQLite"] as? Double ?? 0) > 0)
+        }
+        #expect(report["sqliteVersion"] is String)
+        #expect((report["settings"] as? [String: Any])?["compare"] as? [String] == ["sqlite"])
+        #expect((report["notes"] as? [String] ?? []).contains { $0.contains("synchronous=NORMAL") })
+    }
+
+    @Test func compareNoneRunsNoPeer() throws {
+        let report = try report(["--compare", "none"])
+        #expect(rows(report, subject: "sqlite").isEmpty)
+        #expect(!rows(report, subject: "floor").isEmpty)
+        #expect(rows(report, subject: "diskcache").allSatisfy { $0["ratioToSQLite"] == nil })
+    }
+
+    @Test func immediateDurabilityRunsSQLiteWithSynchronousFull() throws {
+        let report = try report(entries: 8, operations: "put", ["--durability", "immediate"])
+        #expect((report["notes"] as? [String] ?? []).contains { $0.contains("synchronous=FULL") })
+        #expect(rows(report, subject: "sqlite").allSatisfy { ($0["opsPerSecond"] as? Double ?? 0) > 0 })
+    }
+
+    @Test func inlineThresholdDefaultsToTheStoresDefault() throws {
+        let report = try report()
+        let settings = try #require(report["settings"] as? [String: Any])
+        #expect(settings["inlineThreshold"] as? Int == DiskCache.Configuration().inlineThreshold)
+    }
+
+    @Test func unknownPeerIsAUsageError() throws {
+        let result = try runTool(["bench", "--compare", "sqlite,mysql"])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("mysql"))
+    }
+}
