@@ -78,16 +78,6 @@ extension DiskCache {
         if state.withLock({ $0.isClosed }) { throw DiskCacheError.closed() }
     }
 
-    func lookup(_ hash: KeyHash) -> IndexEntry? {
-        state.withLock { state in
-            guard !state.isClosed, let entry = state.index[hash] else {
-                state.statistics.misses += 1
-                return nil
-            }
-            return entry
-        }
-    }
-
     func countMiss() {
         state.withLock { $0.statistics.misses += 1 }
     }
