@@ -54,11 +54,12 @@ extension BenchFloor {
     }
 
     /// Tries every candidate on this machine in `directory` (scratch directories, each removed
-    /// and `sync`ed afterwards, so that no candidate pays for another's writeback): `rounds`
-    /// interleaved rounds, in each up to `maxPuts` puts of `body` into an empty directory, then
-    /// as many gets with each read method. Each put or get run stops after its share of
-    /// `seconds`. The candidate with the best put rate of any round is chosen; of the read
-    /// methods, the one with the best get rate in the chosen layout.
+    /// and `sync`ed afterwards, so that no candidate pays for another's writeback): up to
+    /// `rounds` interleaved rounds, in each up to `maxPuts` puts of `body` into an empty
+    /// directory, then as many gets with each read method. About `seconds` in all: each put
+    /// or get run stops after its share of 60 % of it (the rest goes to removing and syncing),
+    /// and no round starts that would end past it. The candidate with the best put rate of any
+    /// round is chosen; of the read methods, the one with the best get rate in that layout.
     static func probe(in directory: String, body: Data, threads: Int, durable: Bool, maxPuts: Int,
                       seconds: Double, rounds: Int, onProgress: (Double) -> Void) throws -> Choice {
         let start = benchNanoseconds()
@@ -69,17 +70,24 @@ extension BenchFloor {
         let hasTmpfile = supportsTmpfile(in: directory)
         let runnable = Candidate.all.filter { $0.strategy != .tmpfileLink || hasTmpfile }
         // Half of a candidate's slice for puts, a quarter for each read method.
-        let slice = seconds / Double(max(1, rounds * runnable.count))
+        let slice = 0.6 * seconds / Double(max(1, rounds * runnable.count))
         let silent = BenchProgress(enabled: false)
         var bestPut: [Candidate: (rate: Double, puts: Int)] = [:]
         var bestGet: [Candidate: [ReadMethod: Double]] = [:]
-        var done = 0
+        var roundsRun = 0
         sync()
+        // Every candidate then starts right after memory was freed (the previous one's files).
+        BenchProcess.recyclePages(bytes: min(maxPuts * body.count, 64 << 20), in: directory)
         for round in 0..<rounds {
+            if round > 0 {
+                // The next round would take about as long as the average one so far.
+                let elapsed = Double(benchNanoseconds() - start) / 1e9
+                if elapsed + elapsed / Double(round) > seconds { break }
+            }
             // Rotate the order each round so that no candidate always runs first or last.
             let shift = round * runnable.count / max(1, rounds)
-            for candidate in runnable[shift...] + runnable[..<shift] {
-                let root = directory + "/\(round)-\(done)"
+            for (position, candidate) in (runnable[shift...] + runnable[..<shift]).enumerated() {
+                let root = directory + "/\(round)-\(position)"
                 let floor = try BenchFloor(root: root, bodySize: body.count, layout: candidate.layout,
                                            strategy: candidate.strategy, durable: durable)
                 let next = Atomic<Int>(0)
@@ -97,9 +105,9 @@ extension BenchFloor {
                 }
                 try? FileManager.default.removeItem(atPath: root)
                 sync()
-                done += 1
-                onProgress(Double(done) / Double(rounds * runnable.count))
+                onProgress((Double(round) + Double(position + 1) / Double(runnable.count)) / Double(rounds))
             }
+            roundsRun += 1
         }
         guard let winner = runnable.max(by: { bestPut[$0]?.rate ?? 0 < bestPut[$1]?.rate ?? 0 }) else {
             throw BenchError("the floor probe ran no candidate")
@@ -117,7 +125,7 @@ extension BenchFloor {
                         puts: bestPut[candidate]?.puts ?? 0)
         }
         return Choice(size: body.count, layout: winner.layout, strategy: winner.strategy, readMethod: readMethod,
-                      rounds: rounds, seconds: Double(benchNanoseconds() - start) / 1e9, candidates: results)
+                      rounds: roundsRun, seconds: Double(benchNanoseconds() - start) / 1e9, candidates: results)
     }
 }
 

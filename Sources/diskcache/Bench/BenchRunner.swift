@@ -98,7 +98,7 @@ final class BenchRunner {
     }
 
     func run() throws {
-        if plan.compareSQLite {
+        if plan.compareSQLite && !plan.operations.isDisjoint(with: BenchOperation.main) {
             let mode = BenchSQLite.synchronous(immediate: plan.isImmediate)
             report.sqliteVersion = BenchSQLite.version
             report.notes.append("sqlite: SQLite \(BenchSQLite.version) through its C API in this process; one table (key TEXT PRIMARY KEY, "
@@ -160,9 +160,14 @@ final class BenchRunner {
         report.notes.append("\(label) \(choice.note)")
 
         // Fill: every phase needs the entries, so put always runs (its rows are shown when asked for).
+        // Each subject's fill starts from the same state: its files or database made, nothing
+        // of another's left to write back, and as much just-freed memory as it will write.
+        let fillBytes = count * size
         progress.phase("\(label): put \(count) entries (diskcache)")
         var cache: DiskCache? = try DiskCache(directory: URL(fileURLWithPath: storeDir), configuration: configuration())
         let store = cache!
+        settle()
+        BenchProcess.recyclePages(bytes: fillBytes, in: plan.root)
         let putFailures = Atomic<Int>(0)
         let storePut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
             do { try store.store(data, for: Self.key(n * threads + thread)) } catch {
@@ -170,11 +175,11 @@ final class BenchRunner {
             }
             return data.count
         }
-        // Each fill must not pay for the writeback of the one before.
-        settle()
         progress.phase("\(label): put \(count) entries (floor)")
         let floor = try BenchFloor(root: floorDir, bodySize: size, layout: choice.layout, strategy: choice.strategy,
                                    readMethod: choice.readMethod, durable: plan.isImmediate)
+        settle()
+        BenchProcess.recyclePages(bytes: fillBytes, in: plan.root)
         let floorPut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
             let written = floor.put(n * threads + thread, body: data)
             if written == 0 { putFailures.add(1, ordering: .relaxed) }
@@ -183,11 +188,12 @@ final class BenchRunner {
         var sqlite: BenchSQLite?
         var sqlitePut: BenchMeasurement?
         if plan.compareSQLite {
-            settle()
             progress.phase("\(label): put \(count) entries (sqlite)")
             try FileManager.default.createDirectory(atPath: sqliteDir, withIntermediateDirectories: true)
             let peer = try BenchSQLite(path: sqlitePath, threads: threads, synchronous: BenchSQLite.synchronous(immediate: plan.isImmediate))
             sqlite = peer
+            settle()
+            BenchProcess.recyclePages(bytes: fillBytes, in: plan.root)
             sqlitePut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
                 let written = peer.put(thread: thread, key: Self.key(n * threads + thread), body: data)
                 if written == 0 { putFailures.add(1, ordering: .relaxed) }
