@@ -92,7 +92,7 @@ struct Bench: ParsableCommand {
     var inlineThreshold: String?
 
     @Option(help: "Seconds the floor probe may take in all, per body size.")
-    var floorProbeSeconds = 2.0
+    var floorProbeSeconds = 3.0
 
     @Option(help: "Interleaved rounds of the floor probe.")
     var floorProbeRounds = 3

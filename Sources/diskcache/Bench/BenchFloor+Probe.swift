@@ -69,7 +69,7 @@ extension BenchFloor {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let hasTmpfile = supportsTmpfile(in: directory)
         let runnable = Candidate.all.filter { $0.strategy != .tmpfileLink || hasTmpfile }
-        // Half of a candidate's slice for puts, a quarter for each read method.
+        // Of a candidate's slice, 60 % for puts (they choose) and 20 % for each read method.
         let slice = 0.6 * seconds / Double(max(1, rounds * runnable.count))
         let silent = BenchProgress(enabled: false)
         var bestPut: [Candidate: (rate: Double, puts: Int)] = [:]
@@ -91,13 +91,19 @@ extension BenchFloor {
                 let floor = try BenchFloor(root: root, bodySize: body.count, layout: candidate.layout,
                                            strategy: candidate.strategy, durable: durable)
                 let next = Atomic<Int>(0)
-                let put = benchRun(threads: threads, count: maxPuts, seconds: slice / 2, seed: 0, progress: silent) { _, _, _ in
-                    floor.put(next.add(1, ordering: .relaxed).oldValue, body: body)
+                let failures = Atomic<Int>(0)
+                let put = benchRun(threads: threads, count: maxPuts, seconds: slice * 0.6, seed: 0, progress: silent) { _, _, _ in
+                    let written = floor.put(next.add(1, ordering: .relaxed).oldValue, body: body)
+                    if written == 0 { failures.add(1, ordering: .relaxed) }
+                    return written
                 }
-                if put.opsPerSecond > bestPut[candidate]?.rate ?? 0 { bestPut[candidate] = (put.opsPerSecond, put.operations) }
+                // A candidate whose puts fail here (a full disk, say) is no floor.
+                if failures.load(ordering: .relaxed) == 0, put.opsPerSecond > bestPut[candidate]?.rate ?? 0 {
+                    bestPut[candidate] = (put.opsPerSecond, put.operations)
+                }
                 let methods = round % 2 == 0 ? ReadMethod.allCases : ReadMethod.allCases.reversed()
                 for method in methods {
-                    let get = benchRun(threads: threads, count: put.operations, seconds: slice / 4, seed: UInt64(round),
+                    let get = benchRun(threads: threads, count: put.operations, seconds: slice * 0.2, seed: UInt64(round),
                                        progress: silent) { _, _, random in
                         floor.get(random.below(put.operations), using: method)
                     }
@@ -109,8 +115,8 @@ extension BenchFloor {
             }
             roundsRun += 1
         }
-        guard let winner = runnable.max(by: { bestPut[$0]?.rate ?? 0 < bestPut[$1]?.rate ?? 0 }) else {
-            throw BenchError("the floor probe ran no candidate")
+        guard let winner = runnable.max(by: { bestPut[$0]?.rate ?? 0 < bestPut[$1]?.rate ?? 0 }), bestPut[winner] != nil else {
+            throw BenchError("the floor probe found no candidate whose puts succeed in \(directory)")
         }
         let readMethod = ReadMethod.allCases.max { a, b in
             func best(_ method: ReadMethod) -> Double {
@@ -136,7 +142,8 @@ extension BenchFloor.Choice {
             let rate = result.isSupported ? BenchReport.rate(result.putOpsPerSecond) : "unsupported"
             return "\(result.layout == .shards ? "shards" : "flat"), \(result.strategy.label) \(rate)"
         }
-        return "floor: \(description) (probe, best put ops/s of \(rounds) rounds, \(String(format: "%.1f", seconds)) s: "
-            + rates.joined(separator: "; ") + ")"
+        let puts = candidates.first { $0.layout == layout && $0.strategy == strategy }?.puts ?? 0
+        return "floor: \(description) (probe: best put ops/s of \(rounds) rounds in \(String(format: "%.1f", seconds)) s, "
+            + "\(puts) puts in the winner's best round: " + rates.joined(separator: "; ") + ")"
     }
 }
