@@ -234,7 +234,8 @@ struct Bench: ParsableCommand {
             operations: BenchOperation.allCases.filter(operations.contains).map(\.rawValue),
             durability: plan.durability.description, threads: threads, durationSeconds: duration, coldReads: cold,
             inlineThreshold: threshold, zipfExponent: zipf, seed: seed, compare: peers,
-            urlcacheEntries: plan.compareURLCache ? urlcacheEntries : nil)
+            urlcacheEntries: plan.compareURLCache ? urlcacheEntries : nil, floorProbeSeconds: floorProbeSeconds,
+            floorProbeRounds: floorProbeRounds, floorProbePuts: floorProbePuts)
         var report = BenchReport(date: date, machine: BenchMachine.describe(directory: root), settings: settings)
         if plan.durability == .none {
             report.notes.append("durability none: no fsync; these are page-cache and filesystem costs (use --durability to change)")
