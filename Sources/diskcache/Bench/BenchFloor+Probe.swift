@@ -71,7 +71,6 @@ extension BenchFloor {
         let runnable = Candidate.all.filter { $0.strategy != .tmpfileLink || hasTmpfile }
         // Of a candidate's slice, 60 % for puts (they choose) and 20 % for each read method.
         let slice = 0.6 * seconds / Double(max(1, rounds * runnable.count))
-        let silent = BenchProgress(enabled: false)
         var bestPut: [Candidate: (rate: Double, puts: Int)] = [:]
         var bestGet: [Candidate: [ReadMethod: Double]] = [:]
         var roundsRun = 0
@@ -92,7 +91,7 @@ extension BenchFloor {
                                            strategy: candidate.strategy, durable: durable)
                 let next = Atomic<Int>(0)
                 let failures = Atomic<Int>(0)
-                let put = benchRun(threads: threads, count: maxPuts, seconds: slice * 0.6, seed: 0, progress: silent) { _, _, _ in
+                let put = benchRun(threads: threads, count: maxPuts, seconds: slice * 0.6, seed: 0, progress: .silent) { _, _, _ in
                     let written = floor.put(next.add(1, ordering: .relaxed).oldValue, body: body)
                     if written == 0 { failures.add(1, ordering: .relaxed) }
                     return written
@@ -104,7 +103,7 @@ extension BenchFloor {
                 let methods = round % 2 == 0 ? ReadMethod.allCases : ReadMethod.allCases.reversed()
                 for method in methods {
                     let get = benchRun(threads: threads, count: put.operations, seconds: slice * 0.2, seed: UInt64(round),
-                                       progress: silent) { _, _, random in
+                                       progress: .silent) { _, _, random in
                         floor.get(random.below(put.operations), using: method)
                     }
                     bestGet[candidate, default: [:]][method] = max(bestGet[candidate]?[method] ?? 0, get.opsPerSecond)
