@@ -38,6 +38,10 @@ struct Bench: ParsableCommand {
         connection per thread. --compare urlcache adds Foundation's URLCache (combine them: \
         --compare sqlite,urlcache); --compare none runs neither.
 
+        Put, get and mixed run in turns: a slice of the store's work, a slice of the floor's, \
+        a slice of SQLite's, and again, so that a shared disk whose speed changes mid-phase \
+        weighs on all of them alike. Each turn of a fill starts after a sync.
+
         Operations: put (fill the cache with --entries fresh keys; the report also gives the \
         rate of the first 1,000 puts into the empty cache beside the steady state's), get \
         (uniformly random keys), mixed (90 % get / 10 % put, Zipf-distributed keys), open \
@@ -92,7 +96,7 @@ struct Bench: ParsableCommand {
     var inlineThreshold: String?
 
     @Option(help: "Seconds the floor probe may take in all, per body size.")
-    var floorProbeSeconds = 2.0
+    var floorProbeSeconds = 5.0
 
     @Option(help: "Interleaved rounds of the floor probe.")
     var floorProbeRounds = 3
@@ -234,7 +238,8 @@ struct Bench: ParsableCommand {
             operations: BenchOperation.allCases.filter(operations.contains).map(\.rawValue),
             durability: plan.durability.description, threads: threads, durationSeconds: duration, coldReads: cold,
             inlineThreshold: threshold, zipfExponent: zipf, seed: seed, compare: peers,
-            urlcacheEntries: plan.compareURLCache ? urlcacheEntries : nil)
+            urlcacheEntries: plan.compareURLCache ? urlcacheEntries : nil, floorProbeSeconds: floorProbeSeconds,
+            floorProbeRounds: floorProbeRounds, floorProbePuts: floorProbePuts)
         var report = BenchReport(date: date, machine: BenchMachine.describe(directory: root), settings: settings)
         if plan.durability == .none {
             report.notes.append("durability none: no fsync; these are page-cache and filesystem costs (use --durability to change)")

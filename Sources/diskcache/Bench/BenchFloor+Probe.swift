@@ -54,11 +54,12 @@ extension BenchFloor {
     }
 
     /// Tries every candidate on this machine in `directory` (scratch directories, each removed
-    /// and `sync`ed afterwards, so that no candidate pays for another's writeback): `rounds`
-    /// interleaved rounds, in each up to `maxPuts` puts of `body` into an empty directory, then
-    /// as many gets with each read method. Each put or get run stops after its share of
-    /// `seconds`. The candidate with the best put rate of any round is chosen; of the read
-    /// methods, the one with the best get rate in the chosen layout.
+    /// and `sync`ed afterwards, so that no candidate pays for another's writeback): up to
+    /// `rounds` interleaved rounds, in each up to `maxPuts` puts of `body` into an empty
+    /// directory, then as many gets with each read method. About `seconds` in all: each put
+    /// or get run stops after its share of 60 % of it (the rest goes to removing and syncing),
+    /// and no round starts that would end past it. The candidate with the best put rate of any
+    /// round is chosen; of the read methods, the one with the best get rate in that layout.
     static func probe(in directory: String, body: Data, threads: Int, durable: Bool, maxPuts: Int,
                       seconds: Double, rounds: Int, onProgress: (Double) -> Void) throws -> Choice {
         let start = benchNanoseconds()
@@ -68,41 +69,53 @@ extension BenchFloor {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let hasTmpfile = supportsTmpfile(in: directory)
         let runnable = Candidate.all.filter { $0.strategy != .tmpfileLink || hasTmpfile }
-        // Half of a candidate's slice for puts, a quarter for each read method.
-        let slice = seconds / Double(max(1, rounds * runnable.count))
-        let silent = BenchProgress(enabled: false)
+        // Of a candidate's slice, 60 % for puts (they choose) and 20 % for each read method.
+        let slice = 0.6 * seconds / Double(max(1, rounds * runnable.count))
         var bestPut: [Candidate: (rate: Double, puts: Int)] = [:]
         var bestGet: [Candidate: [ReadMethod: Double]] = [:]
-        var done = 0
+        var roundsRun = 0
         sync()
+        // Every candidate then starts right after memory was freed (the previous one's files).
+        BenchProcess.recyclePages(bytes: min(maxPuts * body.count, 64 << 20), in: directory)
         for round in 0..<rounds {
+            if round > 0 {
+                // The next round would take about as long as the average one so far.
+                let elapsed = Double(benchNanoseconds() - start) / 1e9
+                if elapsed + elapsed / Double(round) > seconds { break }
+            }
             // Rotate the order each round so that no candidate always runs first or last.
             let shift = round * runnable.count / max(1, rounds)
-            for candidate in runnable[shift...] + runnable[..<shift] {
-                let root = directory + "/\(round)-\(done)"
+            for (position, candidate) in (runnable[shift...] + runnable[..<shift]).enumerated() {
+                let root = directory + "/\(round)-\(position)"
                 let floor = try BenchFloor(root: root, bodySize: body.count, layout: candidate.layout,
                                            strategy: candidate.strategy, durable: durable)
                 let next = Atomic<Int>(0)
-                let put = benchRun(threads: threads, count: maxPuts, seconds: slice / 2, seed: 0, progress: silent) { _, _, _ in
-                    floor.put(next.add(1, ordering: .relaxed).oldValue, body: body)
+                let failures = Atomic<Int>(0)
+                let put = benchRun(threads: threads, count: maxPuts, seconds: slice * 0.6, seed: 0, progress: .silent) { _, _, _ in
+                    let written = floor.put(next.add(1, ordering: .relaxed).oldValue, body: body)
+                    if written == 0 { failures.add(1, ordering: .relaxed) }
+                    return written
                 }
-                if put.opsPerSecond > bestPut[candidate]?.rate ?? 0 { bestPut[candidate] = (put.opsPerSecond, put.operations) }
+                // A candidate whose puts fail here (a full disk, say) is no floor.
+                if failures.load(ordering: .relaxed) == 0, put.opsPerSecond > bestPut[candidate]?.rate ?? 0 {
+                    bestPut[candidate] = (put.opsPerSecond, put.operations)
+                }
                 let methods = round % 2 == 0 ? ReadMethod.allCases : ReadMethod.allCases.reversed()
                 for method in methods {
-                    let get = benchRun(threads: threads, count: put.operations, seconds: slice / 4, seed: UInt64(round),
-                                       progress: silent) { _, _, random in
+                    let get = benchRun(threads: threads, count: put.operations, seconds: slice * 0.2, seed: UInt64(round),
+                                       progress: .silent) { _, _, random in
                         floor.get(random.below(put.operations), using: method)
                     }
                     bestGet[candidate, default: [:]][method] = max(bestGet[candidate]?[method] ?? 0, get.opsPerSecond)
                 }
                 try? FileManager.default.removeItem(atPath: root)
                 sync()
-                done += 1
-                onProgress(Double(done) / Double(rounds * runnable.count))
+                onProgress((Double(round) + Double(position + 1) / Double(runnable.count)) / Double(rounds))
             }
+            roundsRun += 1
         }
-        guard let winner = runnable.max(by: { bestPut[$0]?.rate ?? 0 < bestPut[$1]?.rate ?? 0 }) else {
-            throw BenchError("the floor probe ran no candidate")
+        guard let winner = runnable.max(by: { bestPut[$0]?.rate ?? 0 < bestPut[$1]?.rate ?? 0 }), bestPut[winner] != nil else {
+            throw BenchError("the floor probe found no candidate whose puts succeed in \(directory)")
         }
         let readMethod = ReadMethod.allCases.max { a, b in
             func best(_ method: ReadMethod) -> Double {
@@ -117,7 +130,7 @@ extension BenchFloor {
                         puts: bestPut[candidate]?.puts ?? 0)
         }
         return Choice(size: body.count, layout: winner.layout, strategy: winner.strategy, readMethod: readMethod,
-                      rounds: rounds, seconds: Double(benchNanoseconds() - start) / 1e9, candidates: results)
+                      rounds: roundsRun, seconds: Double(benchNanoseconds() - start) / 1e9, candidates: results)
     }
 }
 
@@ -128,7 +141,8 @@ extension BenchFloor.Choice {
             let rate = result.isSupported ? BenchReport.rate(result.putOpsPerSecond) : "unsupported"
             return "\(result.layout == .shards ? "shards" : "flat"), \(result.strategy.label) \(rate)"
         }
-        return "floor: \(description) (probe, best put ops/s of \(rounds) rounds, \(String(format: "%.1f", seconds)) s: "
-            + rates.joined(separator: "; ") + ")"
+        let puts = candidates.first { $0.layout == layout && $0.strategy == strategy }?.puts ?? 0
+        return "floor: \(description) (probe: best put ops/s of \(rounds) rounds in \(String(format: "%.1f", seconds)) s, "
+            + "\(puts) puts in the winner's best round: " + rates.joined(separator: "; ") + ")"
     }
 }

@@ -26,6 +26,9 @@ final class BenchProgress: Sendable {
     /// Whether anything redraws while a phase runs.
     var isVisible: Bool { isEnabled && isTerminal }
 
+    /// Draws nothing: for runs inside a phase whose progress the caller reports.
+    static let silent = BenchProgress(enabled: false)
+
     init(enabled: Bool) {
         isEnabled = enabled
         isTerminal = isatty(STDERR_FILENO) == 1

@@ -58,6 +58,9 @@ struct BenchReport: Codable {
         var seed: UInt64
         var compare: [String]
         var urlcacheEntries: Int?
+        var floorProbeSeconds: Double
+        var floorProbeRounds: Int
+        var floorProbePuts: Int
     }
     var tool = "diskcache bench"
     var date: String

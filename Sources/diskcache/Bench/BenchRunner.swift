@@ -87,8 +87,9 @@ final class BenchRunner {
         let ops = plan.operations
         let subjects = plan.compareSQLite ? 3 : 2
         for _ in plan.sizes {
-            if !ops.isDisjoint(with: BenchOperation.main) { phases += 1 + subjects }  // floor probe, fill
-            for op in [BenchOperation.get, .mixed, .open] where ops.contains(op) { phases += subjects }
+            if !ops.isDisjoint(with: BenchOperation.main) { phases += 2 }  // floor probe, fill in turns
+            for op in [BenchOperation.get, .mixed] where ops.contains(op) { phases += 1 }
+            if ops.contains(.open) { phases += subjects }
             if ops.contains(.sweep) { phases += 2 }
             if ops.contains(.sweepGet) { phases += 3 }
             if plan.compareURLCache { phases += 6 }
@@ -98,7 +99,7 @@ final class BenchRunner {
     }
 
     func run() throws {
-        if plan.compareSQLite {
+        if plan.compareSQLite && !plan.operations.isDisjoint(with: BenchOperation.main) {
             let mode = BenchSQLite.synchronous(immediate: plan.isImmediate)
             report.sqliteVersion = BenchSQLite.version
             report.notes.append("sqlite: SQLite \(BenchSQLite.version) through its C API in this process; one table (key TEXT PRIMARY KEY, "
@@ -159,49 +160,54 @@ final class BenchRunner {
         report.floors.append(choice)
         report.notes.append("\(label) \(choice.note)")
 
-        // Fill: every phase needs the entries, so put always runs (its rows are shown when asked for).
-        progress.phase("\(label): put \(count) entries (diskcache)")
+        // Every subject is set up before any is timed, then each phase runs in turns (see
+        // `inTurns`): a slice of the store's work, a slice of the floor's, a slice of SQLite's,
+        // and again, so that a shared disk that speeds up or slows down mid-phase weighs on all.
         var cache: DiskCache? = try DiskCache(directory: URL(fileURLWithPath: storeDir), configuration: configuration())
         let store = cache!
-        let putFailures = Atomic<Int>(0)
-        let storePut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
-            do { try store.store(data, for: Self.key(n * threads + thread)) } catch {
-                putFailures.add(1, ordering: .relaxed)
-            }
-            return data.count
-        }
-        // Each fill must not pay for the writeback of the one before.
-        settle()
-        progress.phase("\(label): put \(count) entries (floor)")
         let floor = try BenchFloor(root: floorDir, bodySize: size, layout: choice.layout, strategy: choice.strategy,
                                    readMethod: choice.readMethod, durable: plan.isImmediate)
-        let floorPut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
-            let written = floor.put(n * threads + thread, body: data)
-            if written == 0 { putFailures.add(1, ordering: .relaxed) }
-            return written
-        }
         var sqlite: BenchSQLite?
-        var sqlitePut: BenchMeasurement?
         if plan.compareSQLite {
-            settle()
-            progress.phase("\(label): put \(count) entries (sqlite)")
             try FileManager.default.createDirectory(atPath: sqliteDir, withIntermediateDirectories: true)
-            let peer = try BenchSQLite(path: sqlitePath, threads: threads, synchronous: BenchSQLite.synchronous(immediate: plan.isImmediate))
-            sqlite = peer
-            sqlitePut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
-                let written = peer.put(thread: thread, key: Self.key(n * threads + thread), body: data)
-                if written == 0 { putFailures.add(1, ordering: .relaxed) }
-                return written
+            sqlite = try BenchSQLite(path: sqlitePath, threads: threads, synchronous: BenchSQLite.synchronous(immediate: plan.isImmediate))
+        }
+        let subjects = sqlite == nil ? "diskcache, floor" : "diskcache, floor, sqlite"
+
+        // Fill: every phase needs the entries, so put always runs (its rows are shown when asked for).
+        // Turn `slice` puts the entries of `range(slice)`, after a sync (nothing of another's
+        // left to write back) and with as much just-freed memory as it will write.
+        let fillSlices = max(1, min(10, count / 16))
+        func range(_ slice: Int) -> Range<Int> { (slice * count / fillSlices)..<((slice + 1) * count / fillSlices) }
+        let putFailures = Atomic<Int>(0)
+        let seed = plan.seed
+        func fill(_ put: @escaping @Sendable (_ thread: Int, _ index: Int) -> Bool) -> Turn {
+            { slice in
+                let entries = range(slice)
+                return benchRun(threads: threads, count: entries.count, seconds: nil, seed: seed, progress: .silent) { thread, n, _ in
+                    if !put(thread, entries.lowerBound + n * threads + thread) { putFailures.add(1, ordering: .relaxed) }
+                    return data.count
+                }
             }
+        }
+        progress.phase("\(label): put \(count) entries (\(subjects), in turns)")
+        var fills = [
+            fill { _, index in (try? store.store(data, for: Self.key(index))) != nil },
+            fill { _, index in floor.put(index, body: data) > 0 },
+        ]
+        if let sqlite { fills.append(fill { thread, index in sqlite.put(thread: thread, key: Self.key(index), body: data) > 0 }) }
+        let puts = inTurns(fills, slices: fillSlices) { slice in
+            settle()
+            BenchProcess.recyclePages(bytes: range(slice).count * size, in: plan.root)
         }
         if putFailures.load(ordering: .relaxed) > 0 {
             throw BenchError("\(putFailures.load(ordering: .relaxed)) puts failed at \(label)")
         }
         if ops.contains(.put) {
             var note: String?
-            if threads == 1, let ours = warmUp(storePut.latencies) {
-                let floorWarmUp = warmUp(floorPut.latencies)
-                let sqliteWarmUp = sqlitePut.flatMap { warmUp($0.latencies) }
+            if threads == 1, let ours = warmUp(puts[0].latencies) {
+                let floorWarmUp = warmUp(puts[1].latencies)
+                let sqliteWarmUp = puts.count > 2 ? warmUp(puts[2].latencies) : nil
                 note = String(format: "first %d puts into the empty cache: %.0f ops/s; steady state (median of %d windows of %d over the rest of the fill): %.0f ops/s; first/steady %.2f×",
                               Self.warmUpPuts, ours.first, ours.windows, Self.warmUpPuts, ours.steady, ours.first / ours.steady)
                 let others = [("floor", floorWarmUp), ("sqlite", sqliteWarmUp)].compactMap { name, value in
@@ -215,77 +221,80 @@ final class BenchRunner {
                     report.figures["\(label).put.\(subject)firstToSteadyRatio"] = value.first / value.steady
                 }
             }
-            add(row("put", "diskcache", storePut, note: note), row("put", "floor", floorPut),
-                sqlitePut.map { row("put", "sqlite", $0) })
+            add(row("put", "diskcache", puts[0], note: note), row("put", "floor", puts[1]),
+                puts.count > 2 ? row("put", "sqlite", puts[2]) : nil)
         }
 
-        // Get: uniformly random entries for the phase's duration.
+        // Timed phases: `timedSlices` turns of each subject, turn `slice` drawing the same
+        // random numbers (seeded by the phase and the slice) for every subject.
+        let timedSlices = 4
+        let sliceSeconds = plan.seconds / Double(timedSlices)
+        func timed(phase: UInt64, _ operation: @escaping @Sendable (_ thread: Int, _ random: inout BenchRandom) -> Int) -> Turn {
+            { slice in
+                benchRun(threads: threads, count: nil, seconds: sliceSeconds,
+                         seed: seed &+ phase &+ UInt64(slice) &* 1_000_003, progress: .silent) { thread, _, random in
+                    operation(thread, &random)
+                }
+            }
+        }
+
+        // Get: uniformly random entries.
         if ops.contains(.get) {
-            settle()
             let trees = [storeDir, floorDir, sqliteDir]
             var coldNote: String?
-            if plan.coldReads { coldNote = BenchProcess.dropPageCache(fallbackTrees: trees) }
-            progress.phase("\(label): get (diskcache)")
+            progress.phase("\(label): get (\(subjects), in turns)")
             let misses = Atomic<Int>(0)
-            let storeGet = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 1, progress: progress) { _, _, random in
-                guard let value = store.data(for: Self.key(random.below(count))) else {
-                    misses.add(1, ordering: .relaxed)
-                    return 0
-                }
-                return value.count
-            }
-            if plan.coldReads { _ = BenchProcess.dropPageCache(fallbackTrees: trees) }
-            progress.phase("\(label): get (floor)")
-            let floorGet = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 1, progress: progress) { _, _, random in
-                floor.get(random.below(count))
-            }
-            var sqliteGet: BenchMeasurement?
-            if let sqlite {
-                if plan.coldReads { _ = BenchProcess.dropPageCache(fallbackTrees: trees) }
-                progress.phase("\(label): get (sqlite)")
-                sqliteGet = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 1, progress: progress) { thread, _, random in
-                    sqlite.get(thread: thread, key: Self.key(random.below(count)))
-                }
+            var gets = [
+                timed(phase: 1) { _, random in
+                    guard let value = store.data(for: Self.key(random.below(count))) else {
+                        misses.add(1, ordering: .relaxed)
+                        return 0
+                    }
+                    return value.count
+                },
+                timed(phase: 1) { _, random in floor.get(random.below(count)) },
+            ]
+            if let sqlite { gets.append(timed(phase: 1) { thread, random in sqlite.get(thread: thread, key: Self.key(random.below(count))) }) }
+            settle()
+            let measured = inTurns(gets, slices: timedSlices) { _ in
+                if plan.coldReads { coldNote = BenchProcess.dropPageCache(fallbackTrees: trees) }
             }
             var note = coldNote
             let missed = misses.load(ordering: .relaxed)
             if missed > 0 { note = [note, "\(missed) misses"].compactMap { $0 }.joined(separator: "; ") }
-            add(row("get", "diskcache", storeGet, note: note), row("get", "floor", floorGet),
-                sqliteGet.map { row("get", "sqlite", $0) })
+            add(row("get", "diskcache", measured[0], note: note), row("get", "floor", measured[1]),
+                measured.count > 2 ? row("get", "sqlite", measured[2]) : nil)
         }
 
         // Mixed: 90 % get, 10 % put (replacing the value), Zipf-distributed entries.
         if ops.contains(.mixed) {
-            settle()
             let zipf = BenchZipf(count: count, exponent: plan.zipfExponent, seed: plan.seed)
-            progress.phase("\(label): mixed 90/10 (diskcache)")
-            let storeMixed = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 2, progress: progress) { _, _, random in
-                let index = zipf.next(&random)
-                if random.below(10) == 0 {
-                    try? store.store(data, for: Self.key(index))
-                    return data.count
-                }
-                return store.data(for: Self.key(index))?.count ?? 0
-            }
-            settle()
-            progress.phase("\(label): mixed 90/10 (floor)")
-            let floorMixed = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 2, progress: progress) { _, _, random in
-                let index = zipf.next(&random)
-                if random.below(10) == 0 { return floor.put(index, body: data, replacing: true) }
-                return floor.get(index)
-            }
-            var sqliteMixed: BenchMeasurement?
+            progress.phase("\(label): mixed 90/10 (\(subjects), in turns)")
+            var mixes = [
+                timed(phase: 2) { _, random in
+                    let index = zipf.next(&random)
+                    if random.below(10) == 0 {
+                        try? store.store(data, for: Self.key(index))
+                        return data.count
+                    }
+                    return store.data(for: Self.key(index))?.count ?? 0
+                },
+                timed(phase: 2) { _, random in
+                    let index = zipf.next(&random)
+                    if random.below(10) == 0 { return floor.put(index, body: data, replacing: true) }
+                    return floor.get(index)
+                },
+            ]
             if let sqlite {
-                settle()
-                progress.phase("\(label): mixed 90/10 (sqlite)")
-                sqliteMixed = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 2, progress: progress) { thread, _, random in
+                mixes.append(timed(phase: 2) { thread, random in
                     let index = zipf.next(&random)
                     if random.below(10) == 0 { return sqlite.put(thread: thread, key: Self.key(index), body: data) }
                     return sqlite.get(thread: thread, key: Self.key(index))
-                }
+                })
             }
-            add(row("mixed", "diskcache", storeMixed), row("mixed", "floor", floorMixed),
-                sqliteMixed.map { row("mixed", "sqlite", $0) })
+            let measured = inTurns(mixes, slices: timedSlices) { _ in settle() }
+            add(row("mixed", "diskcache", measured[0]), row("mixed", "floor", measured[1]),
+                measured.count > 2 ? row("mixed", "sqlite", measured[2]) : nil)
         }
         sqlite?.close()
         sqlite = nil
@@ -399,6 +408,30 @@ final class BenchRunner {
         m.operations = entries * m.latencies.count
         m.seconds = Double(m.latencies.reduce(0, +)) / 1e9
         return m
+    }
+
+    /// One subject's part of a phase: its turn number `slice`.
+    typealias Turn = (_ slice: Int) -> BenchMeasurement
+
+    /// Runs `turns` (one per subject) `slices` times each, alternating: slice 0 of every
+    /// subject, then slice 1, and so on, the order rotating so that no subject always goes
+    /// first. On a disk shared with other machines the rate can change several-fold within
+    /// seconds; in turns, such a change weighs on every subject alike instead of on whichever
+    /// ran then. `before(slice)` runs, untimed, before every turn. Returns each subject's
+    /// turns merged, in slice order.
+    private func inTurns(_ turns: [Turn], slices: Int, before: (_ slice: Int) -> Void) -> [BenchMeasurement] {
+        var merged = [BenchMeasurement](repeating: BenchMeasurement(), count: turns.count)
+        for slice in 0..<slices {
+            for position in turns.indices {
+                let subject = (position + slice) % turns.count
+                before(slice)
+                let measured = turns[subject](slice)
+                merged[subject].merge(measured)
+                merged[subject].seconds += measured.seconds
+                progress.phaseFraction(Double(slice * turns.count + position + 1) / Double(slices * turns.count))
+            }
+        }
+        return merged
     }
 
     /// The rate of the first `warmUpPuts` puts of a fill (one thread's latencies, in order)
