@@ -90,7 +90,8 @@ extension DiskCache {
             if removed { removedOrphans += 1 }
         }
         if removedOrphans > 0 { report.repairs.append("Removed \(removedOrphans) orphan files") }
-        for (path, mode) in findings.permissions where chmod(path, mode) == 0 {
+        for (path, mode) in findings.permissions {
+            guard case .success = Syscall.chmod(path, mode) else { continue }
             report.repairs.append("Set mode \(String(mode, radix: 8)) on \(path)")
         }
         try compact()

@@ -53,6 +53,8 @@ enum FileSystemEvent: Sendable {
     case unlink(path: String)
     case mkdir(path: String)
     case rmdir(path: String)
+    /// `chmod(2)`: the file's mode is now `mode` (durable, like its data, once the file is synced).
+    case chmod(path: String, mode: UInt32)
     /// `syncfs(2)` on the file system holding `fd`: every file and directory on it is durable.
     case syncFileSystem(fd: Int32)
 }
@@ -278,6 +280,10 @@ enum Syscall {
         observed(retrying { Glibc_mkdir(path, mode) }, .mkdir(path: path))
     }
 
+    static func chmod(_ path: String, _ mode: mode_t) -> Result<Void, Errno> {
+        observed(retrying { Glibc_chmod(path, mode) }, .chmod(path: path, mode: UInt32(mode)))
+    }
+
     static func ftruncate(_ fd: Int32, _ length: Int64) -> Result<Void, Errno> {
         observed(retrying { Glibc_ftruncate(fd, off_t(length)) }, .truncate(fd: fd, length: length))
     }
@@ -343,6 +349,7 @@ typealias Glibc_statvfs_t = statvfs
 @inline(__always) private func Glibc_unlink(_ p: String) -> Int32 { unlink(p) }
 @inline(__always) private func Glibc_rmdir(_ p: String) -> Int32 { rmdir(p) }
 @inline(__always) private func Glibc_mkdir(_ p: String, _ m: mode_t) -> Int32 { mkdir(p, m) }
+@inline(__always) private func Glibc_chmod(_ p: String, _ m: mode_t) -> Int32 { chmod(p, m) }
 @inline(__always) private func Glibc_ftruncate(_ fd: Int32, _ l: off_t) -> Int32 { ftruncate(fd, l) }
 @inline(__always) private func Glibc_flock(_ fd: Int32, _ op: Int32) -> Int32 { flock(fd, op) }
 @inline(__always) private func Glibc_statvfs(_ p: String, _ s: inout Glibc_statvfs_t) -> Int32 { statvfs(p, &s) }
