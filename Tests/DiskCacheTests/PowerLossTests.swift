@@ -83,7 +83,7 @@ struct PowerLossTests {
     /// The model itself: unsynced data and names are lost, synced ones kept, a rename between
     /// directories can leave both names or neither, hard links share an inode.
     @Test func modelKeepsOnlyWhatWasSynced() throws {
-        let dir = TemporaryDirectory()
+        let dir = TemporaryDirectory(inMemory: true)
         let base = dir.path + "/base"
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         let recorder = try FileSystemRecorder(base: base)
@@ -495,7 +495,7 @@ struct PowerLossScenario {
     }
 
     func run() throws -> Outcome {
-        let dir = TemporaryDirectory("PowerLoss-\(mode)-\(seed)")
+        let dir = TemporaryDirectory("PowerLoss-\(mode)-\(seed)", inMemory: true)
         let base = dir.path + "/base"
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         let recording = try record(base: base)
@@ -503,8 +503,10 @@ struct PowerLossScenario {
         outcome.failures += recording.problems.map { "recording: \($0)" }
         var model = recording.initial
         var seen = Set<[Int]>()
+        let skipped = Self.cutsInsideDirectoryRuns(recording.events)
         for cut in 0...recording.events.count {
             if cut > 0 { model.apply(recording.events[cut - 1]) }
+            if skipped.contains(cut) { continue }
             // Operations acknowledged and started by the cut: what the expectations depend on.
             let acknowledged = recording.acknowledgements.filter { $0.end.map { $0 <= cut } ?? false }.count
             let started = recording.acknowledgements.filter { $0.start < cut }.count
@@ -531,6 +533,26 @@ struct PowerLossScenario {
             }
         }
         return outcome
+    }
+
+    /// Cuts strictly inside a run of consecutive `mkdir`s (the 256 shard directories an open or
+    /// `removeAll` makes) that are checked no more: a cut after the first and one halfway stay.
+    /// The states in between differ only in how many empty shards exist, and each costs an open.
+    static func cutsInsideDirectoryRuns(_ events: [FileSystemEvent]) -> Set<Int> {
+        var skipped = Set<Int>()
+        var index = 0
+        while index < events.count {
+            guard case .mkdir = events[index] else { index += 1; continue }
+            var end = index
+            while end < events.count, case .mkdir = events[end] { end += 1 }
+            // Events index..<end are mkdirs; cuts index+1 ..< end fall inside the run.
+            if end - index > 3 {
+                let keep: Set<Int> = [index + 1, (index + end) / 2]
+                for cut in (index + 1)..<end where !keep.contains(cut) { skipped.insert(cut) }
+            }
+            index = end
+        }
+        return skipped
     }
 
     /// Runs the scenario and records one issue with the seed and the first failures, if any.

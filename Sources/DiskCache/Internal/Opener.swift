@@ -89,7 +89,12 @@ struct Opener {
                 let fd = try Syscall.open(layout.journal, O_WRONLY | O_NOFOLLOW).get(orThrow: "open the journal", path: layout.journal)
                 defer { Syscall.close(fd) }
                 try Syscall.ftruncate(fd, Int64(keep)).get(orThrow: "cut the journal's tail", path: layout.journal)
-                if summary.endedCleanly { records -= 1 }
+                if summary.endedCleanly {
+                    records -= 1
+                    // Durably: a power cut must not bring the CLOSE record back, or files this
+                    // session writes but never commits would outlive the next open unscanned.
+                    try Syscall.fsync(fd).get(orThrow: "sync the journal", path: layout.journal)
+                }
             }
             needsOrphanScan = !summary.endedCleanly || summary.corruptRegions > 0
         }
