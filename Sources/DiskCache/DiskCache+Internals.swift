@@ -177,15 +177,26 @@ extension DiskCache {
     /// Reads and checks a body file of exactly `meta.size` bytes.
     private func readBody(_ hash: KeyHash, meta: EntryMetadata, slot: UInt8) -> ReadResult {
         let size = Int(meta.size)
+        let path = layout.bodyFile(hash, slot: slot)
         let bodyBuffer: UnsafeMutableRawBufferPointer
-        switch readEntryFile(layout.bodyFile(hash, slot: slot), count: size) {
-        case .bytes(let buffer): bodyBuffer = buffer
-        case .failed(let result): return result
-        }
-        let body = UnsafeRawBufferPointer(rebasing: bodyBuffer[0..<size])
-        if configuration.verifiesChecksums, Checksum.xxh3(body) != meta.checksum {
-            bodyBuffer.deallocate()
-            return .damaged
+        if configuration.verifiesChecksums {
+            switch FileIO.readHashing(path, count: size) {
+            case .success(let (buffer, checksum)?):
+                guard checksum == meta.checksum else {
+                    buffer.deallocate()
+                    return .damaged
+                }
+                bodyBuffer = buffer
+            case .success(nil):
+                return .damaged
+            case .failure(let error):
+                return error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks ? .damaged : .unavailable
+            }
+        } else {
+            switch readEntryFile(path, count: size) {
+            case .bytes(let buffer): bodyBuffer = buffer
+            case .failed(let result): return result
+            }
         }
         guard size > 0 else {
             bodyBuffer.deallocate()

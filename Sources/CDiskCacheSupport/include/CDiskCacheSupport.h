@@ -1,6 +1,8 @@
 #ifndef CDISKCACHESUPPORT_H
 #define CDISKCACHESUPPORT_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /// Reserves `length` bytes of disk blocks for `fd` starting at `offset` without
@@ -14,5 +16,14 @@ int cdiskcache_reserve(int fd, off_t offset, off_t length);
 /// one call that makes a whole interval's writes durable together. Elsewhere it falls
 /// back to `fsync(fd)` and returns 1 to say only `fd` was synced.
 int cdiskcache_syncfs(int fd);
+
+/// XXH3-64 of `count` bytes (the same value as libxxhash's `XXH3_64bits`), computed with
+/// AVX2 where the CPU has it: about twice the speed of the distribution's SSE2 build.
+uint64_t cdiskcache_xxh3_64(const void *bytes, size_t count);
+
+/// Reads up to `count` bytes of `fd` from offset 0 into `buffer` (retrying EINTR, stopping
+/// at end of file) and sets `*hash` to the XXH3-64 of the bytes read, hashing each chunk
+/// right after it is read. Returns the number of bytes read, or -1 with errno set.
+ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *hash);
 
 #endif

@@ -1,3 +1,4 @@
+import CDiskCacheSupport
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -67,6 +68,26 @@ enum FileIO {
             buffer.deallocate()
             return .failure(error)
         }
+    }
+
+    /// ``read(_:count:)`` that also returns the XXH3-64 of the bytes, computed chunk by chunk
+    /// as they arrive (a large body crosses memory once instead of twice).
+    static func readHashing(_ path: String, count: Int) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, Errno> {
+        let fd: Int32
+        switch Syscall.open(path, O_RDONLY | O_NOFOLLOW) {
+        case .success(let opened): fd = opened
+        case .failure(let error): return .failure(error)
+        }
+        defer { Syscall.close(fd) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        var hash: UInt64 = 0
+        let read = cdiskcache_read_hashing(fd, buffer.baseAddress, count, &hash)
+        guard read == count else {
+            let error = Errno.current
+            buffer.deallocate()
+            return read < 0 ? .failure(error) : .success(nil)
+        }
+        return .success((buffer, hash))
     }
 
     /// Reads a whole file (of at most `limit` bytes) as an array; nil content if it is larger.

@@ -1,3 +1,4 @@
+import CDiskCacheSupport
 import CXXHash
 
 /// A 128-bit key hash (XXH3-128), the name of an entry on disk and its identity in the index.
@@ -69,6 +70,6 @@ struct KeyHasher: Sendable {
 enum Checksum {
     @inline(__always)
     static func xxh3(_ buffer: UnsafeRawBufferPointer) -> UInt64 {
-        XXH3_64bits(buffer.baseAddress, buffer.count)
+        cdiskcache_xxh3_64(buffer.baseAddress, buffer.count)
     }
 }
