@@ -48,7 +48,8 @@ extension DiskCache {
         switch FileIO.read(path, count: count) {
         case .success(let buffer?): return .bytes(buffer)
         case .success(nil): return .failed(.damaged)
-        case .failure(let error) where error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks:
+        case .failure(let error) where error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks
+                                        || FileIO.isNotAFile(error):
             return .failed(.damaged)
         case .failure:
             return .failed(.unavailable)
@@ -190,7 +191,8 @@ extension DiskCache {
             case .success(nil):
                 return .damaged
             case .failure(let error):
-                return error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks ? .damaged : .unavailable
+                return error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || FileIO.isNotAFile(error)
+                    ? .damaged : .unavailable
             }
         } else {
             switch readEntryFile(path, count: size) {

@@ -83,7 +83,7 @@ public final class DiskCacheInspector: Sendable {
         self.layout = layout
         // Refuse a cache that is open; the probe's lock goes with its descriptor at the end of
         // this block. The lock file is never created.
-        if case .success(let fd) = Syscall.open(layout.lockFile, O_RDONLY | O_NOFOLLOW) {
+        if case .success(let fd) = Syscall.open(layout.lockFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) {
             let probe = FileDescriptor(fd)
             if case .failure(let error) = Syscall.lockExclusive(fd) {
                 if error == .wouldBlock {

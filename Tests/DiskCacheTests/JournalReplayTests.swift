@@ -168,7 +168,11 @@ struct JournalReplayTests {
         #expect(cache.data(for: "kept") == bytes("kept"))
         // The scan runs in the background; closing waits for it.
         let deadline = Date().addingTimeInterval(10)
-        while fileExists(orphan.meta) && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
+        // The count is updated after the unlinks: wait for both.
+        while (fileExists(orphan.meta) || fileExists(orphan.body) || cache.statistics.recovery.orphanFilesRemoved < 2)
+                && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.01)
+        }
         #expect(!fileExists(orphan.meta))
         #expect(!fileExists(orphan.body))
         #expect(cache.statistics.recovery.orphanFilesRemoved == 2)

@@ -1,4 +1,5 @@
 import CDiskCacheSupport
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -47,16 +48,42 @@ enum FileIO {
         return result
     }
 
+    /// How the cache opens a file to read it: never through a symbolic link, and never
+    /// waiting on a FIFO or device put where a file should be (a FIFO then fails its `pread`
+    /// with ESPIPE, a directory with EISDIR: see ``isNotAFile(_:)``).
+    static let readFlags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK
+
+    /// The most one read allocates: half this machine's memory. A file that claims more (a
+    /// crafted `.meta`, a sparse file) is refused before anything is allocated.
+    static let maximumReadSize: Int = {
+        let half = ProcessInfo.processInfo.physicalMemory / 2
+        return half > 0 && half < UInt64(Int.max) ? Int(half) : Int.max
+    }()
+
+    /// Whether a read failed because the path is not a regular file (a directory, a FIFO, a
+    /// device or socket): damage, as a missing file is.
+    static func isNotAFile(_ error: Errno) -> Bool {
+        error == .isDirectory || error.rawValue == ESPIPE || error.rawValue == ENXIO || error.rawValue == ENODEV
+    }
+
+    /// A buffer of `count` bytes, or nil when the memory is not there (never a trap: the size
+    /// may come from a damaged file). Freed with `deallocate()` (malloc's memory on Linux).
+    private static func allocateForRead(_ count: Int) -> UnsafeMutableRawBufferPointer? {
+        guard count <= maximumReadSize, let raw = malloc(max(count, 1)) else { return nil }
+        return UnsafeMutableRawBufferPointer(start: raw, count: max(count, 1))
+    }
+
     /// Reads exactly `count` bytes from the start of `path` into a fresh buffer.
-    /// Returns nil (as `.success(nil)`) when the file is shorter than that.
+    /// Returns nil (as `.success(nil)`) when the file is shorter than that; fails with
+    /// ENOMEM when `count` is more than a read may allocate.
     static func read(_ path: String, count: Int) -> Result<UnsafeMutableRawBufferPointer?, Errno> {
         let fd: Int32
-        switch Syscall.open(path, O_RDONLY | O_NOFOLLOW) {
+        switch Syscall.open(path, readFlags) {
         case .success(let opened): fd = opened
         case .failure(let error): return .failure(error)
         }
         defer { Syscall.close(fd) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        guard let buffer = allocateForRead(count) else { return .failure(Errno(rawValue: ENOMEM)) }
         let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
         switch Syscall.preadAll(fd, slice, at: 0) {
         case .success(let read) where read == count:
@@ -74,12 +101,12 @@ enum FileIO {
     /// as they arrive (a large body crosses memory once instead of twice).
     static func readHashing(_ path: String, count: Int) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, Errno> {
         let fd: Int32
-        switch Syscall.open(path, O_RDONLY | O_NOFOLLOW) {
+        switch Syscall.open(path, readFlags) {
         case .success(let opened): fd = opened
         case .failure(let error): return .failure(error)
         }
         defer { Syscall.close(fd) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(count, 1), alignment: 16)
+        guard let buffer = allocateForRead(count) else { return .failure(Errno(rawValue: ENOMEM)) }
         var hash: UInt64 = 0
         let read = cdiskcache_read_hashing(fd, buffer.baseAddress, count, &hash)
         guard read == count else {
@@ -90,20 +117,22 @@ enum FileIO {
         return .success((buffer, hash))
     }
 
-    /// Reads a whole file (of at most `limit` bytes) as an array; nil content if it is larger.
+    /// Reads a whole file (of at most `limit` bytes, and at most ``maximumReadSize``) as an
+    /// array; nil content if it is larger or is not a regular file.
     static func readAll(_ path: String, limit: Int) -> Result<[UInt8]?, Errno> {
         let fd: Int32
-        switch Syscall.open(path, O_RDONLY | O_NOFOLLOW) {
+        switch Syscall.open(path, readFlags) {
         case .success(let opened): fd = opened
         case .failure(let error): return .failure(error)
         }
         defer { Syscall.close(fd) }
         let size: Int
         switch Syscall.fstat(fd) {
-        case .success(let info): size = Int(info.st_size)
+        case .success(let info) where info.st_mode & S_IFMT == S_IFREG: size = Int(info.st_size)
+        case .success: return .success(nil)
         case .failure(let error): return .failure(error)
         }
-        guard size <= limit else { return .success(nil) }
+        guard size <= min(limit, maximumReadSize) else { return .success(nil) }
         var bytes = [UInt8](repeating: 0, count: size)
         let result = bytes.withUnsafeMutableBytes { Syscall.preadAll(fd, $0, at: 0) }
         switch result {

@@ -26,6 +26,8 @@ struct IndexEntry: Equatable, Sendable {
     private static let slotBit: UInt64 = 1 << 62
     /// The largest `.meta` file an entry may have (the low 22 bits of `createdAndMetaSize`).
     static let maximumMetaSize = (1 << metaSizeBits) - 1
+    /// The largest body size an entry can record (the low 62 bits of its size field).
+    static let maximumBodySize: Int64 = (1 << 62) - 1
     private static let metaSizeBits: UInt64 = 22
 
     init(size: Int64, isInline: Bool, slot: UInt8, created: Int64, checksum: UInt64, accessed: Int64, expires: Int64?, metaSize: UInt32) {

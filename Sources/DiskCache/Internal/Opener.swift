@@ -86,7 +86,7 @@ struct Opener {
             // the journal does not claim a clean shutdown and the next open looks for orphans.
             let keep = summary.endedCleanly ? summary.lastRecordStart : summary.validLength
             if keep < bytes.count {
-                let fd = try Syscall.open(layout.journal, O_WRONLY | O_NOFOLLOW).get(orThrow: "open the journal", path: layout.journal)
+                let fd = try Syscall.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
                 defer { Syscall.close(fd) }
                 try Syscall.ftruncate(fd, Int64(keep)).get(orThrow: "cut the journal's tail", path: layout.journal)
                 if summary.endedCleanly {
@@ -102,7 +102,7 @@ struct Opener {
         index.shrinkToFit()
         if version < Layout.flatShardsVersion { try migrateFromFormat1(index) }
 
-        let fd = try Syscall.open(layout.journal, O_WRONLY | O_NOFOLLOW).get(orThrow: "open the journal", path: layout.journal)
+        let fd = try Syscall.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
         let journal = FileDescriptor(fd)
         let length = try Syscall.fstat(fd).get(orThrow: "read the journal's size", path: layout.journal).st_size
         var state = CacheState(index: index, journal: journal, journalLength: Int64(length),
@@ -290,7 +290,7 @@ struct Opener {
             }
         }
         removeFormat1Shards(keepingOuter: true)
-        let journal = try Syscall.open(layout.journal, O_RDONLY | O_NOFOLLOW).get(orThrow: "open the journal", path: layout.journal)
+        let journal = try Syscall.open(layout.journal, FileIO.readFlags).get(orThrow: "open the journal", path: layout.journal)
         defer { Syscall.close(journal) }
         try Syscall.syncFileSystem(journal).get(orThrow: "sync the cache's filesystem", path: layout.root)
         try Self.writeVersion(layout)
@@ -415,6 +415,7 @@ extension Opener {
     func checkedEntry(hash: KeyHash, slot: UInt8, metaPath: String, bodyPath: String) -> Journal.Put? {
         guard case .success(let bytes?) = FileIO.readAll(metaPath, limit: IndexEntry.maximumMetaSize),
               let meta = bytes.withUnsafeBytes({ EntryMetadata.decode($0) }),
+              meta.size >= 0, meta.size <= IndexEntry.maximumBodySize,
               configuration.keyHasher.hash(meta.key) == hash
         else { return nil }
         if let inline = meta.inlineBody {
