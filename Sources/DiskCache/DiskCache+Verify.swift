@@ -51,7 +51,9 @@ extension DiskCache {
     /// `problems` then lists what was found (all of it repaired).
     ///
     /// What opening the cache already repaired (a torn journal tail, skipped corrupt records, a
-    /// journal rebuilt by scan) is reported too, from ``Statistics/recovery``.
+    /// journal rebuilt by scan) is reported too, from ``Statistics/recovery``, until the journal
+    /// has been rewritten (by a repair or ``compact()``): a verify after a repair that left
+    /// nothing is healthy.
     ///
     /// - Complexity: reads every file of the cache.
     public func verify(repair: Bool = false, progress: ((_ done: Int, _ total: Int) -> Void)? = nil) throws -> VerificationReport {
@@ -62,13 +64,15 @@ extension DiskCache {
         let findings = Verifier(layout: layout, entries: entries, hasher: configuration.keyHasher).run(progress: progress)
         var report = VerificationReport(entriesChecked: findings.entriesChecked, bytesChecked: findings.bytesChecked,
                                         problems: findings.problems)
-        let recovery = statistics.recovery
-        if recovery.truncatedBytes > 0 {
+        // What the open found in the journal is reported until a compaction (a repair makes
+        // one) has rewritten the journal: after that the damage is gone.
+        let (recovery, journalRewritten) = state.withLock { ($0.statistics.recovery, $0.journalGeneration > 0) }
+        if recovery.truncatedBytes > 0 && !journalRewritten {
             report.problems.append(Problem(kind: .journalTornTail, path: layout.journal, key: nil,
                                            detail: "\(recovery.truncatedBytes) bytes after the last good record"))
             report.repairs.append("Cut \(recovery.truncatedBytes) bytes of torn journal tail (when the cache was opened)")
         }
-        if recovery.corruptRegions > 0 {
+        if recovery.corruptRegions > 0 && !journalRewritten {
             report.problems.append(Problem(kind: .journalCorruptRegion, path: layout.journal, key: nil,
                                            detail: "\(recovery.corruptRegions) damaged regions skipped"))
         }

@@ -67,6 +67,28 @@ struct VerifyTests {
         #expect(try FileManager.default.attributesOfItem(atPath: journalPath)[.modificationDate] as? Date == before)
     }
 
+    /// What the open found in the journal is reported, repaired, and then no longer reported:
+    /// a verify after a successful repair in the same session is healthy.
+    @Test func verifyAfterARepairIsHealthyInTheSameSession() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+            try cache.store(bytes("v"), for: "k")
+            try cache.close()
+        }
+        let journalPath = dir.cache.appendingPathComponent("journal").path
+        try writeFile(journalPath, try readFile(journalPath) + [1, 2, 3])
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+        #expect(try cache.verify().problems.map(\.kind) == [.journalTornTail])
+        let repair = try cache.verify(repair: true)
+        #expect(repair.problems.map(\.kind) == [.journalTornTail])
+        #expect(!repair.repairs.isEmpty)
+        let after = try cache.verify()
+        #expect(after.isHealthy, "\(after.problems)")
+        #expect(cache.data(for: "k") == bytes("v"))
+        try cache.close()
+    }
+
     @Test func cacheReachedThroughASymbolicLinkVerifiesClean() throws {
         let dir = TemporaryDirectory()
         let real = dir.url.appendingPathComponent("real")
