@@ -37,16 +37,19 @@ extension DiskCache {
         case unavailable
     }
 
-    /// An entry file's bytes, or why there are none: a missing or short file (or a symbolic
-    /// link, which `O_NOFOLLOW` refuses) is damage; any other failure is not the file's fault.
+    /// An entry file's bytes (and their XXH3-64, when asked for), or why there are none: a
+    /// missing or short file, a symbolic link (which `O_NOFOLLOW` refuses) or anything that is
+    /// not a regular file is damage; any other failure is not the file's fault.
     private enum EntryFile {
-        case bytes(UnsafeMutableRawBufferPointer)
+        case bytes(UnsafeMutableRawBufferPointer, checksum: UInt64?)
         case failed(ReadResult)
     }
 
-    private func readEntryFile(_ path: String, count: Int) -> EntryFile {
-        switch FileIO.read(path, count: count) {
-        case .success(let buffer?): return .bytes(buffer)
+    private func readEntryFile(_ path: String, count: Int, hashing: Bool = false) -> EntryFile {
+        let result = hashing ? FileIO.readHashing(path, count: count).map { $0.map { ($0.0, Optional($0.1)) } }
+                             : FileIO.read(path, count: count).map { $0.map { ($0, UInt64?.none) } }
+        switch result {
+        case .success(let (buffer, checksum)?): return .bytes(buffer, checksum: checksum)
         case .success(nil): return .failed(.damaged)
         case .failure(let error) where error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks
                                         || FileIO.isNotAFile(error):
@@ -113,7 +116,7 @@ extension DiskCache {
     func readEntry(_ hash: KeyHash, key: String, expected: IndexEntry, wantBody: Bool) -> ReadResult {
         let metaBuffer: UnsafeMutableRawBufferPointer
         switch readEntryFile(layout.metaFile(hash, slot: expected.slot), count: Int(expected.metaSize)) {
-        case .bytes(let buffer): metaBuffer = buffer
+        case .bytes(let buffer, _): metaBuffer = buffer
         case .failed(let result): return result
         }
         let decoded = EntryMetadata.decode(UnsafeRawBufferPointer(metaBuffer))
@@ -140,7 +143,7 @@ extension DiskCache {
     func readValue(_ hash: KeyHash, key: String, expected: IndexEntry) -> ReadResult {
         let metaBuffer: UnsafeMutableRawBufferPointer
         switch readEntryFile(layout.metaFile(hash, slot: expected.slot), count: Int(expected.metaSize)) {
-        case .bytes(let buffer): metaBuffer = buffer
+        case .bytes(let buffer, _): metaBuffer = buffer
         case .failed(let result): return result
         }
         let bytes = UnsafeRawBufferPointer(metaBuffer)
@@ -178,27 +181,16 @@ extension DiskCache {
     /// Reads and checks a body file of exactly `meta.size` bytes.
     private func readBody(_ hash: KeyHash, meta: EntryMetadata, slot: UInt8) -> ReadResult {
         let size = Int(meta.size)
-        let path = layout.bodyFile(hash, slot: slot)
         let bodyBuffer: UnsafeMutableRawBufferPointer
-        if configuration.verifiesChecksums {
-            switch FileIO.readHashing(path, count: size) {
-            case .success(let (buffer, checksum)?):
-                guard checksum == meta.checksum else {
-                    buffer.deallocate()
-                    return .damaged
-                }
-                bodyBuffer = buffer
-            case .success(nil):
+        switch readEntryFile(layout.bodyFile(hash, slot: slot), count: size, hashing: configuration.verifiesChecksums) {
+        case .bytes(let buffer, let checksum):
+            if let checksum, checksum != meta.checksum {
+                buffer.deallocate()
                 return .damaged
-            case .failure(let error):
-                return error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || FileIO.isNotAFile(error)
-                    ? .damaged : .unavailable
             }
-        } else {
-            switch readEntryFile(path, count: size) {
-            case .bytes(let buffer): bodyBuffer = buffer
-            case .failed(let result): return result
-            }
+            bodyBuffer = buffer
+        case .failed(let result):
+            return result
         }
         guard size > 0 else {
             bodyBuffer.deallocate()

@@ -49,6 +49,14 @@ struct HostileFileTests {
         return KeyHasher.xxh3.hash(Self.victim)
     }
 
+    /// Opens the cache in `dir` on a thread of its own (see ``finishing(within:_:sourceLocation:_:)``).
+    func openPromptly(_ dir: TemporaryDirectory, _ what: String,
+                      sourceLocation: SourceLocation = #_sourceLocation) -> Result<DiskCache, any Error>? {
+        let url = dir.cache
+        let config = configuration(inlineThreshold: 1 << 20)
+        return finishing(what, sourceLocation: sourceLocation) { Result { try DiskCache(directory: url, configuration: config) } }
+    }
+
     func replaceWithFIFO(_ path: String) throws {
         try FileManager.default.removeItem(atPath: path)
         #expect(mkfifo(path, 0o600) == 0, "mkfifo \(path)")
@@ -77,9 +85,7 @@ struct HostileFileTests {
         let dir = TemporaryDirectory()
         _ = try makeCache(dir, inlineThreshold: 1 << 20)
         try replaceWithFIFO(dir.cache.path + "/journal")
-        let url = dir.cache
-        let config = configuration(inlineThreshold: 1 << 20)
-        let opened = finishing("opening a cache whose journal is a FIFO") { Result { try DiskCache(directory: url, configuration: config) } }
+        let opened = openPromptly(dir, "opening a cache whose journal is a FIFO")
         let cache = try #require(try opened?.get())
         #expect(cache.data(for: Self.victim) == Self.value)
         #expect(cache.data(for: Self.bystander) == Self.otherValue)
@@ -90,9 +96,7 @@ struct HostileFileTests {
         let dir = TemporaryDirectory()
         _ = try makeCache(dir, inlineThreshold: 1 << 20)
         try replaceWithFIFO(dir.cache.path + "/VERSION")
-        let url = dir.cache
-        let config = configuration(inlineThreshold: 1 << 20)
-        let opened = finishing("opening a cache whose VERSION is a FIFO") { Result { try DiskCache(directory: url, configuration: config) } }
+        let opened = openPromptly(dir, "opening a cache whose VERSION is a FIFO")
         guard case .failure(let error as DiskCacheError)? = opened else {
             Issue.record("expected a DiskCacheError, got \(String(describing: opened))")
             return
@@ -106,9 +110,7 @@ struct HostileFileTests {
         try FileManager.default.removeItem(atPath: dir.cache.path + "/journal")
         let fifo = dir.cache.path + "/ab/" + String(repeating: "ab", count: 16) + ".meta"
         #expect(mkfifo(fifo, 0o600) == 0)
-        let url = dir.cache
-        let config = configuration(inlineThreshold: 1 << 20)
-        let opened = finishing("the rebuild scan past a FIFO named *.meta") { Result { try DiskCache(directory: url, configuration: config) } }
+        let opened = openPromptly(dir, "the rebuild scan past a FIFO named *.meta")
         let cache = try #require(try opened?.get())
         #expect(cache.data(for: Self.victim) == Self.value)
         #expect(cache.data(for: Self.bystander) == Self.otherValue)

@@ -77,6 +77,26 @@ enum FileIO {
     /// Returns nil (as `.success(nil)`) when the file is shorter than that; fails with
     /// ENOMEM when `count` is more than a read may allocate.
     static func read(_ path: String, count: Int) -> Result<UnsafeMutableRawBufferPointer?, Errno> {
+        readFresh(path, count: count) { fd, buffer in
+            Syscall.preadAll(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: 0)
+        }
+    }
+
+    /// ``read(_:count:)`` that also returns the XXH3-64 of the bytes, computed chunk by chunk
+    /// as they arrive (a large body crosses memory once instead of twice).
+    static func readHashing(_ path: String, count: Int) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, Errno> {
+        var hash: UInt64 = 0
+        return readFresh(path, count: count) { fd, buffer in
+            let read = cdiskcache_read_hashing(fd, buffer.baseAddress, count, &hash)
+            return read < 0 ? .failure(Errno.current) : .success(read)
+        }.map { $0.map { ($0, hash) } }
+    }
+
+    /// Opens `path` to read, allocates `count` bytes and lets `fill` read into them (returning
+    /// how many it read): the buffer when that is `count`, nil when the file was shorter.
+    private static func readFresh(_ path: String, count: Int,
+                                  fill: (Int32, UnsafeMutableRawBufferPointer) -> Result<Int, Errno>)
+        -> Result<UnsafeMutableRawBufferPointer?, Errno> {
         let fd: Int32
         switch Syscall.open(path, readFlags) {
         case .success(let opened): fd = opened
@@ -84,8 +104,7 @@ enum FileIO {
         }
         defer { Syscall.close(fd) }
         guard let buffer = allocateForRead(count) else { return .failure(Errno(rawValue: ENOMEM)) }
-        let slice = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
-        switch Syscall.preadAll(fd, slice, at: 0) {
+        switch fill(fd, buffer) {
         case .success(let read) where read == count:
             return .success(buffer)
         case .success:
@@ -95,26 +114,6 @@ enum FileIO {
             buffer.deallocate()
             return .failure(error)
         }
-    }
-
-    /// ``read(_:count:)`` that also returns the XXH3-64 of the bytes, computed chunk by chunk
-    /// as they arrive (a large body crosses memory once instead of twice).
-    static func readHashing(_ path: String, count: Int) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, Errno> {
-        let fd: Int32
-        switch Syscall.open(path, readFlags) {
-        case .success(let opened): fd = opened
-        case .failure(let error): return .failure(error)
-        }
-        defer { Syscall.close(fd) }
-        guard let buffer = allocateForRead(count) else { return .failure(Errno(rawValue: ENOMEM)) }
-        var hash: UInt64 = 0
-        let read = cdiskcache_read_hashing(fd, buffer.baseAddress, count, &hash)
-        guard read == count else {
-            let error = Errno.current
-            buffer.deallocate()
-            return read < 0 ? .failure(error) : .success(nil)
-        }
-        return .success((buffer, hash))
     }
 
     /// Reads a whole file (of at most `limit` bytes, and at most ``maximumReadSize``) as an

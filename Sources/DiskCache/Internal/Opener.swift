@@ -424,10 +424,10 @@ extension Opener {
         } else {
             guard case .success(let info) = Syscall.lstat(bodyPath), info.st_mode & S_IFMT == S_IFREG,
                   Int64(info.st_size) == meta.size,
-                  case .success(let body?) = FileIO.read(bodyPath, count: Int(meta.size))
+                  case .success(let (body, checksum)?) = FileIO.readHashing(bodyPath, count: Int(meta.size))
             else { return nil }
-            defer { body.deallocate() }
-            guard Checksum.xxh3(UnsafeRawBufferPointer(rebasing: body[0..<Int(meta.size)])) == meta.checksum else { return nil }
+            body.deallocate()
+            guard checksum == meta.checksum else { return nil }
         }
         return Journal.Put(hash: hash, size: meta.size, metaSize: UInt32(bytes.count), isInline: meta.inlineBody != nil,
                            slot: slot, checksum: meta.checksum, created: meta.created, accessed: meta.accessed,

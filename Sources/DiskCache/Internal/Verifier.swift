@@ -109,12 +109,12 @@ struct Verifier {
             return problem(.bodySizeMismatch, bodyPath, key: meta.key, "the body has \(bodyInfo.st_size) bytes, expected \(meta.size)")
         }
         checkMode(bodyPath, expected: 0o600, findings: &findings)
-        guard case .success(let body?) = FileIO.read(bodyPath, count: Int(meta.size)) else {
+        guard case .success(let (body, checksum)?) = FileIO.readHashing(bodyPath, count: Int(meta.size)) else {
             return problem(.missingBody, bodyPath, key: meta.key, "the body file cannot be read")
         }
-        defer { body.deallocate() }
+        body.deallocate()
         findings.bytesChecked += meta.size
-        guard Checksum.xxh3(UnsafeRawBufferPointer(rebasing: body[0..<Int(meta.size)])) == meta.checksum else {
+        guard checksum == meta.checksum else {
             return problem(.checksumMismatch, bodyPath, key: meta.key, "the body fails its checksum")
         }
         return nil
