@@ -170,9 +170,15 @@ struct Opener {
     /// Makes the 256 shard directories that are missing (all of them for a new cache) and, if
     /// it made any, fsyncs the cache directory: a store is only ever acknowledged into a shard
     /// whose name is durable. A shard that is not a real directory is refused.
+    ///
+    /// One listing of the cache directory says which shards exist already (and, through the
+    /// entry type, that they are directories), so an open of an existing cache makes no
+    /// `mkdir` or `lstat` per shard.
     static func makeShards(_ layout: Layout) throws(DiskCacheError) {
+        let listed = try Syscall.listDirectory(layout.root).get(orThrow: "list the cache directory", path: layout.root)
+        let directories = Set(listed.lazy.filter { $0.type == DT_DIR }.map(\.name))
         var made = false
-        for name in Layout.shardNames {
+        for name in Layout.shardNames where !directories.contains(name) {
             let path = layout.root + "/" + name
             switch Syscall.mkdir(path, 0o700) {
             case .success:
