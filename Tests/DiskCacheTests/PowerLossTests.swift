@@ -32,6 +32,11 @@ import Glibc
 ///
 /// A failure names the seed, the cut and the variant: `POWERLOSS_SEED=<seed>` runs that seed
 /// alone, `POWERLOSS_SEEDS=<n>` runs n seeds per test instead of the default.
+///
+/// Serialized: these checks are long and synchronous, and run in parallel they would hold every
+/// thread of the test runner's pool on a 2-core machine, starving the HTTP tests (whose
+/// timeouts and `Age` checks then fail).
+@Suite(.serialized)
 struct PowerLossTests {
     static let defaultSeeds: [UInt64] = [1, 2, 3]
 
