@@ -22,3 +22,67 @@ int cdiskcache_syncfs(int fd) {
     return result == 0 ? 1 : result;
 #endif
 }
+
+#if defined(__linux__)
+#include <linux/openat2.h>
+#include <sys/syscall.h>
+#endif
+#include <string.h>
+
+/// 1 while openat2 may work, 0 once it reported ENOSYS (or EPERM from a seccomp filter).
+static int openat2_usable = 1;
+
+/// The component walk: every directory on the way is opened with O_NOFOLLOW | O_DIRECTORY,
+/// which fails on a symbolic link; the last component with the caller's flags and O_NOFOLLOW.
+static int open_walking(int directory, const char *path, int flags, mode_t mode) {
+    if (path[0] == '/') { errno = EXDEV; return -1; }
+    char component[256];
+    int current = directory;
+    const char *start = path;
+    for (;;) {
+        const char *slash = strchr(start, '/');
+        size_t length = slash ? (size_t)(slash - start) : strlen(start);
+        if (length == 0 || length >= sizeof component) {
+            if (current != directory) close(current);
+            errno = length == 0 ? ENOENT : ENAMETOOLONG;
+            return -1;
+        }
+        memcpy(component, start, length);
+        component[length] = 0;
+        if (strcmp(component, "..") == 0) {
+            if (current != directory) close(current);
+            errno = EXDEV;
+            return -1;
+        }
+        int next;
+        if (slash == NULL) {
+            next = openat(current, component, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+        } else {
+            next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        int saved = errno;
+        if (current != directory) close(current);
+        errno = saved;
+        if (next < 0 || slash == NULL) return next;
+        current = next;
+        start = slash + 1;
+    }
+}
+
+int cdiskcache_open_beneath(int directory, const char *path, int flags, mode_t mode) {
+#if defined(__linux__) && defined(SYS_openat2)
+    if (__atomic_load_n(&openat2_usable, __ATOMIC_RELAXED)) {
+        struct open_how how;
+        memset(&how, 0, sizeof how);
+        how.flags = (unsigned long long)(flags | O_CLOEXEC);
+        // O_TMPFILE includes O_DIRECTORY's bit: a mode given with a plain O_DIRECTORY is EINVAL.
+        how.mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0;
+        how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+        long fd = syscall(SYS_openat2, directory, path, &how, sizeof how);
+        if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) return (int)fd;
+        if (errno == ENOSYS) __atomic_store_n(&openat2_usable, 0, __ATOMIC_RELAXED);
+        // EPERM may be a seccomp filter or a real permission error: the walk tells which.
+    }
+#endif
+    return open_walking(directory, path, flags, mode);
+}

@@ -46,8 +46,8 @@ extension DiskCache {
     }
 
     private func readEntryFile(_ path: String, count: Int, hashing: Bool = false) -> EntryFile {
-        let result = hashing ? FileIO.readHashing(path, count: count).map { $0.map { ($0.0, Optional($0.1)) } }
-                             : FileIO.read(path, count: count).map { $0.map { ($0, UInt64?.none) } }
+        let result = hashing ? FileIO.readHashing(path, count: count, in: layout.directory).map { $0.map { ($0.0, Optional($0.1)) } }
+                             : FileIO.read(path, count: count, in: layout.directory).map { $0.map { ($0, UInt64?.none) } }
         switch result {
         case .success(let (buffer, checksum)?): return .bytes(buffer, checksum: checksum)
         case .success(nil): return .failed(.damaged)
@@ -245,11 +245,14 @@ extension DiskCache {
                 return (position.generation, position.end, entry)
             }
             guard let removed else { return nil }
-            _ = Syscall.unlink(layout.metaFile(hash, slot: removed.entry.slot))
-            if !removed.entry.isInline { _ = Syscall.unlink(layout.bodyFile(hash, slot: removed.entry.slot)) }
+            _ = layout.directory.unlink(layout.metaFile(hash, slot: removed.entry.slot))
+            if !removed.entry.isInline { _ = layout.directory.unlink(layout.bodyFile(hash, slot: removed.entry.slot)) }
             return (removed.generation, removed.end, removed.entry.size)
         }
-        guard let position else { return false }
+        guard let position else {
+            try syncForRetriedRemove()
+            return false
+        }
         configuration.onEviction?(Eviction(key: key, size: position.size, reason: reason))
         if configuration.durability.mode == .immediate { try syncJournal(through: (position.generation, position.end)) }
         return true
@@ -259,18 +262,27 @@ extension DiskCache {
     /// shard directory that has gone (removed by hand while the cache was open) is made again.
     func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], hash: KeyHash, sync: Bool,
                         action: String) throws(DiskCacheError) {
-        var result = FileIO.writeEntryFile(path, parts, sync: sync)
+        var result = FileIO.writeEntryFile(path, parts, sync: sync, in: layout.directory)
         if case .failure(.noSuchFileOrDirectory) = result {
             let shard = layout.shardDirectory(hash)
-            switch Syscall.mkdir(shard, 0o700) {
+            switch layout.directory.mkdir(shard, 0o700) {
             case .success, .failure(.fileExists): break
             case .failure(let error): throw DiskCacheError.io(error, "create a shard directory", path: shard)
             }
             // The shard's name is durable before anything in it can be acknowledged.
-            try Syscall.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
-            result = FileIO.writeEntryFile(path, parts, sync: sync)
+            try layout.directory.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
+            result = FileIO.writeEntryFile(path, parts, sync: sync, in: layout.directory)
         }
         try result.get(orThrow: action, path: path)
+    }
+
+    /// A remove that finds nothing to remove may be the retry of one that removed the entry and
+    /// then failed to make that durable: in `.immediate` it returns only once the journal is
+    /// synced through its end, so the retry finishes the job. Costs nothing when it is synced.
+    func syncForRetriedRemove() throws(DiskCacheError) {
+        guard configuration.durability.mode == .immediate else { return }
+        let end = state.withLock { ($0.journalGeneration, $0.journalLength) }
+        try syncJournal(through: end)
     }
 
     /// Group commit: returns once the journal is durable through `position`. Concurrent

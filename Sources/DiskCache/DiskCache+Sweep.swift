@@ -210,7 +210,7 @@ extension DiskCache {
 
     /// The key an entry was stored under, read from its metadata file.
     func keyOfEntry(_ hash: KeyHash, _ entry: IndexEntry) -> String? {
-        guard case .success(let buffer?) = FileIO.read(layout.metaFile(hash, slot: entry.slot), count: Int(entry.metaSize)) else {
+        guard case .success(let buffer?) = FileIO.read(layout.metaFile(hash, slot: entry.slot), count: Int(entry.metaSize), in: layout.directory) else {
             return nil
         }
         defer { buffer.deallocate() }

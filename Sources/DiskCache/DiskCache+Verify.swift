@@ -1,3 +1,4 @@
+public import Foundation
 import Dispatch
 import Synchronization
 #if canImport(Glibc)
@@ -15,6 +16,10 @@ extension DiskCache {
             case missingMetadata, unreadableMetadata, keyMismatch, metadataMismatch
             case missingBody, bodySizeMismatch, checksumMismatch, symbolicLink
             case orphanFile, temporaryFile, wrongPermissions
+            /// A file (not a directory) where one of the cache's directories belongs.
+            case wrongFileType
+            /// One of the cache's directories (a shard, `tmp/`) is missing.
+            case missingDirectory
             case journalTornTail, journalCorruptRegion, journalMissing
         }
         public var kind: Kind
@@ -40,6 +45,9 @@ extension DiskCache {
         public var problems: [Problem] = []
         /// What the repair did, one sentence each (empty unless repairing).
         public var repairs: [String] = []
+        /// What was seen that is not a problem: leftovers the next open removes by itself, a
+        /// cache that was not closed cleanly. One sentence each.
+        public var notes: [String] = []
         /// True when nothing is wrong (after a repair: when nothing was left unrepaired).
         public var isHealthy: Bool { problems.isEmpty }
     }
@@ -88,19 +96,46 @@ extension DiskCache {
             let removed = stripe(orphan.hash).mutex.withLock { _ -> Bool in
                 let entry = state.withLock { $0.index[orphan.hash] }
                 let vouched = entry.map { $0.slot == orphan.slot && (orphan.kind == .meta || !$0.isInline) } ?? false
-                guard !vouched, case .success = Syscall.unlink(orphan.path) else { return false }
-                return true
+                return !vouched && layout.directory.removeEntryFile(orphan.path)
             }
             if removed { removedOrphans += 1 }
         }
         if removedOrphans > 0 { report.repairs.append("Removed \(removedOrphans) orphan files") }
+        for path in findings.brokenDirectories {
+            // With every writer held off: a store must not land between the move and the mkdir.
+            let result = try withAllStripes { () -> Result<Void, Errno> in restoreDirectory(path) }
+            if case .success = result {
+                report.repairs.append("Made \(path) a directory of the cache again (a link there was removed, never its target; anything else was moved into tmp/)")
+            }
+        }
+        for path in findings.leftovers {
+            // On the maintenance queue, so that no compaction is writing it meanwhile.
+            maintenance.sync { layout.directory.removeTree(path) }
+            report.repairs.append("Removed \(path)")
+        }
         for (path, mode) in findings.permissions {
-            guard case .success = Syscall.chmod(path, mode) else { continue }
+            guard case .success = layout.directory.chmod(path, mode) else { continue }
             report.repairs.append("Set mode \(String(mode, radix: 8)) on \(path)")
         }
         try compact()
         report.repairs.append("Rewrote the journal (\(count) entries)")
         return report
+    }
+
+    /// Makes `path` (a shard or `tmp/`) a real directory again: a link there is removed (never
+    /// its target), a file moved into `tmp/` (or, for `tmp/` itself, removed), and the cache
+    /// directory synced so the new directory is durable before a store is acknowledged into it.
+    func restoreDirectory(_ path: String) -> Result<Void, Errno> {
+        let directory = layout.directory
+        let cleared: Result<Void, Errno>
+        if directory.lstat(path).isDirectory {
+            cleared = .success(())
+        } else if path == layout.temp {
+            cleared = directory.unlink(path).orMissing
+        } else {
+            cleared = Opener.moveAside(path, layout)
+        }
+        return cleared.flatMap { directory.mkdir(path, 0o700).orExisting }.flatMap { directory.fsyncDirectory(layout.root) }
     }
 
     /// Rewrites the journal now as one record per live entry (it is also done in the background
@@ -118,5 +153,52 @@ extension DiskCache {
     /// compaction would drop.
     public var journalStatistics: (bytes: Int64, records: Int, redundantRecords: Int) {
         state.withLock { ($0.journalLength, $0.journalRecords, max(0, $0.journalRecords - $0.index.count)) }
+    }
+}
+
+extension DiskCache {
+    /// Marks a cache again whose `VERSION` file was lost or damaged (deleted, overwritten, swapped
+    /// with `LOCK`), so that it opens: the open then rebuilds or checks everything else as usual
+    /// (a damaged journal is moved aside and the index rebuilt from the entry files).
+    ///
+    /// Only a directory that is recognisably a cache is marked: at least half of its 256 shard
+    /// directories are there and every other name in it is one the cache uses. Anything else is
+    /// refused with `.notACache` and left as it was. Returns what it did, one sentence each
+    /// (empty when the mark was fine).
+    ///
+    /// #### Errors
+    /// `.notACache` (not recognisably a cache), `.newerFormat` (a mark of a newer format is never
+    /// replaced), `.locked` (the cache is open), or an I/O error.
+    ///
+    /// #### Implementation details
+    /// Takes the cache's locks like an open, then writes `VERSION` to a temporary file, fsyncs
+    /// it, renames it into place and fsyncs the directory.
+    public static func restoreMark(directory: URL) throws -> [String] {
+        let root = Layout(root: directory.path).root
+        let names = try Syscall.listDirectory(root).get(orThrow: "list the cache directory", path: root)
+        let was: String
+        switch FormatMarker.read(root: root) {
+        case .marked(let version) where version > Layout.formatVersion:
+            throw DiskCacheError(code: .newerFormat,
+                                 message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
+                                 path: root)
+        case .marked, .legacy:
+            return []
+        case .missing:
+            was = "it was missing"
+        case .damaged(let what):
+            was = "it held \(what)"
+        }
+        guard FormatMarker.isRecognisablyACache(names) else {
+            throw DiskCacheError(code: .notACache,
+                                 message: "The directory is not recognisably a cache (fewer than 128 shard directories, or names a cache does not use), so it is not marked as one",
+                                 path: root)
+        }
+        let cacheDirectory = try CacheDirectory.open(root).get(orThrow: "open the cache directory", path: root)
+        let layout = Layout(directory: cacheDirectory)
+        let locks = try Opener.takeLocks(layout)
+        defer { withExtendedLifetime(locks) {} }
+        try Opener.writeVersion(layout)
+        return ["Wrote a new VERSION file (\(was))"]
     }
 }

@@ -57,7 +57,8 @@ public final class DiskCache: Sendable {
     let state: Mutex<CacheState>
     let syncState = Mutex(SyncState())
     let stripes: [StripeLock] = (0..<256).map { _ in StripeLock() }
-    let lockFile: Mutex<FileDescriptor?>
+    /// `LOCK` and the directory, `flock`ed while the cache is open; emptied by `close()`.
+    let locks: Mutex<[FileDescriptor]>
     let temporaryCounter = Atomic<UInt64>(0)
     let maintenance: Maintenance
     let logger: Logger
@@ -75,7 +76,7 @@ public final class DiskCache: Sendable {
     /// - ``DiskCacheError/Code/newerFormat``: written by a newer version; left untouched.
     ///
     /// #### Implementation details
-    /// Takes `flock(LOCK_EX|LOCK_NB)` on `LOCK`, empties `tmp/`, replays `journal` (cutting a
+    /// Takes `flock(LOCK_EX|LOCK_NB)` on `LOCK` and on the directory, empties `tmp/`, replays `journal` (cutting a
     /// torn tail with `ftruncate`), or rebuilds it by scanning the shards if it is missing.
     public init(directory: URL, configuration: Configuration = Configuration()) throws {
         self.directory = directory
@@ -84,7 +85,7 @@ public final class DiskCache: Sendable {
         let opened = try Opener(path: directory.path, configuration: configuration).open()
         self.layout = opened.layout
         self.blockSize = opened.blockSize
-        self.lockFile = Mutex(opened.lock)
+        self.locks = Mutex(opened.locks)
         self.state = Mutex(opened.state)
         self.syncState.withLock { $0 = SyncState(generation: 0, syncedLength: opened.state.journalLength) }
         self.maintenance = Maintenance(interval: configuration.maintenanceInterval)
@@ -263,7 +264,7 @@ public final class DiskCache: Sendable {
                                 try writeEntryFile(metaPath, isInline ? [head, body, tail] : [head, tail], hash: hash,
                                                    sync: immediate, action: "write the metadata")
                             } catch {
-                                if let bodyPath { _ = Syscall.unlink(bodyPath) }
+                                if let bodyPath { _ = layout.directory.unlink(bodyPath) }
                                 throw error
                             }
                         }
@@ -278,7 +279,7 @@ public final class DiskCache: Sendable {
             do throws(DiskCacheError) {
                 if immediate {
                     let shard = layout.shardDirectory(hash)
-                    try Syscall.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
+                    try layout.directory.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
                 }
                 // Append and index update under one lock: a compaction snapshots the index and
                 // collects later appends, so it must never see one without the other.
@@ -292,8 +293,8 @@ public final class DiskCache: Sendable {
                 }
             } catch {
                 // Not committed: the new slot's files go, the committed entry stays.
-                _ = Syscall.unlink(metaPath)
-                if let bodyPath { _ = Syscall.unlink(bodyPath) }
+                _ = layout.directory.unlink(metaPath)
+                if let bodyPath { _ = layout.directory.unlink(bodyPath) }
                 throw error
             }
             // In `.immediate` mode the commit is made durable before the earlier value's files
@@ -301,8 +302,8 @@ public final class DiskCache: Sendable {
             if immediate { try syncJournal(through: position) }
             // Committed: the other slot's files are garbage now.
             if let current {
-                _ = Syscall.unlink(layout.metaFile(hash, slot: current.slot))
-                if !current.isInline { _ = Syscall.unlink(layout.bodyFile(hash, slot: current.slot)) }
+                _ = layout.directory.unlink(layout.metaFile(hash, slot: current.slot))
+                if !current.isInline { _ = layout.directory.unlink(layout.bodyFile(hash, slot: current.slot)) }
             }
         }
         maintenance.noteWrite(owner: self)
@@ -316,6 +317,7 @@ public final class DiskCache: Sendable {
         let hash = configuration.keyHasher.hash(key)
         guard let entry = state.withLock({ $0.index[hash] }) else {
             try throwIfClosed()
+            try syncForRetriedRemove()
             return
         }
         // Never remove another key's entry because its hash collides with this key.
@@ -341,10 +343,12 @@ public final class DiskCache: Sendable {
                 state.pendingAccess.removeAll()
                 return position
             }
-            _ = Syscall.mkdir(trash)
-            if case .success(let names) = Syscall.listDirectory(layout.root) {
+            // tmp/ replaced by a link or a file would be refused: make it a directory again first.
+            if !layout.directory.lstat(layout.temp).isDirectory { _ = restoreDirectory(layout.temp) }
+            _ = layout.directory.mkdir(trash)
+            if case .success(let names) = layout.directory.listDirectory(layout.root) {
                 for (name, _) in names where Layout.isShardName(name) {
-                    _ = Syscall.rename(layout.root + "/" + name, trash + "/" + name)
+                    _ = layout.directory.rename(layout.root + "/" + name, trash + "/" + name)
                 }
             }
             // Every shard exists again, durably, before a store can be acknowledged into one.
@@ -353,7 +357,7 @@ public final class DiskCache: Sendable {
         }
         if immediate { try syncJournal(through: position) }
         // Not skipped by a close that follows: `close()` waits for the queue.
-        maintenance.queue.async { FileIO.removeTree(trash) }
+        maintenance.queue.async { [layout] in layout.directory.removeTree(trash) }
     }
 
     /// Removes the entries stored at or after `date` (`NSURLCache`'s
@@ -421,7 +425,7 @@ public final class DiskCache: Sendable {
             }
             return failure
         }
-        lockFile.withLock { $0 = nil }
+        locks.withLock { $0 = [] }
         if let failure { throw failure }
     }
 }
@@ -453,7 +457,7 @@ extension DiskCache {
                 return state.index[hash]
             }
             guard let current,
-                  case .success(let buffer?) = FileIO.read(layout.metaFile(hash, slot: current.slot), count: Int(current.metaSize))
+                  case .success(let buffer?) = FileIO.read(layout.metaFile(hash, slot: current.slot), count: Int(current.metaSize), in: layout.directory)
             else { return nil }
             let decoded = EntryMetadata.decode(UnsafeRawBufferPointer(buffer))
             buffer.deallocate()
@@ -478,8 +482,8 @@ extension DiskCache {
             let metaPath = layout.metaFile(hash, slot: slot)
             if !current.isInline {
                 let body = layout.bodyFile(hash, slot: slot)
-                _ = Syscall.unlink(body)  // a leftover of an interrupted write, if any
-                switch Syscall.link(layout.bodyFile(hash, slot: current.slot), body) {
+                _ = layout.directory.unlink(body)  // a leftover of an interrupted write, if any
+                switch layout.directory.link(layout.bodyFile(hash, slot: current.slot), body) {
                 case .success: break
                 case .failure(.noSuchFileOrDirectory): return nil  // the body is gone: nothing to update
                 case .failure(let error): throw DiskCacheError.io(error, "link the body", path: body)
@@ -493,10 +497,10 @@ extension DiskCache {
                 }.get()
                 if immediate {
                     let shard = layout.shardDirectory(hash)
-                    try Syscall.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
+                    try layout.directory.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
                 }
             } catch {
-                if !current.isInline { _ = Syscall.unlink(layout.bodyFile(hash, slot: slot)) }
+                if !current.isInline { _ = layout.directory.unlink(layout.bodyFile(hash, slot: slot)) }
                 throw error
             }
             let put = Journal.Put(hash: hash, size: meta.size, metaSize: UInt32(bytes.count), isInline: current.isInline,
@@ -508,8 +512,8 @@ extension DiskCache {
                 return position
             }
             if immediate { try syncJournal(through: position) }
-            _ = Syscall.unlink(layout.metaFile(hash, slot: current.slot))
-            if !current.isInline { _ = Syscall.unlink(layout.bodyFile(hash, slot: current.slot)) }
+            _ = layout.directory.unlink(layout.metaFile(hash, slot: current.slot))
+            if !current.isInline { _ = layout.directory.unlink(layout.bodyFile(hash, slot: current.slot)) }
             return position
         }
         guard committed != nil else { return false }

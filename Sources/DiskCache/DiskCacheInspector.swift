@@ -63,40 +63,48 @@ public final class DiskCacheInspector: Sendable {
             throw DiskCacheError(code: .permissionDenied, message: "The cache directory cannot be read by this process", path: layout.root)
         }
         var summary = Summary()
-        switch FileIO.readAll(layout.versionFile, limit: 256) {
-        case .success(let bytes?):
-            guard let version = Int(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
-                throw DiskCacheError(code: .notACache, message: "The cache's VERSION file is unreadable", path: layout.versionFile)
-            }
-            guard version <= Layout.formatVersion else {
-                throw DiskCacheError(code: .newerFormat,
-                                     message: "The cache has format version \(version); this tool reads up to \(Layout.formatVersion)",
-                                     path: layout.root)
-            }
+        switch FormatMarker.read(root: layout.root) {
+        case .marked(let version) where version > Layout.formatVersion:
+            throw DiskCacheError(code: .newerFormat,
+                                 message: "The cache has format version \(version); this tool reads up to \(Layout.formatVersion)",
+                                 path: layout.root)
+        case .marked(let version), .legacy(let version):
             summary.formatVersion = version
-            // A format-1 cache is read where its files are; opening it for writing migrates it.
-            layout = Layout(root: layout.root, version: version)
-        default:
+        case .missing:
             throw DiskCacheError(code: .notACache, message: "The directory is not a cache (it has no VERSION file)", path: layout.root)
+        case .damaged(let what):
+            throw DiskCacheError(code: .notACache, message: "The directory's VERSION file is not a cache's mark (\(what))",
+                                 path: layout.versionFile)
         }
+        // A format-1 cache is read where its files are; opening it for writing migrates it.
+        let directory = try CacheDirectory.open(layout.root).get(orThrow: "open the cache directory", path: layout.root)
+        layout = Layout(directory: directory, version: summary.formatVersion)
 
         self.layout = layout
-        // Refuse a cache that is open; the probe's lock goes with its descriptor at the end of
-        // this block. The lock file is never created.
-        if case .success(let fd) = Syscall.open(layout.lockFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) {
-            let probe = FileDescriptor(fd)
-            if case .failure(let error) = Syscall.lockExclusive(fd) {
-                if error == .wouldBlock {
-                    var owner = ""
-                    if case .success(let bytes?) = FileIO.readAll(layout.lockFile, limit: 64) {
-                        owner = " by process " + String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-                    }
-                    throw DiskCacheError(code: .locked, message: "The cache is open\(owner); inspect it after it closes", path: layout.root)
+        // Refuse a cache that is open (its owner locks `LOCK` and the directory); the probes'
+        // locks go with their descriptors at the end of this block. The lock file is never created.
+        let probes = [(layout.lockFile, false), (layout.root, true)].compactMap { path, isDirectory -> (FileDescriptor, Bool)? in
+            let flags = isDirectory ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NOFOLLOW | O_NONBLOCK
+            guard case .success(let fd) = directory.open(path, flags) else { return nil }
+            return (FileDescriptor(fd), isDirectory)
+        }
+        for (probe, isDirectory) in probes {
+            switch Syscall.lockExclusive(probe.fd) {
+            case .success:
+                break
+            case .failure(let error) where error == .wouldBlock:
+                var owner = ""
+                if case .success(let bytes?) = FileIO.readAll(layout.lockFile, limit: 64, in: directory) {
+                    owner = " by process " + String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
                 }
+                throw DiskCacheError(code: .locked, message: "The cache is open\(owner); inspect it after it closes", path: layout.root)
+            case .failure where isDirectory:
+                break  // a filesystem that cannot lock a directory: `LOCK` decides alone
+            case .failure(let error):
                 throw DiskCacheError.io(error, "lock the cache directory", path: layout.lockFile)
             }
-            _ = probe
         }
+        _ = probes
 
         if case .success(let fs) = Syscall.statvfs(layout.root) {
             let unit = Int64(fs.f_frsize > 0 ? fs.f_frsize : fs.f_bsize)
@@ -104,7 +112,7 @@ public final class DiskCacheInspector: Sendable {
             summary.volume = DiskCache.VolumeSpace(available: Int64(fs.f_bavail) * unit, total: Int64(fs.f_blocks) * unit)
         }
         var index = Index(blockSize: summary.blockSize)
-        switch FileIO.readAll(layout.journal, limit: Int.max) {
+        switch FileIO.readAll(layout.journal, limit: Int.max, in: layout.directory) {
         case .success(let bytes?):
             switch bytes.withUnsafeBytes({ Journal.checkHeader($0) }) {
             case .newerVersion(let version):
@@ -150,7 +158,7 @@ public final class DiskCacheInspector: Sendable {
         if let inline = meta.inlineBody {
             body = inline
         } else {
-            guard case .success(let bytes?) = FileIO.readAll(layout.bodyFile(hash, slot: entry.slot), limit: Int(meta.size)),
+            guard case .success(let bytes?) = FileIO.readAll(layout.bodyFile(hash, slot: entry.slot), limit: Int(meta.size), in: layout.directory),
                   bytes.count == Int(meta.size) else { return nil }
             body = bytes
         }
@@ -161,7 +169,7 @@ public final class DiskCacheInspector: Sendable {
     /// The raw `.meta` file of `key`'s entry: a binary property list.
     public func metadataPropertyList(for key: String) -> Data? {
         guard let (hash, entry) = lookup(key),
-              case .success(let bytes?) = FileIO.readAll(layout.metaFile(hash, slot: entry.slot), limit: IndexEntry.maximumMetaSize),
+              case .success(let bytes?) = FileIO.readAll(layout.metaFile(hash, slot: entry.slot), limit: IndexEntry.maximumMetaSize, in: layout.directory),
               let meta = bytes.withUnsafeBytes({ EntryMetadata.decode($0) }), meta.key == key
         else { return nil }
         return Data(bytes)
@@ -185,11 +193,12 @@ public final class DiskCacheInspector: Sendable {
             report.problems.append(DiskCache.Problem(kind: .journalCorruptRegion, path: layout.journal, key: nil,
                                                      detail: "\(summary.corruptRegions) damaged regions"))
         }
-        if case .success(let names) = Syscall.listDirectory(layout.temp) {
-            for (name, _) in names {
-                report.problems.append(DiskCache.Problem(kind: .temporaryFile, path: layout.tempFile(name), key: nil,
-                                                         detail: "left by an interrupted write"))
-            }
+        // Leftovers the next open removes by itself are notes, not problems.
+        if summary.hasJournal && !summary.wasCleanlyClosed {
+            report.notes.append("The cache was not closed cleanly (the process that had it open stopped without closing it); the next open checks for files no journal record vouches for")
+        }
+        if case .success(let names) = layout.directory.listDirectory(layout.temp), !names.isEmpty {
+            report.notes.append("tmp/ holds \(names.count) \(names.count == 1 ? "item" : "items") left by interrupted writes or a removeAll; the next open removes \(names.count == 1 ? "it" : "them")")
         }
         return report
     }
@@ -200,7 +209,7 @@ public final class DiskCacheInspector: Sendable {
     }
 
     private func metadata(_ hash: KeyHash, _ entry: IndexEntry) -> EntryMetadata? {
-        guard case .success(let bytes?) = FileIO.readAll(layout.metaFile(hash, slot: entry.slot), limit: IndexEntry.maximumMetaSize)
+        guard case .success(let bytes?) = FileIO.readAll(layout.metaFile(hash, slot: entry.slot), limit: IndexEntry.maximumMetaSize, in: layout.directory)
         else { return nil }
         return bytes.withUnsafeBytes { EntryMetadata.decode($0) }
     }

@@ -105,7 +105,7 @@ struct IntegrityTests {
             // Simulate the crash: no close (no CLOSE record); the unfinished write's files appear.
             cache.maintenance.stop()
             cache.state.withLock { $0.isClosed = true }
-            cache.lockFile.withLock { $0 = nil }
+            cache.locks.withLock { $0 = [] }
         }
         try writeFile(slot1.meta, newMeta)
         if let newBody { try writeFile(slot1.body, newBody) }
@@ -145,10 +145,13 @@ struct IntegrityTests {
         let shard = dir.cache.appendingPathComponent("ab")
         try FileManager.default.removeItem(at: shard)
         try FileManager.default.createSymbolicLink(at: shard, withDestinationURL: elsewhere)
-        #expect(throws: DiskCacheError.self) {
-            let cache = try DiskCache(directory: dir.cache, configuration: .testing(hasher: hasher))
-            try cache.store(bytes("v"), for: "k")
-        }
-        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere.path).isEmpty)
+        try FileManager.default.createDirectory(at: elsewhere.appendingPathComponent("keep"), withIntermediateDirectories: true)
+        // The open removes the link (never its target) and makes the shard again.
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing(hasher: hasher))
+        try cache.store(bytes("v"), for: "k")
+        #expect(cache.data(for: "k") == bytes("v"))
+        let info = try FileManager.default.attributesOfItem(atPath: shard.path)
+        #expect(info[.type] as? FileAttributeType == .typeDirectory)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: elsewhere.path) == ["keep"])
     }
 }

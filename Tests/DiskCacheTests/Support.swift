@@ -177,3 +177,20 @@ final class Worker: @unchecked Sendable {  // unchecked: `collected` and `buffer
         return worker.lines
     }
 }
+
+/// Every file below `url` with its bytes, and every directory (named with a trailing "/"):
+/// what "left byte for byte" compares.
+func snapshot(_ url: URL) throws -> [String: [UInt8]] {
+    var result: [String: [UInt8]] = [:]
+    let enumerator = FileManager.default.enumerator(atPath: url.path)
+    while let name = enumerator?.nextObject() as? String {
+        var isDirectory: ObjCBool = false
+        let path = url.appendingPathComponent(name).path
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            result[name] = try readFile(path)
+        } else {
+            result[name + "/"] = []
+        }
+    }
+    return result
+}

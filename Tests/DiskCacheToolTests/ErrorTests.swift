@@ -78,7 +78,7 @@ struct ErrorTests {
     @Test func aNewerFormatIsRefused() throws {
         let directory = TemporaryDirectory()
         _ = try SmallCache(at: directory.cache)
-        try Data("99\n".utf8).write(to: directory.cache.appendingPathComponent("VERSION"))
+        try Data("swift-disk-cache\n99\n".utf8).write(to: directory.cache.appendingPathComponent("VERSION"))
         for command in [["stats"], ["clear"]] {
             expectOneLineError(try run(command, directory.cache), containing: "format version 99")
         }

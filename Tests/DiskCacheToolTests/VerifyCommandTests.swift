@@ -19,6 +19,28 @@ struct VerifyCommandTests {
         #expect(repair.output == result.output)
     }
 
+    @Test func leftoversTheNextOpenRemovesAreNotesNotProblems() throws {
+        let directory = TemporaryDirectory()
+        _ = try SmallCache(at: directory.cache)
+        try Data("half a write".utf8).write(to: directory.cache.appendingPathComponent("tmp/interrupted"))
+        let result = try runTool(["verify", directory.cache.path])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.lines.contains { $0.hasPrefix("note: tmp/ holds 1 item") }, "\(result.output)")
+        #expect(!result.lines.contains { $0.hasPrefix("problem: ") })
+    }
+
+    @Test func repairMarksACacheWhoseVersionFileWasLost() throws {
+        let directory = TemporaryDirectory()
+        _ = try SmallCache(at: directory.cache)
+        try FileManager.default.removeItem(at: directory.cache.appendingPathComponent("VERSION"))
+        #expect(try runTool(["verify", directory.cache.path]).status != 0)
+        let repair = try runTool(["verify", directory.cache.path, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        #expect(repair.lines.first == "repaired: Wrote a new VERSION file (it was missing)")
+        let again = try runTool(["get", directory.cache.path, "alpha"])
+        #expect(again.status == 0)
+    }
+
     /// The small cache with beta's body corrupted, an orphan `.meta` in a shard and garbage
     /// after the journal's last record.
     struct Damaged {

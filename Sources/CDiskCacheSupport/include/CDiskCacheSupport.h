@@ -26,4 +26,13 @@ uint64_t cdiskcache_xxh3_64(const void *bytes, size_t count);
 /// right after it is read. Returns the number of bytes read, or -1 with errno set.
 ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *hash);
 
+/// Opens `path`, relative to the directory `directory`, without following a symbolic link at
+/// any component and without leaving that directory (Linux `openat2` with
+/// `RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`). Where `openat2` is missing (Linux before 5.6, a
+/// seccomp filter that refuses it, other systems) the path is walked one component at a time
+/// with `openat(O_NOFOLLOW | O_DIRECTORY)`. A link anywhere fails with ELOOP (or ENOTDIR),
+/// an absolute path or a ".." component with EXDEV. `O_CLOEXEC` is always added. Returns the
+/// descriptor, or -1 with errno set.
+int cdiskcache_open_beneath(int directory, const char *path, int flags, mode_t mode);
+
 #endif

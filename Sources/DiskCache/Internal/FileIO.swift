@@ -8,33 +8,46 @@ import Musl
 import Darwin
 #endif
 
-/// Whole-file reads and writes, never following a symbolic link at the last component.
+/// Whole-file reads and writes. Inside a cache they go through its ``CacheDirectory`` (no link
+/// followed at any component); elsewhere (`directory` nil) no link is followed at the last one.
 enum FileIO {
+    /// Opens `path` through `directory` when there is one.
+    private static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600, in directory: CacheDirectory?) -> Result<Int32, Errno> {
+        if let directory { return directory.open(path, flags, mode) }
+        return Syscall.open(path, flags, mode)
+    }
+
+    private static func unlink(_ path: String, in directory: CacheDirectory?) {
+        if let directory { _ = directory.unlink(path) } else { _ = Syscall.unlink(path) }
+    }
+
     /// Creates `path` (which must not exist), writes `bytes`, optionally fsyncs, closes.
     /// On failure the partial file is removed.
-    static func writeNewFile(_ path: String, _ bytes: UnsafeRawBufferPointer, sync: Bool) -> Result<Void, Errno> {
+    static func writeNewFile(_ path: String, _ bytes: UnsafeRawBufferPointer, sync: Bool,
+                             in directory: CacheDirectory?) -> Result<Void, Errno> {
         let fd: Int32
-        switch Syscall.open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600) {
+        switch open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600, in: directory) {
         case .success(let opened): fd = opened
         case .failure(let error): return .failure(error)
         }
         var result = Syscall.writeAll(fd, bytes)
         if case .success = result, sync { result = Syscall.fsync(fd) }
         Syscall.close(fd)
-        if case .failure = result { _ = Syscall.unlink(path) }
+        if case .failure = result { unlink(path, in: directory) }
         return result
     }
 
     /// Creates an entry file at `path` in a slot no journal record vouches for, writes `parts`
     /// with one gathered write, optionally fsyncs, and closes. A file already there is what an
-    /// interrupted write left: it is unlinked and the file made afresh (never truncated in place,
+    /// interrupted write left (or, after damage, a directory): it is removed and the file made afresh (never truncated in place,
     /// which would make ext4 start writeback at close). On failure the partial file is removed.
-    static func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], sync: Bool) -> Result<Void, Errno> {
+    static func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], sync: Bool,
+                               in directory: CacheDirectory) -> Result<Void, Errno> {
         let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW
-        var opened = Syscall.open(path, flags, 0o600)
+        var opened = directory.open(path, flags, 0o600)
         if case .failure(.fileExists) = opened {
-            _ = Syscall.unlink(path)
-            opened = Syscall.open(path, flags, 0o600)
+            _ = directory.removeEntryFile(path)
+            opened = directory.open(path, flags, 0o600)
         }
         let fd: Int32
         switch opened {
@@ -44,7 +57,7 @@ enum FileIO {
         var result = Syscall.pwritevAll(fd, parts)
         if case .success = result, sync { result = Syscall.fsync(fd) }
         Syscall.close(fd)
-        if case .failure = result { _ = Syscall.unlink(path) }
+        if case .failure = result { _ = directory.unlink(path) }
         return result
     }
 
@@ -76,17 +89,17 @@ enum FileIO {
     /// Reads exactly `count` bytes from the start of `path` into a fresh buffer.
     /// Returns nil (as `.success(nil)`) when the file is shorter than that; fails with
     /// ENOMEM when `count` is more than a read may allocate.
-    static func read(_ path: String, count: Int) -> Result<UnsafeMutableRawBufferPointer?, Errno> {
-        readFresh(path, count: count) { fd, buffer in
+    static func read(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<UnsafeMutableRawBufferPointer?, Errno> {
+        readFresh(path, count: count, in: directory) { fd, buffer in
             Syscall.preadAll(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: 0)
         }
     }
 
     /// ``read(_:count:)`` that also returns the XXH3-64 of the bytes, computed chunk by chunk
     /// as they arrive (a large body crosses memory once instead of twice).
-    static func readHashing(_ path: String, count: Int) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, Errno> {
+    static func readHashing(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, Errno> {
         var hash: UInt64 = 0
-        return readFresh(path, count: count) { fd, buffer in
+        return readFresh(path, count: count, in: directory) { fd, buffer in
             let read = cdiskcache_read_hashing(fd, buffer.baseAddress, count, &hash)
             return read < 0 ? .failure(Errno.current) : .success(read)
         }.map { $0.map { ($0, hash) } }
@@ -94,11 +107,11 @@ enum FileIO {
 
     /// Opens `path` to read, allocates `count` bytes and lets `fill` read into them (returning
     /// how many it read): the buffer when that is `count`, nil when the file was shorter.
-    private static func readFresh(_ path: String, count: Int,
+    private static func readFresh(_ path: String, count: Int, in directory: CacheDirectory?,
                                   fill: (Int32, UnsafeMutableRawBufferPointer) -> Result<Int, Errno>)
         -> Result<UnsafeMutableRawBufferPointer?, Errno> {
         let fd: Int32
-        switch Syscall.open(path, readFlags) {
+        switch open(path, readFlags, in: directory) {
         case .success(let opened): fd = opened
         case .failure(let error): return .failure(error)
         }
@@ -118,9 +131,9 @@ enum FileIO {
 
     /// Reads a whole file (of at most `limit` bytes, and at most ``maximumReadSize``) as an
     /// array; nil content if it is larger or is not a regular file.
-    static func readAll(_ path: String, limit: Int) -> Result<[UInt8]?, Errno> {
+    static func readAll(_ path: String, limit: Int, in directory: CacheDirectory?) -> Result<[UInt8]?, Errno> {
         let fd: Int32
-        switch Syscall.open(path, readFlags) {
+        switch open(path, readFlags, in: directory) {
         case .success(let opened): fd = opened
         case .failure(let error): return .failure(error)
         }
@@ -140,19 +153,6 @@ enum FileIO {
             return .success(bytes)
         case .failure(let error):
             return .failure(error)
-        }
-    }
-
-    /// Removes a directory tree without following symbolic links (a link is unlinked, not entered).
-    static func removeTree(_ path: String) {
-        guard case .success(let info) = Syscall.lstat(path) else { return }
-        if info.st_mode & S_IFMT == S_IFDIR {
-            if case .success(let names) = Syscall.listDirectory(path) {
-                for (name, _) in names { removeTree(path + "/" + name) }
-            }
-            _ = Syscall.rmdir(path)
-        } else {
-            _ = Syscall.unlink(path)
         }
     }
 }

@@ -40,12 +40,35 @@ struct Layout: Sendable {
     let root: String
     /// The format whose shape the paths follow.
     let version: Int
+    /// The cache directory held open, when this layout is a cache's (not just paths).
+    private let anchor: CacheDirectory?
 
     init(root: String, version: Int = Layout.formatVersion) {
         var root = root
         while root.count > 1 && root.hasSuffix("/") { root.removeLast() }
         self.root = root
         self.version = version
+        self.anchor = nil
+    }
+
+    /// The layout of the cache in the open `directory`.
+    init(directory: CacheDirectory, version: Int = Layout.formatVersion) {
+        self.root = directory.path
+        self.version = version
+        self.anchor = directory
+    }
+
+    /// The same files in the shape of another format version.
+    func withVersion(_ version: Int) -> Layout {
+        if let anchor { return Layout(directory: anchor, version: version) }
+        return Layout(root: root, version: version)
+    }
+
+    /// Where every call that touches a file inside the cache goes (see ``CacheDirectory``).
+    /// Only a layout made from an open directory has one.
+    var directory: CacheDirectory {
+        guard let anchor else { preconditionFailure("A layout made of paths only cannot reach the cache's files") }
+        return anchor
     }
 
     var lockFile: String { root + "/" + Self.lockFileName }

@@ -206,7 +206,7 @@ extension DiskCache {
             try writeCompactedJournal(snapshot)
             state.withLock { $0.statistics.compactions += 1 }
         } catch {
-            _ = Syscall.unlink(layout.journalTemp)
+            _ = layout.directory.unlink(layout.journalTemp)
             state.withLock { $0.compactionDelta = nil }
             throw error
         }
@@ -214,8 +214,9 @@ extension DiskCache {
 
     private func writeCompactedJournal(_ snapshot: [(KeyHash, IndexEntry)]) throws(DiskCacheError) {
         let temp = layout.journalTemp
-        _ = Syscall.unlink(temp)
-        let fd = try Syscall.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600).get(orThrow: "create journal.tmp", path: temp)
+        // Whatever is left at journal.tmp (a file, or a directory someone made) is in the way.
+        layout.directory.removeTree(temp)
+        let fd = try layout.directory.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600).get(orThrow: "create journal.tmp", path: temp)
         let file = FileDescriptor(fd)
         var buffer = Journal.header()
         buffer.reserveCapacity(1 << 20)
@@ -241,8 +242,8 @@ extension DiskCache {
             buffer = delta
             try drain(true)
             try Syscall.fsync(file.fd).get(orThrow: "sync journal.tmp", path: temp)
-            try Syscall.rename(temp, layout.journal).get(orThrow: "replace the journal", path: layout.journal)
-            _ = Syscall.fsyncDirectory(layout.root)
+            try layout.directory.rename(temp, layout.journal).get(orThrow: "replace the journal", path: layout.journal)
+            _ = layout.directory.fsyncDirectory(layout.root)
             let deltaRecords = state.journalRecords - state.journalRecordsAtSnapshot
             state.journal = file
             state.journalLength = length
@@ -271,9 +272,7 @@ extension DiskCache {
             stripe(hash).mutex.withLock { _ in
                 let entry = state.withLock { $0.index[hash] }
                 let vouched = entry.map { $0.slot == slot && (kind == .meta || !$0.isInline) } ?? false
-                if !vouched {
-                    if case .success = Syscall.unlink(path) { removed += 1 }
-                }
+                if !vouched, layout.directory.removeEntryFile(path) { removed += 1 }
             }
             return true
         }

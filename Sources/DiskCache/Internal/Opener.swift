@@ -12,31 +12,46 @@ import Darwin
 struct Opener {
     let layout: Layout
     let configuration: DiskCache.Configuration
+    /// True when the directory was missing or empty: a new cache is made in it.
+    let isNew: Bool
     var logger: Logger { configuration.logger }
 
-    init(path: String, configuration: DiskCache.Configuration) {
-        self.layout = Layout(root: path)
+    /// Checks the directory (made when missing; refused unless empty or marked as a cache: see
+    /// ``FormatMarker``) and opens it. Nothing in a directory that is not a cache is touched.
+    init(path: String, configuration: DiskCache.Configuration) throws(DiskCacheError) {
+        let root = Layout(root: path).root
+        self.isNew = try Self.prepareDirectory(root)
+        let directory = try CacheDirectory.open(root).get(orThrow: "open the cache directory", path: root)
+        self.layout = Layout(directory: directory)
         self.configuration = configuration
+        // The mark goes first, before `LOCK` or anything else is made: a new cache interrupted
+        // at any point is a directory that is empty, holds only a temporary mark, or is marked.
+        if isNew { try Self.writeVersion(layout) }
     }
 
     struct Opened {
         var layout: Layout
         var blockSize: Int64
-        var lock: FileDescriptor
+        /// `LOCK` and the cache directory, each `flock`ed: closing them releases the cache.
+        var locks: [FileDescriptor]
         var state: CacheState
         var needsOrphanScan: Bool
     }
 
     func open() throws(DiskCacheError) -> Opened {
-        try prepareDirectory()
-        let lock = try takeLock()
+        let locks = try Self.takeLocks(layout)
         let version = try checkVersion()
         // Read (and check the version of) the journal before anything in the directory changes,
         // so that a cache of a newer format is left as it was.
         var contents = try readJournal()
         var recovery = DiskCache.Recovery()
         recovery.temporaryFilesRemoved = try cleanTemporaryFiles()
-        _ = Syscall.unlink(layout.journalTemp)
+        if case .success(let names) = layout.directory.listDirectory(layout.root) {
+            for (name, _) in names where name.hasPrefix(FormatMarker.temporaryPrefix) {
+                layout.directory.removeTree(layout.root + "/" + name)
+            }
+        }
+        _ = layout.directory.unlink(layout.journalTemp)
         if version < Layout.flatShardsVersion, case .valid = contents {
             // Moved into the flat shards below, once the journal says which files are entries.
         } else if version < Layout.flatShardsVersion {
@@ -46,7 +61,10 @@ struct Opener {
             removeFormat1Shards()
             contents = .missing
         }
-        try Self.makeShards(layout)
+        let movedAside = try Self.makeShards(layout)
+        if movedAside > 0 {
+            logger.warning("Moved aside files or links found in place of shard directories", metadata: ["count": "\(movedAside)"])
+        }
 
         let blockSize: Int64
         if case .success(let info) = Syscall.statvfs(layout.root), info.f_frsize > 0 {
@@ -64,7 +82,8 @@ struct Opener {
         case .unreadable:
             logger.warning("The journal's header is unreadable; moved it aside and rebuilding from the entry files",
                            metadata: ["path": "\(layout.journal)"])
-            _ = Syscall.rename(layout.journal, layout.journalCorrupt)
+            layout.directory.removeTree(layout.journalCorrupt)
+            _ = layout.directory.rename(layout.journal, layout.journalCorrupt)
             (index, records) = try rebuildByScan(blockSize: blockSize, recovery: &recovery)
         case .valid(let bytes):
             index = Index(blockSize: blockSize, expectedCount: bytes.count / 80)
@@ -86,7 +105,7 @@ struct Opener {
             // the journal does not claim a clean shutdown and the next open looks for orphans.
             let keep = summary.endedCleanly ? summary.lastRecordStart : summary.validLength
             if keep < bytes.count {
-                let fd = try Syscall.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
+                let fd = try layout.directory.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
                 defer { Syscall.close(fd) }
                 try Syscall.ftruncate(fd, Int64(keep)).get(orThrow: "cut the journal's tail", path: layout.journal)
                 if summary.endedCleanly {
@@ -102,7 +121,7 @@ struct Opener {
         index.shrinkToFit()
         if version < Layout.flatShardsVersion { try migrateFromFormat1(index) }
 
-        let fd = try Syscall.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
+        let fd = try layout.directory.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
         let journal = FileDescriptor(fd)
         let length = try Syscall.fstat(fd).get(orThrow: "read the journal's size", path: layout.journal).st_size
         var state = CacheState(index: index, journal: journal, journalLength: Int64(length),
@@ -112,13 +131,16 @@ struct Opener {
         state.diskCapacity = configuration.diskCapacity
         state.countLimit = configuration.countLimit
         for (_, entry) in state.index.entries { state.noteExpiry(entry) }
-        return Opened(layout: layout, blockSize: blockSize, lock: lock, state: state, needsOrphanScan: needsOrphanScan)
+        return Opened(layout: layout.withVersion(Layout.formatVersion), blockSize: blockSize, locks: locks, state: state,
+                      needsOrphanScan: needsOrphanScan)
     }
 
     // MARK: - The directory
 
-    private func prepareDirectory() throws(DiskCacheError) {
-        let path = layout.root
+    /// Makes the directory when it is missing; otherwise checks that it is a directory this
+    /// process may use and that it is empty or carries the cache's mark. Returns whether a new
+    /// cache is to be made in it.
+    private static func prepareDirectory(_ path: String) throws(DiskCacheError) -> Bool {
         var info = stat()
         if stat(path, &info) != 0 {
             let error = Errno.current
@@ -126,7 +148,7 @@ struct Opener {
                 throw DiskCacheError.io(error, "look at the cache directory", path: path)
             }
             try createDirectories(path)
-            return
+            return true
         }
         guard info.st_mode & S_IFMT == S_IFDIR else {
             throw DiskCacheError(code: .notADirectory, message: "The cache path exists and is not a directory", path: path)
@@ -136,20 +158,37 @@ struct Opener {
                                  message: "The cache directory must be readable, writable and searchable by this process",
                                  path: path, errno: Errno.current.rawValue)
         }
-        let names = try Syscall.listDirectory(path).get(orThrow: "list the cache directory", path: path).map(\.name)
-        let ours: Set<String> = [Layout.versionFileName, Layout.lockFileName, Journal.journalFileName]
-        if !names.isEmpty && !names.contains(where: ours.contains) {
-            let sample = names.sorted().prefix(3).joined(separator: ", ")
-            throw DiskCacheError(code: .notACache,
-                                 message: "The directory holds other files (\(sample)\(names.count > 3 ? ", …" : "")) and is not a cache; use an empty or new directory",
+        let names = try Syscall.listDirectory(path).get(orThrow: "list the cache directory", path: path)
+        // Empty, or what a new cache's first step leaves when it is cut short.
+        if names.allSatisfy({ $0.name.hasPrefix(FormatMarker.temporaryPrefix) }) { return true }
+        switch FormatMarker.read(root: path) {
+        case .marked(let version) where version > Layout.formatVersion:
+            throw DiskCacheError(code: .newerFormat,
+                                 message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
                                  path: path)
+        case .marked, .legacy:
+            return false
+        case .missing:
+            let sample = names.map(\.name).sorted().prefix(3).joined(separator: ", ")
+            let hint = FormatMarker.isRecognisablyACache(names)
+                ? "; it looks like a cache whose VERSION file was lost: `diskcache verify --repair` marks it again"
+                : "; use an empty or new directory"
+            throw DiskCacheError(code: .notACache,
+                                 message: "The directory holds other files (\(sample)\(names.count > 3 ? ", …" : "")) and no VERSION file, so it is not a cache\(hint)",
+                                 path: path)
+        case .damaged(let what):
+            let hint = FormatMarker.isRecognisablyACache(names)
+                ? "; the rest of the directory is a cache's: `diskcache verify --repair` marks it again" : ""
+            throw DiskCacheError(code: .notACache,
+                                 message: "The directory's VERSION file is not a cache's mark (\(what)), so it is not opened as a cache\(hint)",
+                                 path: Layout(root: path).versionFile)
         }
     }
 
     /// Makes the cache directory and its missing parents, each made durable in its parent
     /// before the next step (`fsync(2)` of the parent after each `mkdir`), so that a power cut
     /// cannot take away a directory that acknowledged writes live in.
-    private func createDirectories(_ path: String) throws(DiskCacheError) {
+    private static func createDirectories(_ path: String) throws(DiskCacheError) {
         let absolute = path.hasPrefix("/")
         var prefix = absolute ? "" : "."
         var parent = absolute ? "/" : "."
@@ -174,105 +213,151 @@ struct Opener {
     /// One listing of the cache directory says which shards exist already (and, through the
     /// entry type, that they are directories), so an open of an existing cache makes no
     /// `mkdir` or `lstat` per shard.
-    static func makeShards(_ layout: Layout) throws(DiskCacheError) {
-        let listed = try Syscall.listDirectory(layout.root).get(orThrow: "list the cache directory", path: layout.root)
+    /// Returns how many files or links it moved out of the way of a shard.
+    @discardableResult
+    static func makeShards(_ layout: Layout) throws(DiskCacheError) -> Int {
+        let directory = layout.directory
+        var movedAside = 0
+        let listed = try directory.listDirectory(layout.root).get(orThrow: "list the cache directory", path: layout.root)
         let directories = Set(listed.lazy.filter { $0.type == DT_DIR }.map(\.name))
         var made = false
         for name in Layout.shardNames where !directories.contains(name) {
             let path = layout.root + "/" + name
-            switch Syscall.mkdir(path, 0o700) {
+            switch directory.mkdir(path, 0o700) {
             case .success:
                 made = true
             case .failure(.fileExists):
-                guard case .success(let info) = Syscall.lstat(path), info.st_mode & S_IFMT == S_IFDIR else {
-                    throw DiskCacheError(code: .ioFailure,
-                                         message: "A shard of the cache is not a directory (a symbolic link is never followed)",
-                                         path: path)
-                }
+                // The listing's type may be unknown on some filesystems: look.
+                if case .success(let info) = directory.lstat(path), info.st_mode & S_IFMT == S_IFDIR { continue }
+                // A file or a link where a shard belongs: never followed, moved out of the way.
+                try moveAside(path, layout).get(orThrow: "move aside what is in place of a shard directory", path: path)
+                movedAside += 1
+                try directory.mkdir(path, 0o700).get(orThrow: "create a shard directory", path: path)
+                made = true
             case .failure(let error):
                 throw DiskCacheError.io(error, "create a shard directory", path: path)
             }
         }
         if made {
-            try Syscall.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
+            try directory.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
+        }
+        return movedAside
+    }
+
+    /// Gets something out of the way of one of the cache's own names: a symbolic link is
+    /// removed (never its target); a file or directory of the wrong kind is moved into `tmp/`,
+    /// which the next open empties. Nothing outside the cache is touched.
+    static func moveAside(_ path: String, _ layout: Layout) -> Result<Void, Errno> {
+        let directory = layout.directory
+        switch directory.lstat(path) {
+        case .failure(.noSuchFileOrDirectory): return .success(())
+        case .failure(let error): return .failure(error)
+        case .success(let info) where info.st_mode & S_IFMT == S_IFLNK: return directory.unlink(path)
+        case .success: break
+        }
+        let name = path.split(separator: "/").last.map(String.init) ?? "item"
+        if case .failure(.noSuchFileOrDirectory) = directory.lstat(layout.temp) { _ = directory.mkdir(layout.temp, 0o700) }
+        var attempt = 0
+        while true {
+            let target = layout.tempFile("aside-\(name)-\(getpid())-\(attempt)")
+            switch directory.rename(path, target) {
+            case .failure(let error) where (error == .fileExists || error.rawValue == ENOTEMPTY || error == .isDirectory
+                                            || error == .notDirectory) && attempt < 100:
+                attempt += 1
+            case let result:
+                return result
+            }
         }
     }
 
-    private func takeLock() throws(DiskCacheError) -> FileDescriptor {
+    /// Takes the cache: an exclusive `flock` on `LOCK` (which then names this process) and on
+    /// the cache directory itself. `LOCK` is what older versions of the library lock and what
+    /// names the owner; the directory's lock is the one no one can take away by unlinking a
+    /// file, so a second opener is refused even after `LOCK` was deleted under an open cache.
+    static func takeLocks(_ layout: Layout) throws(DiskCacheError) -> [FileDescriptor] {
         let path = layout.lockFile
-        let fd = try Syscall.open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0o600).get(orThrow: "open the lock file", path: path)
-        let lock = FileDescriptor(fd)
+        let lockFile = FileDescriptor(try layout.directory.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600)
+            .get(orThrow: "open the lock file", path: path))
+        let directory = FileDescriptor(try layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY)
+            .get(orThrow: "open the cache directory", path: layout.root))
+        try lock(lockFile.fd, optional: false, layout)
+        try lock(directory.fd, optional: true, layout)
+        let pid = Array("\(getpid())\n".utf8)
+        _ = Syscall.ftruncate(lockFile.fd, 0)
+        _ = pid.withUnsafeBytes { Syscall.pwriteAll(lockFile.fd, $0, at: 0) }
+        return [lockFile, directory]
+    }
+
+    /// `flock(LOCK_EX | LOCK_NB)` on `fd`, or `.locked` naming the owner. With `optional`, a
+    /// filesystem that cannot lock a directory (some network filesystems) leaves `LOCK` alone
+    /// in charge.
+    private static func lock(_ fd: Int32, optional: Bool, _ layout: Layout) throws(DiskCacheError) {
         var attempt = 0
         var result = Syscall.lockExclusive(fd)
         // A child this process is starting holds a copy of every descriptor between fork and
         // exec, a just-closed cache's lock included: when the lock's owner is this very process,
         // give such a copy a moment to go away before reporting the cache as open.
-        while case .failure(.wouldBlock) = result, attempt < 20, lockOwner(path) == Int(getpid()) {
+        while case .failure(.wouldBlock) = result, attempt < 20, lockOwner(layout) == Int(getpid()) {
             attempt += 1
             usleep(10_000)
             result = Syscall.lockExclusive(fd)
         }
         switch result {
         case .success:
-            break
+            return
         case .failure(let error) where error == .wouldBlock:
             var owner = ""
-            if let pid = lockOwner(path) {
+            if let pid = lockOwner(layout) {
                 owner = pid == Int(getpid()) ? " (by another DiskCache in this process)" : " (by process \(pid))"
             }
             throw DiskCacheError(code: .locked,
                                  message: "The cache is already open\(owner); one DiskCache at a time may own a directory",
                                  path: layout.root)
+        case .failure where optional:
+            return
         case .failure(let error):
-            throw DiskCacheError.io(error, "lock the cache directory", path: path)
+            throw DiskCacheError.io(error, "lock the cache directory", path: layout.lockFile)
         }
-        let pid = Array("\(getpid())\n".utf8)
-        _ = Syscall.ftruncate(fd, 0)
-        _ = pid.withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 0) }
-        return lock
     }
 
     /// The pid the lock file names.
-    private func lockOwner(_ path: String) -> Int? {
-        guard case .success(let bytes?) = FileIO.readAll(path, limit: 64) else { return nil }
+    private static func lockOwner(_ layout: Layout) -> Int? {
+        guard case .success(let bytes?) = FileIO.readAll(layout.lockFile, limit: 64, in: layout.directory) else { return nil }
         return Int(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
-    /// The cache's format version; writes `VERSION` (durably) for a new cache.
+    /// The cache's format version, read again now that the cache is locked; writes the mark
+    /// (durably) for a new cache, and adds the magic line to a cache marked before it had one.
     private func checkVersion() throws(DiskCacheError) -> Int {
-        let path = layout.versionFile
-        switch FileIO.readAll(path, limit: 256) {
-        case .success(let bytes?):
-            let text = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-            guard let version = Int(text), version >= 1 else {
-                throw DiskCacheError(code: .notACache, message: "The cache's VERSION file is unreadable (\(text.prefix(20).debugDescription))", path: path)
-            }
-            guard version <= Layout.formatVersion else {
-                throw DiskCacheError(code: .newerFormat,
-                                     message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
-                                     path: layout.root)
-            }
+        switch FormatMarker.read(root: layout.root) {
+        case .marked(let version) where version > Layout.formatVersion:
+            throw DiskCacheError(code: .newerFormat,
+                                 message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
+                                 path: layout.root)
+        case .marked(let version):
             return version
-        case .success(nil):
-            throw DiskCacheError(code: .notACache, message: "The cache's VERSION file is unreadable", path: path)
-        case .failure(let error) where error == .noSuchFileOrDirectory:
+        case .legacy(let version):
+            try Self.writeVersion(layout, version: version)
+            return version
+        case .missing where isNew:
             try Self.writeVersion(layout)
             return Layout.formatVersion
-        case .failure(let error):
-            throw DiskCacheError.io(error, "read the VERSION file", path: path)
+        case .missing, .damaged:
+            throw DiskCacheError(code: .notACache, message: "The cache's VERSION file changed while it was being opened", path: layout.versionFile)
         }
     }
 
-    /// Writes `VERSION` for the current format: a temporary file, fsynced, renamed into place,
-    /// and the directory fsynced.
-    static func writeVersion(_ layout: Layout) throws(DiskCacheError) {
+    /// Writes `VERSION` (the mark, see ``FormatMarker``): a temporary file, fsynced, renamed
+    /// into place, and the directory fsynced.
+    static func writeVersion(_ layout: Layout, version: Int = Layout.formatVersion) throws(DiskCacheError) {
         let path = layout.versionFile
-        let temp = layout.root + "/" + Layout.versionFileName + ".tmp"
-        _ = Syscall.unlink(temp)
-        try Array("\(Layout.formatVersion)\n".utf8).withUnsafeBytes { FileIO.writeNewFile(temp, $0, sync: true) }
+        // Named for this process: two processes making the same new cache do not collide.
+        let temp = layout.root + "/" + FormatMarker.temporaryPrefix + "\(getpid())"
+        layout.directory.removeTree(temp)
+        try FormatMarker.contents(version: version).withUnsafeBytes { FileIO.writeNewFile(temp, $0, sync: true, in: layout.directory) }
             .get(orThrow: "write the VERSION file", path: temp)
-        try Syscall.rename(temp, path).get(orThrow: "write the VERSION file", path: path)
-        try Syscall.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
+        try layout.directory.rename(temp, path).get(orThrow: "write the VERSION file", path: path)
+        try layout.directory.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
     }
 
     // MARK: - Format 1
@@ -282,13 +367,13 @@ struct Opener {
     /// writes `VERSION` 2. Interrupted, it runs again at the next open: a file already moved is
     /// simply not found at its old name.
     private func migrateFromFormat1(_ index: Index) throws(DiskCacheError) {
-        let old = Layout(root: layout.root, version: 1)
+        let old = layout.withVersion(1)
         var moved = 0
         for (hash, entry) in index.entries {
             let files = [(old.metaFile(hash, slot: entry.slot), layout.metaFile(hash, slot: entry.slot))]
                 + (entry.isInline ? [] : [(old.bodyFile(hash, slot: entry.slot), layout.bodyFile(hash, slot: entry.slot))])
             for (from, to) in files {
-                switch Syscall.rename(from, to) {
+                switch layout.directory.rename(from, to) {
                 case .success: moved += 1
                 case .failure(.noSuchFileOrDirectory): break
                 case .failure(let error): throw DiskCacheError.io(error, "move an entry file to the format-2 layout", path: from)
@@ -296,7 +381,7 @@ struct Opener {
             }
         }
         removeFormat1Shards(keepingOuter: true)
-        let journal = try Syscall.open(layout.journal, FileIO.readFlags).get(orThrow: "open the journal", path: layout.journal)
+        let journal = try layout.directory.open(layout.journal, FileIO.readFlags).get(orThrow: "open the journal", path: layout.journal)
         defer { Syscall.close(journal) }
         try Syscall.syncFileSystem(journal).get(orThrow: "sync the cache's filesystem", path: layout.root)
         try Self.writeVersion(layout)
@@ -306,37 +391,37 @@ struct Opener {
     /// Removes format 1's inner shard directories `ab/cd/` with whatever they still hold, and
     /// the outer ones too unless `keepingOuter`.
     private func removeFormat1Shards(keepingOuter: Bool = false) {
-        guard case .success(let outers) = Syscall.listDirectory(layout.root) else { return }
+        guard case .success(let outers) = layout.directory.listDirectory(layout.root) else { return }
         for (outer, _) in outers where Layout.isShardName(outer) {
             let outerPath = layout.root + "/" + outer
             guard !keepingOuter else {
-                guard case .success(let inners) = Syscall.listDirectory(outerPath) else { continue }
+                guard case .success(let inners) = layout.directory.listDirectory(outerPath) else { continue }
                 for (inner, type) in inners where type == DT_DIR && Layout.isShardName(inner) {
-                    FileIO.removeTree(outerPath + "/" + inner)
+                    layout.directory.removeTree(outerPath + "/" + inner)
                 }
                 continue
             }
-            FileIO.removeTree(outerPath)
+            layout.directory.removeTree(outerPath)
         }
     }
 
     /// Empties `tmp/` (interrupted writes, trash of `removeAll`); returns how many top-level items it removed.
     private func cleanTemporaryFiles() throws(DiskCacheError) -> Int {
         let temp = layout.temp
-        switch Syscall.lstat(temp) {
+        switch layout.directory.lstat(temp) {
         case .success(let info) where info.st_mode & S_IFMT == S_IFDIR:
             break
         case .success:
             // A file or link where tmp/ belongs: not ours to follow; replace it.
-            _ = Syscall.unlink(temp)
-            try Syscall.mkdir(temp, 0o700).get(orThrow: "create tmp/", path: temp)
+            _ = layout.directory.unlink(temp)
+            try layout.directory.mkdir(temp, 0o700).get(orThrow: "create tmp/", path: temp)
             return 1
         case .failure:
-            try Syscall.mkdir(temp, 0o700).get(orThrow: "create tmp/", path: temp)
+            try layout.directory.mkdir(temp, 0o700).get(orThrow: "create tmp/", path: temp)
             return 0
         }
-        let names = try Syscall.listDirectory(temp).get(orThrow: "list tmp/", path: temp)
-        for (name, _) in names { FileIO.removeTree(temp + "/" + name) }
+        let names = try layout.directory.listDirectory(temp).get(orThrow: "list tmp/", path: temp)
+        for (name, _) in names { layout.directory.removeTree(temp + "/" + name) }
         return names.count
     }
 
@@ -350,7 +435,7 @@ struct Opener {
 
     private func readJournal() throws(DiskCacheError) -> JournalContents {
         let path = layout.journal
-        switch FileIO.readAll(path, limit: Int.max) {
+        switch FileIO.readAll(path, limit: Int.max, in: layout.directory) {
         case .failure(let error) where error == .noSuchFileOrDirectory:
             return .missing
         case .failure(let error):
@@ -378,21 +463,21 @@ struct Opener {
         ShardScanner(layout: layout).forEachEntryFile { hash, slot, kind, path in
             guard kind == .meta else {
                 // A body is checked with its metadata file; one without is garbage.
-                if case .failure(.noSuchFileOrDirectory) = Syscall.lstat(layout.metaFile(hash, slot: slot)) {
-                    _ = Syscall.unlink(path)
+                if case .failure(.noSuchFileOrDirectory) = layout.directory.lstat(layout.metaFile(hash, slot: slot)) {
+                    _ = layout.directory.unlink(path)
                 }
                 return true
             }
             let body = layout.bodyFile(hash, slot: slot)
             guard let put = checkedEntry(hash: hash, slot: slot, metaPath: path, bodyPath: body) else {
-                _ = Syscall.unlink(path)
-                _ = Syscall.unlink(body)
+                _ = layout.directory.unlink(path)
+                _ = layout.directory.unlink(body)
                 return true
             }
             if let other = found[hash] {
                 let (keep, drop) = other.created >= put.created ? (other, put) : (put, other)
-                _ = Syscall.unlink(layout.metaFile(hash, slot: drop.slot))
-                _ = Syscall.unlink(layout.bodyFile(hash, slot: drop.slot))
+                _ = layout.directory.unlink(layout.metaFile(hash, slot: drop.slot))
+                _ = layout.directory.unlink(layout.bodyFile(hash, slot: drop.slot))
                 found[hash] = keep
             } else {
                 found[hash] = put
@@ -419,18 +504,18 @@ extension Opener {
     /// file of the stated size) has the stated checksum. Entry files are written in place, so a
     /// write cut short leaves a torn file: only the checksum tells it from a whole one.
     func checkedEntry(hash: KeyHash, slot: UInt8, metaPath: String, bodyPath: String) -> Journal.Put? {
-        guard case .success(let bytes?) = FileIO.readAll(metaPath, limit: IndexEntry.maximumMetaSize),
+        guard case .success(let bytes?) = FileIO.readAll(metaPath, limit: IndexEntry.maximumMetaSize, in: layout.directory),
               let meta = bytes.withUnsafeBytes({ EntryMetadata.decode($0) }),
               meta.size >= 0, meta.size <= IndexEntry.maximumBodySize,
               configuration.keyHasher.hash(meta.key) == hash
         else { return nil }
         if let inline = meta.inlineBody {
             guard inline.withUnsafeBytes({ Checksum.xxh3($0) }) == meta.checksum else { return nil }
-            _ = Syscall.unlink(bodyPath)
+            _ = layout.directory.unlink(bodyPath)
         } else {
-            guard case .success(let info) = Syscall.lstat(bodyPath), info.st_mode & S_IFMT == S_IFREG,
+            guard case .success(let info) = layout.directory.lstat(bodyPath), info.st_mode & S_IFMT == S_IFREG,
                   Int64(info.st_size) == meta.size,
-                  case .success(let (body, checksum)?) = FileIO.readHashing(bodyPath, count: Int(meta.size))
+                  case .success(let (body, checksum)?) = FileIO.readHashing(bodyPath, count: Int(meta.size), in: layout.directory)
             else { return nil }
             body.deallocate()
             guard checksum == meta.checksum else { return nil }
@@ -445,11 +530,12 @@ extension Opener {
 enum JournalFileWriter {
     static func replace(layout: Layout, with bytes: [UInt8]) throws(DiskCacheError) {
         let temp = layout.journalTemp
-        _ = Syscall.unlink(temp)
-        try bytes.withUnsafeBytes { FileIO.writeNewFile(temp, $0, sync: true) }
+        // A directory (or anything else) left at journal.tmp is in the way of every rewrite.
+        layout.directory.removeTree(temp)
+        try bytes.withUnsafeBytes { FileIO.writeNewFile(temp, $0, sync: true, in: layout.directory) }
             .get(orThrow: "write a new journal", path: temp)
-        try Syscall.rename(temp, layout.journal).get(orThrow: "replace the journal", path: layout.journal)
-        try Syscall.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
+        try layout.directory.rename(temp, layout.journal).get(orThrow: "replace the journal", path: layout.journal)
+        try layout.directory.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
     }
 }
 
@@ -460,7 +546,7 @@ struct ShardScanner {
 
     /// Calls `visit` with (hash, slot, kind, path) for each entry file; `visit` returns false to stop.
     func forEachEntryFile(_ visit: (KeyHash, UInt8, FileKind, String) -> Bool) {
-        guard case .success(let outers) = Syscall.listDirectory(layout.root) else { return }
+        guard case .success(let outers) = layout.directory.listDirectory(layout.root) else { return }
         for (outer, _) in outers.sorted(by: { $0.name < $1.name }) where Layout.isShardName(outer) {
             let outerPath = layout.root + "/" + outer
             guard isRealDirectory(outerPath) else { continue }
@@ -468,7 +554,7 @@ struct ShardScanner {
                 if !visitFiles(in: outerPath, prefix: outer, visit) { return }
                 continue
             }
-            guard case .success(let inners) = Syscall.listDirectory(outerPath) else { continue }
+            guard case .success(let inners) = layout.directory.listDirectory(outerPath) else { continue }
             for (inner, _) in inners where Layout.isShardName(inner) {
                 let innerPath = outerPath + "/" + inner
                 guard isRealDirectory(innerPath) else { continue }
@@ -481,8 +567,9 @@ struct ShardScanner {
 
     /// The entry files of one shard directory whose names start with `prefix`; false if `visit` said stop.
     private func visitFiles(in directory: String, prefix: String, _ visit: (KeyHash, UInt8, FileKind, String) -> Bool) -> Bool {
-        guard case .success(let files) = Syscall.listDirectory(directory) else { return true }
-        for (name, type) in files where type != DT_LNK {
+        guard case .success(let files) = layout.directory.listDirectory(directory) else { return true }
+        // Links are visited too (as what they are named): never followed, and never vouched for.
+        for (name, _) in files {
             let kind: FileKind
             var stem: Substring
             if name.hasSuffix(Self.meta) {
@@ -506,7 +593,7 @@ struct ShardScanner {
     }
 
     private func isRealDirectory(_ path: String) -> Bool {
-        guard case .success(let info) = Syscall.lstat(path) else { return false }
+        guard case .success(let info) = layout.directory.lstat(path) else { return false }
         return info.st_mode & S_IFMT == S_IFDIR
     }
 }

@@ -93,6 +93,26 @@ enum FileSystemObservers {
     }
 }
 
+/// A test hook: `fsync` of the listed descriptors fails with EIO, without being made. One
+/// relaxed load per `fsync` while nothing is listed.
+enum FaultInjection {
+    private static let active = Atomic<Bool>(false)
+    private static let failingFsyncs = Mutex<Set<Int32>>([])
+
+    @inline(__always)
+    static var isActive: Bool { active.load(ordering: .relaxed) }
+
+    /// Makes every `fsync` of `fd` fail (`failing`) or work again.
+    static func setFsyncFails(_ fd: Int32, _ failing: Bool) {
+        failingFsyncs.withLock {
+            if failing { $0.insert(fd) } else { $0.remove(fd) }
+            active.store(!$0.isEmpty, ordering: .releasing)
+        }
+    }
+
+    static func fsyncFails(_ fd: Int32) -> Bool { failingFsyncs.withLock { $0.contains(fd) } }
+}
+
 /// The syscalls the store makes, in one place, each retried on EINTR where a retry is safe.
 ///
 /// Everything returns `Result<_, Errno>` so that call sites decide what an error means
@@ -236,7 +256,8 @@ enum Syscall {
     }
 
     static func fsync(_ fd: Int32) -> Result<Void, Errno> {
-        observed(retrying { Glibc_fsync(fd) }, .fsync(fd: fd))
+        if FaultInjection.isActive, FaultInjection.fsyncFails(fd) { return .failure(Errno(rawValue: EIO)) }
+        return observed(retrying { Glibc_fsync(fd) }, .fsync(fd: fd))
     }
 
     /// Passes a successful result's event to the observers.
@@ -311,6 +332,11 @@ enum Syscall {
     /// Names in a directory, without "." and "..". Symbolic links are reported with their type so callers can skip them.
     static func listDirectory(_ path: String) -> Result<[(name: String, type: UInt8)], Errno> {
         guard let dir = Glibc_opendir(path) else { return .failure(.current) }
+        return .success(readEntries(dir))
+    }
+
+    /// Every entry of an open directory stream, which it then closes.
+    private static func readEntries(_ dir: OpaquePointer) -> [(name: String, type: UInt8)] {
         defer { Glibc_closedir(dir) }
         var names: [(name: String, type: UInt8)] = []
         while let entry = Glibc_readdir(dir) {
@@ -320,11 +346,71 @@ enum Syscall {
             if name == "." || name == ".." { continue }
             names.append((name, entry.pointee.d_type))
         }
-        return .success(names)
+        return names
     }
 
     static func access(_ path: String, _ mode: Int32) -> Bool {
         Glibc_access(path, mode) == 0
+    }
+
+    // MARK: Descriptor-relative calls, for paths inside a cache (see `CacheDirectory`)
+
+    /// `cdiskcache_open_beneath`: `path` relative to `directory`, no link followed at any
+    /// component. Reported to observers as an open of `reportingAs` when that is given.
+    static func openBeneath(_ directory: Int32, _ path: String, _ flags: Int32, _ mode: mode_t,
+                            reportingAs fullPath: String?) -> Result<Int32, Errno> {
+        guard let fullPath, FileSystemObservers.isObserved else {
+            return retrying { cdiskcache_open_beneath(directory, path, flags, mode) }
+        }
+        let existed = flags & O_CREAT != 0 && flags & O_EXCL == 0
+            ? Glibc_faccessat(directory, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0 : flags & O_CREAT == 0
+        let result = retrying { cdiskcache_open_beneath(directory, path, flags, mode) }
+        if case .success(let fd) = result {
+            FileSystemObservers.report(.open(fd: fd, path: fullPath, created: !existed, truncated: flags & O_TRUNC != 0))
+        }
+        return result
+    }
+
+    /// `unlinkat(2)` of a name in `directory` (`AT_REMOVEDIR` for a directory).
+    static func unlinkat(_ directory: Int32, _ name: String, directory isDirectory: Bool, reportingAs path: String) -> Result<Void, Errno> {
+        observed(retrying { Glibc_unlinkat(directory, name, isDirectory ? AT_REMOVEDIR : 0) },
+                 isDirectory ? .rmdir(path: path) : .unlink(path: path))
+    }
+
+    static func mkdirat(_ directory: Int32, _ name: String, _ mode: mode_t, reportingAs path: String) -> Result<Void, Errno> {
+        observed(retrying { Glibc_mkdirat(directory, name, mode) }, .mkdir(path: path))
+    }
+
+    static func renameat(_ fromDirectory: Int32, _ from: String, _ toDirectory: Int32, _ to: String,
+                         reportingAs paths: (from: String, to: String)) -> Result<Void, Errno> {
+        observed(retrying { Glibc_renameat(fromDirectory, from, toDirectory, to) }, .rename(from: paths.from, to: paths.to))
+    }
+
+    /// `linkat(2)` without `AT_SYMLINK_FOLLOW`: a link at `existing` is linked, never its target.
+    static func linkat(_ existingDirectory: Int32, _ existing: String, _ newDirectory: Int32, _ new: String,
+                       reportingAs paths: (existing: String, new: String)) -> Result<Void, Errno> {
+        observed(retrying { Glibc_linkat(existingDirectory, existing, newDirectory, new, 0) },
+                 .link(existing: paths.existing, new: paths.new))
+    }
+
+    /// `fstatat(2)` with `AT_SYMLINK_NOFOLLOW`.
+    static func fstatat(_ directory: Int32, _ name: String) -> Result<stat, Errno> {
+        var info = stat()
+        return retrying { Glibc_fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) }.map { _ in info }
+    }
+
+    static func fchmod(_ fd: Int32, _ mode: mode_t, reportingAs path: String) -> Result<Void, Errno> {
+        observed(retrying { Glibc_fchmod(fd, mode) }, .chmod(path: path, mode: UInt32(mode)))
+    }
+
+    /// Names in the directory open at `fd` (which this call takes over and closes), without "." and "..".
+    static func listDirectory(fd: Int32) -> Result<[(name: String, type: UInt8)], Errno> {
+        guard let dir = Glibc_fdopendir(fd) else {
+            let error = Errno.current
+            Glibc_close_quietly(fd)
+            return .failure(error)
+        }
+        return .success(readEntries(dir))
     }
 }
 
@@ -356,4 +442,13 @@ typealias Glibc_statvfs_t = statvfs
 @inline(__always) private func Glibc_opendir(_ p: String) -> OpaquePointer? { opendir(p) }
 @inline(__always) private func Glibc_readdir(_ d: OpaquePointer) -> UnsafeMutablePointer<dirent>? { readdir(d) }
 @inline(__always) private func Glibc_closedir(_ d: OpaquePointer) { closedir(d) }
+@inline(__always) private func Glibc_faccessat(_ d: Int32, _ p: String, _ m: Int32, _ f: Int32) -> Int32 { faccessat(d, p, m, f) }
+@inline(__always) private func Glibc_unlinkat(_ d: Int32, _ p: String, _ f: Int32) -> Int32 { unlinkat(d, p, f) }
+@inline(__always) private func Glibc_mkdirat(_ d: Int32, _ p: String, _ m: mode_t) -> Int32 { mkdirat(d, p, m) }
+@inline(__always) private func Glibc_renameat(_ a: Int32, _ p: String, _ b: Int32, _ q: String) -> Int32 { renameat(a, p, b, q) }
+@inline(__always) private func Glibc_linkat(_ a: Int32, _ p: String, _ b: Int32, _ q: String, _ f: Int32) -> Int32 { linkat(a, p, b, q, f) }
+@inline(__always) private func Glibc_fstatat(_ d: Int32, _ p: String, _ s: inout stat, _ f: Int32) -> Int32 { fstatat(d, p, &s, f) }
+@inline(__always) private func Glibc_fchmod(_ fd: Int32, _ m: mode_t) -> Int32 { fchmod(fd, m) }
+@inline(__always) private func Glibc_fdopendir(_ fd: Int32) -> OpaquePointer? { fdopendir(fd) }
+@inline(__always) private func Glibc_close_quietly(_ fd: Int32) { _ = close(fd) }
 @inline(__always) private func Glibc_access(_ p: String, _ m: Int32) -> Int32 { access(p, m) }

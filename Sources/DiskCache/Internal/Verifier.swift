@@ -20,6 +20,10 @@ struct Verifier {
         var orphans: [(hash: KeyHash, slot: UInt8, kind: ShardScanner.FileKind, path: String)] = []
         /// Paths whose mode is not the one the store gives them, with that mode.
         var permissions: [(path: String, expected: mode_t)] = []
+        /// The cache's own directories (shards, `tmp/`) that are missing or not real directories.
+        var brokenDirectories: [String] = []
+        /// A `journal.tmp` no compaction is writing.
+        var leftovers: [String] = []
         var entriesChecked = 0
         var bytesChecked: Int64 = 0
     }
@@ -45,10 +49,43 @@ struct Verifier {
             }
             return true
         }
+        checkStructure(findings: &findings)
         // The cache directory itself may be reached through a symbolic link: check its target.
         checkMode(layout.root, expected: 0o700, followingLinks: true, findings: &findings)
-        checkMode(layout.temp, expected: 0o700, findings: &findings)
+        if !findings.brokenDirectories.contains(layout.temp) { checkMode(layout.temp, expected: 0o700, findings: &findings) }
         return findings
+    }
+
+    /// The cache's own directories must be real directories: a link in place of a shard or
+    /// `tmp/` is never followed (so every write into it fails), and so is a file there. A
+    /// `journal.tmp` is only there while a compaction writes it, which a verify never overlaps.
+    private func checkStructure(findings: inout Findings) {
+        guard layout.version >= Layout.flatShardsVersion else { return }  // format 1 makes shards on demand
+        let directory = layout.directory
+        for name in Layout.shardNames + [Layout.temporaryDirectoryName] {
+            let path = layout.root + "/" + name
+            let problem: DiskCache.Problem
+            switch directory.lstat(path) {
+            case .success(let info) where info.st_mode & S_IFMT == S_IFDIR:
+                continue
+            case .success(let info) where info.st_mode & S_IFMT == S_IFLNK:
+                problem = DiskCache.Problem(kind: .symbolicLink, path: path, key: nil,
+                                            detail: "a symbolic link where a directory of the cache belongs (never followed: writes into it fail)")
+            case .success:
+                problem = DiskCache.Problem(kind: .wrongFileType, path: path, key: nil,
+                                            detail: "a file where a directory of the cache belongs (writes into it fail)")
+            case .failure:
+                problem = DiskCache.Problem(kind: .missingDirectory, path: path, key: nil,
+                                            detail: "a directory of the cache is missing")
+            }
+            findings.problems.append(problem)
+            findings.brokenDirectories.append(path)
+        }
+        if directory.exists(layout.journalTemp) {
+            findings.problems.append(DiskCache.Problem(kind: .temporaryFile, path: layout.journalTemp, key: nil,
+                                                       detail: "left by an interrupted compaction (it blocks the next one)"))
+            findings.leftovers.append(layout.journalTemp)
+        }
     }
 
     private func checkMode(_ path: String, expected: mode_t, followingLinks: Bool = false, findings: inout Findings) {
@@ -56,7 +93,7 @@ struct Verifier {
         if followingLinks {
             guard stat(path, &info) == 0 else { return }
         } else {
-            guard case .success(let found) = Syscall.lstat(path) else { return }
+            guard case .success(let found) = layout.directory.lstat(path) else { return }
             info = found
         }
         let mode = info.st_mode & 0o777
@@ -73,13 +110,13 @@ struct Verifier {
         func problem(_ kind: DiskCache.Problem.Kind, _ path: String, key: String? = nil, _ detail: String) -> DiskCache.Problem {
             DiskCache.Problem(kind: kind, path: path, key: key, detail: detail)
         }
-        guard case .success(let metaInfo) = Syscall.lstat(metaPath) else {
+        guard case .success(let metaInfo) = layout.directory.lstat(metaPath) else {
             return problem(.missingMetadata, metaPath, "the metadata file is missing")
         }
         if metaInfo.st_mode & S_IFMT == S_IFLNK {
             return problem(.symbolicLink, metaPath, "a symbolic link where an entry file belongs")
         }
-        guard case .success(let bytes?) = FileIO.readAll(metaPath, limit: IndexEntry.maximumMetaSize),
+        guard case .success(let bytes?) = FileIO.readAll(metaPath, limit: IndexEntry.maximumMetaSize, in: layout.directory),
               let meta = bytes.withUnsafeBytes({ EntryMetadata.decode($0) }) else {
             return problem(.unreadableMetadata, metaPath, "the metadata file is not a readable property list")
         }
@@ -99,7 +136,7 @@ struct Verifier {
             return nil
         }
         let bodyPath = layout.bodyFile(hash, slot: entry.slot)
-        guard case .success(let bodyInfo) = Syscall.lstat(bodyPath) else {
+        guard case .success(let bodyInfo) = layout.directory.lstat(bodyPath) else {
             return problem(.missingBody, bodyPath, key: meta.key, "the body file is missing")
         }
         if bodyInfo.st_mode & S_IFMT == S_IFLNK {
@@ -109,7 +146,7 @@ struct Verifier {
             return problem(.bodySizeMismatch, bodyPath, key: meta.key, "the body has \(bodyInfo.st_size) bytes, expected \(meta.size)")
         }
         checkMode(bodyPath, expected: 0o600, findings: &findings)
-        guard case .success(let (body, checksum)?) = FileIO.readHashing(bodyPath, count: Int(meta.size)) else {
+        guard case .success(let (body, checksum)?) = FileIO.readHashing(bodyPath, count: Int(meta.size), in: layout.directory) else {
             return problem(.missingBody, bodyPath, key: meta.key, "the body file cannot be read")
         }
         body.deallocate()

@@ -11,9 +11,13 @@ struct Verify: ParsableCommand {
             permissions; that no file lies in the shards without a journal record; and that the \
             journal has no torn tail or damaged records. Exits 1 when anything is wrong.
 
+            Leftovers the next open removes by itself (files in tmp/, a cache that was not \
+            closed cleanly) are printed as notes and do not count as problems.
+
             Without --repair nothing is modified (and a cache another process has open is \
-            refused). With --repair, when the check finds problems, the cache is opened \
-            read-write: damaged entries are removed, orphan and leftover files deleted, \
+            refused). With --repair, a cache whose VERSION file was lost or damaged is marked \
+            again first, when the rest of the directory is recognisably a cache; then, when the \
+            check finds problems, the cache is opened read-write: damaged entries are removed, orphan and leftover files deleted, \
             permissions restored and the journal rewritten; each repair is listed, then the \
             cache is checked again, and the exit status is 0 only when that check passes.
 
@@ -30,8 +34,23 @@ struct Verify: ParsableCommand {
     var quiet = false
 
     func run() throws {
-        let found = try check(label: "verifying")
+        let found: DiskCache.VerificationReport
+        do {
+            found = try check(label: "verifying")
+        } catch let error as DiskCacheError where error.code == .notACache && repair {
+            // A cache whose VERSION mark was lost or damaged: marked again if the rest of the
+            // directory is recognisably a cache (refused otherwise, and nothing is changed).
+            let repairs: [String]
+            do {
+                repairs = try DiskCache.restoreMark(directory: cache.url)
+            } catch let refusal as DiskCacheError where refusal.code == .notACache {
+                throw error  // not a cache at all: say so as the check did
+            }
+            for line in repairs { Terminal.writeLine("repaired: \(line)") }
+            found = try check(label: "verifying")
+        }
         let problems = found.problems
+        for note in found.notes { Terminal.writeLine("note: \(note)") }
         for problem in problems { Terminal.writeLine("problem: \(Self.describe(problem))") }
         if !quiet {
             Terminal.writeLine("checked \(Self.count(found.entriesChecked, "entry", "entries")) (\(ByteSize.format(found.bytesChecked)) of bodies): "

@@ -1,0 +1,181 @@
+import CDiskCacheSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The cache directory, held open while a cache (or an inspector) uses it. Every file and
+/// directory inside the cache is reached from this descriptor without following a symbolic
+/// link at any component (`openat2` with `RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`, see
+/// `cdiskcache_open_beneath`), so a shard directory or `tmp/` replaced by a link is refused
+/// (ELOOP) instead of leading outside the cache. Names are changed with the `*at` calls on a
+/// descriptor of the parent directory opened the same way.
+///
+/// The path the user gave is followed once, when the directory is opened: links in it are the
+/// user's to choose. Paths passed in are full paths inside the cache (what ``Layout`` makes);
+/// they are reported to ``FileSystemObservers`` as they are.
+final class CacheDirectory: Sendable {
+    /// The cache directory's path, without a trailing slash.
+    let path: String
+    /// `O_RDONLY | O_DIRECTORY`: usable with `fsync`, `openat` and `fdopendir`.
+    let fd: Int32
+
+    private init(path: String, fd: Int32) {
+        self.path = path
+        self.fd = fd
+    }
+
+    deinit { Syscall.close(fd) }
+
+    /// Opens the directory at `path` (following links in `path` itself).
+    static func open(_ path: String) -> Result<CacheDirectory, Errno> {
+        let root = Layout(root: path).root
+        return Syscall.open(root, O_RDONLY | O_DIRECTORY).map { CacheDirectory(path: root, fd: $0) }
+    }
+
+    /// `path` relative to the cache directory ("" for the directory itself).
+    private func relative(_ path: String) -> Substring {
+        if path == self.path { return "" }
+        precondition(path.hasPrefix(self.path) && path.utf8.dropFirst(self.path.utf8.count).first == UInt8(ascii: "/"),
+                     "\(path) is not inside the cache directory \(self.path)")
+        return path.dropFirst(self.path.count + 1)
+    }
+
+    /// Opens a file or directory inside the cache; never follows a link.
+    func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, Errno> {
+        let relative = relative(path)
+        if relative.isEmpty { return Syscall.open(self.path, flags, mode) }
+        return Syscall.openBeneath(fd, String(relative), flags, mode, reportingAs: path)
+    }
+
+    /// Runs `body` with a descriptor of `path`'s parent directory (reached without links) and
+    /// `path`'s last component.
+    private func inParent<T>(_ path: String, _ body: (Int32, String) -> Result<T, Errno>) -> Result<T, Errno> {
+        let relative = relative(path)
+        guard let slash = relative.lastIndex(of: "/") else { return body(fd, String(relative)) }
+        let parent = String(relative[..<slash]), name = String(relative[relative.index(after: slash)...])
+        switch Syscall.openBeneath(fd, parent, O_RDONLY | O_DIRECTORY, 0, reportingAs: nil) {
+        case .success(let directory):
+            defer { Syscall.close(directory) }
+            return body(directory, name)
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
+
+    func unlink(_ path: String) -> Result<Void, Errno> {
+        inParent(path) { Syscall.unlinkat($0, $1, directory: false, reportingAs: path) }
+    }
+
+    func rmdir(_ path: String) -> Result<Void, Errno> {
+        inParent(path) { Syscall.unlinkat($0, $1, directory: true, reportingAs: path) }
+    }
+
+    func mkdir(_ path: String, _ mode: mode_t = 0o700) -> Result<Void, Errno> {
+        inParent(path) { Syscall.mkdirat($0, $1, mode, reportingAs: path) }
+    }
+
+    func rename(_ from: String, _ to: String) -> Result<Void, Errno> {
+        inParent(from) { fromDirectory, fromName in
+            inParent(to) { Syscall.renameat(fromDirectory, fromName, $0, $1, reportingAs: (from, to)) }
+        }
+    }
+
+    /// A second name for a file (`linkat(2)`, never following a link at `existing`).
+    func link(_ existing: String, _ new: String) -> Result<Void, Errno> {
+        inParent(existing) { existingDirectory, existingName in
+            inParent(new) { Syscall.linkat(existingDirectory, existingName, $0, $1, reportingAs: (existing, new)) }
+        }
+    }
+
+    /// The file's status, not following a link at the last component either.
+    func lstat(_ path: String) -> Result<stat, Errno> {
+        if relative(path).isEmpty { return Syscall.fstat(fd) }
+        return inParent(path) { Syscall.fstatat($0, $1) }
+    }
+
+    /// Changes the mode of the directory or file itself (through its descriptor: never a link's target).
+    func chmod(_ path: String, _ mode: mode_t) -> Result<Void, Errno> {
+        open(path, O_RDONLY | O_NONBLOCK).flatMap { file in
+            defer { Syscall.close(file) }
+            return Syscall.fchmod(file, mode, reportingAs: path)
+        }
+    }
+
+    /// Names in a directory inside the cache, with their types; a link is listed, never entered.
+    func listDirectory(_ path: String) -> Result<[(name: String, type: UInt8)], Errno> {
+        let relative = relative(path)
+        // Not reported to observers: the stream closes the descriptor itself.
+        return Syscall.openBeneath(fd, relative.isEmpty ? "." : String(relative), O_RDONLY | O_DIRECTORY, 0, reportingAs: nil)
+            .flatMap { Syscall.listDirectory(fd: $0) }
+    }
+
+    /// Fsyncs a directory inside the cache (or the cache directory itself).
+    func fsyncDirectory(_ path: String) -> Result<Void, Errno> {
+        if relative(path).isEmpty { return Syscall.fsync(fd) }
+        return open(path, O_RDONLY | O_DIRECTORY).flatMap { directory in
+            defer { Syscall.close(directory) }
+            return Syscall.fsync(directory)
+        }
+    }
+
+    /// Whether a file or directory is there (not following a link: a link is there).
+    func exists(_ path: String) -> Bool {
+        if case .success = lstat(path) { return true }
+        return false
+    }
+
+    /// Removes whatever is at an entry file's name: the file, a link (never its target), or a
+    /// directory someone made there (with what it holds). Returns whether something was removed.
+    func removeEntryFile(_ path: String) -> Bool {
+        switch unlink(path) {
+        case .success:
+            return true
+        case .failure(let error) where error == .isDirectory || error == .notPermitted:
+            removeTree(path)
+            return !exists(path)
+        case .failure:
+            return false
+        }
+    }
+
+    /// Removes a directory tree inside the cache without following symbolic links (a link is
+    /// unlinked, not entered).
+    func removeTree(_ path: String) {
+        guard case .success(let info) = lstat(path) else { return }
+        if info.st_mode & S_IFMT == S_IFDIR {
+            if case .success(let names) = listDirectory(path) {
+                for (name, _) in names { removeTree(path + "/" + name) }
+            }
+            _ = rmdir(path)
+        } else {
+            _ = unlink(path)
+        }
+    }
+}
+
+extension Result where Success == stat, Failure == Errno {
+    /// Whether the status is a directory's.
+    var isDirectory: Bool {
+        if case .success(let info) = self { return info.st_mode & S_IFMT == S_IFDIR }
+        return false
+    }
+}
+
+extension Result where Success == Void, Failure == Errno {
+    /// Success when the failure was only that the name was not there.
+    var orMissing: Result<Void, Errno> {
+        if case .failure(.noSuchFileOrDirectory) = self { return .success(()) }
+        return self
+    }
+
+    /// Success when the failure was only that the name was already there.
+    var orExisting: Result<Void, Errno> {
+        if case .failure(.fileExists) = self { return .success(()) }
+        return self
+    }
+}
+

@@ -1,0 +1,95 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The `VERSION` file, the mark that a directory is a cache: the line `swift-disk-cache`, then
+/// the format version (`"swift-disk-cache\n2\n"`). A directory that is not empty is only
+/// opened as a cache when it carries this mark; nothing in it is created, locked or changed
+/// before the mark has been read.
+///
+/// Caches made before the mark had a magic line hold just the version (`"2\n"`); such a file
+/// is accepted when the journal beside it starts with the journal's own magic, and is
+/// rewritten with the magic line once the cache is locked.
+enum FormatMarker {
+    static let magic = "swift-disk-cache"
+    /// The names the mark is written under before it is renamed into place (`VERSION.tmp.<pid>`).
+    static let temporaryPrefix = Layout.versionFileName + ".tmp"
+
+    enum Reading: Equatable {
+        /// The mark, with this format version.
+        case marked(Int)
+        /// A version alone, beside a journal that is ours: a cache made before the magic line.
+        case legacy(Int)
+        case missing
+        /// Something is there but it is not the mark (the text, shortened, or why it is unreadable).
+        case damaged(String)
+    }
+
+    static func contents(version: Int = Layout.formatVersion) -> [UInt8] {
+        Array("\(magic)\n\(version)\n".utf8)
+    }
+
+    /// Reads the mark of the directory at `root` (never following a link at `VERSION`,
+    /// never waiting on a FIFO there).
+    static func read(root: String) -> Reading {
+        let layout = Layout(root: root)
+        switch FileIO.readAll(layout.versionFile, limit: 256, in: nil) {
+        case .failure(let error) where error == .noSuchFileOrDirectory:
+            return .missing
+        case .failure(let error):
+            return .damaged("unreadable: \(error)")
+        case .success(nil):
+            return .damaged("not a small regular file")
+        case .success(let bytes?):
+            let text = String(decoding: bytes, as: UTF8.self)
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            if lines.count == 3, lines[0] == magic, lines[2].isEmpty, let version = Int(lines[1]), version >= 1,
+               lines[1].allSatisfy(\.isASCII) {
+                return .marked(version)
+            }
+            let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+            if let version = Int(trimmed), version >= 1, version <= Layout.flatShardsVersion,
+               hasOurJournal(layout) || onlyOurNames(root) {
+                return .legacy(version)
+            }
+            return .damaged(String(trimmed.prefix(20)).debugDescription)
+        }
+    }
+
+    /// Whether `journal` starts with the journal's magic.
+    private static func hasOurJournal(_ layout: Layout) -> Bool {
+        guard case .success(let buffer?) = FileIO.read(layout.journal, count: Journal.magic.count, in: nil) else { return false }
+        defer { buffer.deallocate() }
+        return Array(buffer) == Journal.magic
+    }
+
+    /// Whether every name in the directory is one a cache uses (a format-1 cache without its
+    /// journal has nothing else to go by).
+    private static func onlyOurNames(_ root: String) -> Bool {
+        guard case .success(let names) = Syscall.listDirectory(root) else { return false }
+        return isRecognisablyACache(names, minimumShards: 1)
+    }
+
+    /// Whether a directory whose mark is missing or damaged is still recognisably a cache, so
+    /// that a repair may mark it again: at least half of the 256 shard directories are there
+    /// (as real directories), and every other name in it is one the cache uses.
+    static func isRecognisablyACache(_ names: [(name: String, type: UInt8)], minimumShards: Int = 128) -> Bool {
+        let ours: Set<String> = [Layout.versionFileName, Layout.lockFileName,
+                                 Journal.journalFileName, Journal.journalTempFileName, Journal.journalCorruptFileName,
+                                 Layout.temporaryDirectoryName]
+        var shards = 0
+        for (name, type) in names {
+            if Layout.isShardName(name) {
+                if type == DT_DIR { shards += 1 }
+            } else if !ours.contains(name) && !name.hasPrefix(temporaryPrefix) {
+                return false
+            }
+        }
+        return shards >= minimumShards
+    }
+}

@@ -1,0 +1,299 @@
+@testable import DiskCache
+import Foundation
+import Synchronization
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The cache directory as an attacker or an unlucky operator leaves it: links in place of the
+/// cache's own directories, files and directories where the other kind belongs, a deleted
+/// `LOCK`, a user's directory that merely looks like a cache, a lost or swapped `VERSION`.
+/// Nothing outside the cache is ever read, written, unlinked or chmod'ed; what blocks the cache
+/// is cleared by a repair; a directory that is not a cache is left byte for byte.
+struct HostileDirectoryTests {
+    /// Every key lands in shard "ab".
+    static let hasher = KeyHasher { key in KeyHash(high: 0xAB00_0000_0000_0000 | UInt64(key.utf8.count), low: UInt64(key.hashValue & 0xFFFF)) }
+
+    func configuration(_ durability: DiskCache.Durability = .none) -> DiskCache.Configuration {
+        var configuration = DiskCache.Configuration.testing(hasher: Self.hasher)
+        configuration.sweepInterval = nil
+        configuration.durability = durability
+        return configuration
+    }
+
+    /// Moves `path` to `elsewhere` and puts a symbolic link to it in its place.
+    func replaceWithLink(_ path: URL, movingTo elsewhere: URL) throws {
+        try FileManager.default.moveItem(at: path, to: elsewhere)
+        try FileManager.default.createSymbolicLink(at: path, withDestinationURL: elsewhere)
+    }
+
+    func isRealDirectory(_ path: URL) -> Bool {
+        var info = stat()
+        return lstat(path.path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+    }
+
+    func names(_ url: URL) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: url.path).sorted()
+    }
+
+    // MARK: - Links in place of the cache's directories
+
+    @Test func aShardReplacedByALinkWhileOpenIsNeverFollowed() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration())
+        try cache.store(randomData(count: 3000, seed: 1), for: "outside")
+        try cache.store(bytes("in"), for: "inside")
+        let shard = dir.cache.appendingPathComponent("ab")
+        let elsewhere = dir.url.appendingPathComponent("elsewhere")
+        try replaceWithLink(shard, movingTo: elsewhere)
+        let outsideFiles = try names(elsewhere)
+        #expect(outsideFiles.count >= 2)  // the two entries' files
+
+        // Reads see no bytes from outside; removals unlink nothing there.
+        #expect(cache.data(for: "outside") == nil)
+        try cache.removeValue(for: "inside")
+        _ = try cache.sweep()
+        #expect(try names(elsewhere) == outsideFiles)
+
+        // verify sees the link; repair removes the link, never its target.
+        let report = try cache.verify()
+        #expect(report.problems.contains { $0.kind == .symbolicLink && $0.path == shard.path })
+        let repaired = try cache.verify(repair: true)
+        #expect(!repaired.repairs.isEmpty)
+        #expect(isRealDirectory(shard))
+        #expect(try names(elsewhere) == outsideFiles)
+        try cache.store(bytes("again"), for: "outside")
+        #expect(cache.data(for: "outside") == bytes("again"))
+        #expect(try cache.verify().isHealthy)
+        #expect(try names(elsewhere) == outsideFiles)
+        try cache.close()
+    }
+
+    @Test func aLinkInPlaceOfTmpIsNeverFollowedOrChmodded() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration())
+        try cache.store(bytes("v"), for: "k")
+        let temp = dir.cache.appendingPathComponent("tmp")
+        let elsewhere = dir.url.appendingPathComponent("outside-tmp")
+        try replaceWithLink(temp, movingTo: elsewhere)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: elsewhere.path)
+
+        // verify sees the link; repair replaces it and changes no mode outside.
+        #expect(try cache.verify().problems.contains { $0.kind == .symbolicLink && $0.path == temp.path })
+        _ = try cache.verify(repair: true)
+        let mode = try FileManager.default.attributesOfItem(atPath: elsewhere.path)[.posixPermissions] as? Int
+        #expect(mode == 0o755)
+        #expect(isRealDirectory(temp))
+        #expect(try cache.verify().isHealthy)
+
+        // removeAll trashes the shards into tmp/: never through a link there.
+        try FileManager.default.removeItem(at: temp)
+        try FileManager.default.createSymbolicLink(at: temp, withDestinationURL: elsewhere)
+        try cache.removeAll()
+        try cache.store(bytes("w"), for: "k2")
+        #expect(try names(elsewhere).isEmpty)
+        #expect(isRealDirectory(temp))
+        #expect(cache.data(for: "k") == nil)
+        #expect(cache.data(for: "k2") == bytes("w"))
+        #expect(try cache.verify().isHealthy)
+        try cache.close()
+    }
+
+    // MARK: - Ownership
+
+    @Test func deletingLockWhileOpenDoesNotLetASecondOpenerIn() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration())
+        try cache.store(bytes("1"), for: "key-1")
+        try FileManager.default.removeItem(at: dir.cache.appendingPathComponent("LOCK"))
+        // Another process, and another DiskCache in this one, are refused.
+        let lines = try Worker.run(["open", dir.cache.path])
+        #expect(lines.count == 1 && lines[0].hasPrefix("ERROR locked"), "\(lines)")
+        #expect {
+            try DiskCache(directory: dir.cache, configuration: configuration())
+        } throws: { ($0 as? DiskCacheError)?.code == .locked }
+        try cache.store(bytes("2"), for: "key-2")
+        try cache.close()
+        let reopened = try DiskCache(directory: dir.cache, configuration: configuration())
+        #expect(reopened.data(for: "key-1") == bytes("1"))
+        #expect(reopened.data(for: "key-2") == bytes("2"))
+        try reopened.close()
+    }
+
+    // MARK: - A user's directory
+
+    @Test(arguments: [
+        ["journal": "my notes\n"],
+        ["LOCK": "mine\n"],
+        ["VERSION": "release 2.1\n", "README": "hello\n"],
+        ["VERSION": "2\n"],
+        ["VERSION": "2\n", "journal": "not a journal\n"],
+    ])
+    func aDirectoryWithoutTheMarkIsLeftByteForByte(files: [String: String]) throws {
+        let dir = TemporaryDirectory()
+        try FileManager.default.createDirectory(at: dir.cache, withIntermediateDirectories: true)
+        for (name, text) in files { try Data(text.utf8).write(to: dir.cache.appendingPathComponent(name)) }
+        let before = try snapshot(dir.cache)
+        #expect {
+            try DiskCache(directory: dir.cache, configuration: configuration())
+        } throws: { ($0 as? DiskCacheError)?.code == .notACache }
+        #expect(throws: DiskCacheError.self) { try DiskCacheInspector(directory: dir.cache) }
+        #expect(try snapshot(dir.cache) == before)
+    }
+
+    @Test func aCacheMarkedBeforeTheMagicLineOpensAndIsMarkedAgain() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration())
+        try cache.store(bytes("v"), for: "k")
+        try cache.close()
+        let version = dir.cache.appendingPathComponent("VERSION")
+        try Data("2\n".utf8).write(to: version)
+        let reopened = try DiskCache(directory: dir.cache, configuration: configuration())
+        #expect(reopened.data(for: "k") == bytes("v"))
+        try reopened.close()
+        #expect(try String(contentsOf: version, encoding: .utf8) == "swift-disk-cache\n2\n")
+    }
+
+    // MARK: - Damage that blocks writes
+
+    @Test func aFileInPlaceOfAShardIsClearedByRepair() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration())
+        let shard = dir.cache.appendingPathComponent("ab")
+        try FileManager.default.removeItem(at: shard)
+        try Data("not a directory".utf8).write(to: shard)
+        #expect(throws: DiskCacheError.self) { try cache.store(bytes("v"), for: "k") }
+        let report = try cache.verify(repair: true)
+        #expect(report.problems.contains { $0.kind == .wrongFileType && $0.path == shard.path })
+        #expect(isRealDirectory(shard))
+        try cache.store(bytes("v"), for: "k")
+        #expect(cache.data(for: "k") == bytes("v"))
+        #expect(try cache.verify().isHealthy)
+        try cache.close()
+    }
+
+    @Test func aFileInPlaceOfAShardAtOpenIsMovedAside() throws {
+        let dir = TemporaryDirectory()
+        try DiskCache(directory: dir.cache, configuration: configuration()).close()
+        let shard = dir.cache.appendingPathComponent("ab")
+        try FileManager.default.removeItem(at: shard)
+        try Data("not a directory".utf8).write(to: shard)
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration())
+        #expect(isRealDirectory(shard))
+        try cache.store(bytes("v"), for: "k")
+        #expect(cache.data(for: "k") == bytes("v"))
+        try cache.close()
+    }
+
+    @Test func aDirectoryAtAnEntryFileNameDoesNotBlockItsKey() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration())
+        try cache.store(bytes("first"), for: "k")  // slot 0; the next store goes to slot 1
+        let hash = Self.hasher.hash("k")
+        let slot1 = Layout(root: dir.cache.path).metaFile(hash, slot: 1)
+        try FileManager.default.createDirectory(atPath: slot1 + "/inner", withIntermediateDirectories: true)
+        try cache.store(bytes("second"), for: "k")
+        #expect(cache.data(for: "k") == bytes("second"))
+        // And as an orphan, repair removes it whole.
+        try FileManager.default.createDirectory(atPath: Layout(root: dir.cache.path).metaFile(hash, slot: 0) + "/inner",
+                                                withIntermediateDirectories: true)
+        let report = try cache.verify(repair: true)
+        #expect(report.problems.contains { $0.kind == .orphanFile })
+        #expect(try cache.verify().isHealthy)
+        #expect(cache.data(for: "k") == bytes("second"))
+        try cache.close()
+    }
+
+    @Test func aDirectoryAtJournalTmpDoesNotBlockCompaction() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration())
+        try cache.store(bytes("v"), for: "k")
+        let journalTemp = dir.cache.appendingPathComponent("journal.tmp")
+        try FileManager.default.createDirectory(at: journalTemp.appendingPathComponent("inner"), withIntermediateDirectories: true)
+        #expect(try cache.verify().problems.contains { $0.kind == .temporaryFile && $0.path == journalTemp.path })
+        try cache.compact()
+        #expect(try cache.verify(repair: true).problems.isEmpty)
+        #expect(try cache.verify().isHealthy)
+        #expect(cache.data(for: "k") == bytes("v"))
+        try cache.close()
+    }
+
+    // MARK: - Damage that leaves a cache unopenable
+
+    @Test func aJournalThatIsADirectoryIsMovedAsideAndTheCacheRebuilt() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration())
+        try cache.store(bytes("v"), for: "k")
+        try cache.close()
+        let journal = dir.cache.appendingPathComponent("journal")
+        try FileManager.default.removeItem(at: journal)
+        try FileManager.default.createDirectory(at: journal.appendingPathComponent("inner"), withIntermediateDirectories: true)
+        let reopened = try DiskCache(directory: dir.cache, configuration: configuration())
+        #expect(reopened.data(for: "k") == bytes("v"))
+        #expect(reopened.statistics.recovery.rebuiltByScan)
+        try reopened.close()
+    }
+
+    @Test(arguments: ["missing", "damaged", "swapped"])
+    func aLostMarkIsRestoredByRepair(damage: String) throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration())
+        try cache.store(bytes("v"), for: "k")
+        try cache.close()
+        let version = dir.cache.appendingPathComponent("VERSION")
+        let lock = dir.cache.appendingPathComponent("LOCK")
+        switch damage {
+        case "missing": try FileManager.default.removeItem(at: version)
+        case "damaged": try Data([0xFF, 0x00, 0x13]).write(to: version)
+        default:
+            let (versionText, lockText) = (try Data(contentsOf: version), try Data(contentsOf: lock))
+            try lockText.write(to: version)
+            try versionText.write(to: lock)
+        }
+        #expect {
+            try DiskCache(directory: dir.cache, configuration: configuration())
+        } throws: { ($0 as? DiskCacheError)?.code == .notACache }
+        let repairs = try DiskCache.restoreMark(directory: dir.cache)
+        #expect(!repairs.isEmpty)
+        let reopened = try DiskCache(directory: dir.cache, configuration: configuration())
+        #expect(reopened.data(for: "k") == bytes("v"))
+        try reopened.close()
+    }
+
+    @Test func restoreMarkRefusesADirectoryThatIsNotACache() throws {
+        let dir = TemporaryDirectory()
+        try FileManager.default.createDirectory(at: dir.cache.appendingPathComponent("ab"), withIntermediateDirectories: true)
+        try Data("notes".utf8).write(to: dir.cache.appendingPathComponent("journal"))
+        try Data("mine".utf8).write(to: dir.cache.appendingPathComponent("README"))
+        let before = try snapshot(dir.cache)
+        #expect {
+            try DiskCache.restoreMark(directory: dir.cache)
+        } throws: { ($0 as? DiskCacheError)?.code == .notACache }
+        #expect(try snapshot(dir.cache) == before)
+    }
+
+    // MARK: - Durability of a retried remove
+
+    @Test func aRemoveRetriedAfterAFailedSyncSyncsTheJournal() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration(.immediate))
+        try cache.store(bytes("v"), for: "k")
+        let journal = cache.state.withLock { $0.journal.fd }
+        let syncs = LockedCounter()
+        let token = FileSystemObservers.add { event in
+            if case .fsync(let fd) = event, fd == journal { syncs.increment() }
+        }
+        defer { FileSystemObservers.remove(token) }
+        FaultInjection.setFsyncFails(journal, true)
+        #expect(throws: DiskCacheError.self) { try cache.removeValue(for: "k") }
+        FaultInjection.setFsyncFails(journal, false)
+        let before = syncs.value
+        try cache.removeValue(for: "k")
+        #expect(syncs.value == before + 1)
+        // Once synced, a remove of a missing key costs no fsync.
+        try cache.removeValue(for: "k")
+        #expect(syncs.value == before + 1)
+        try cache.close()
+    }
+}
