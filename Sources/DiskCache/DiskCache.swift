@@ -71,12 +71,15 @@ public final class DiskCache: Sendable {
     /// - ``DiskCacheError/Code/notADirectory``: the path is a file (a symbolic link to a
     ///   directory is followed; links inside the cache never are).
     /// - ``DiskCacheError/Code/permissionDenied``: the directory cannot be read and written.
-    /// - ``DiskCacheError/Code/notACache``: the directory holds other files.
+    /// - ``DiskCacheError/Code/notACache``: the directory is not empty and does not carry the
+    ///   cache's mark (a `VERSION` file, see `docs/on-disk-format.md`); nothing in it was touched.
+    ///   A cache whose mark was lost is marked again by ``restoreMark(directory:)``.
     /// - ``DiskCacheError/Code/locked``: another `DiskCache` has it open (this process or another).
     /// - ``DiskCacheError/Code/newerFormat``: written by a newer version; left untouched.
     ///
     /// #### Implementation details
-    /// Takes `flock(LOCK_EX|LOCK_NB)` on `LOCK` and on the directory, empties `tmp/`, replays `journal` (cutting a
+    /// Reads the `VERSION` mark before anything else, takes `flock(LOCK_EX|LOCK_NB)` on `LOCK`
+    /// and on the directory, empties `tmp/`, replays `journal` (cutting a
     /// torn tail with `ftruncate`), or rebuilds it by scanning the shards if it is missing.
     public init(directory: URL, configuration: Configuration = Configuration()) throws {
         self.directory = directory
