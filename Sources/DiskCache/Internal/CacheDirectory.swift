@@ -36,27 +36,34 @@ final class CacheDirectory: Sendable {
         return Syscall.open(root, O_RDONLY | O_DIRECTORY).map { CacheDirectory(path: root, fd: $0) }
     }
 
-    /// `path` relative to the cache directory ("" for the directory itself).
-    private func relative(_ path: String) -> Substring {
-        if path == self.path { return "" }
-        precondition(path.hasPrefix(self.path) && path.utf8.dropFirst(self.path.utf8.count).first == UInt8(ascii: "/"),
-                     "\(path) is not inside the cache directory \(self.path)")
-        return path.dropFirst(self.path.count + 1)
+    /// `path` relative to the cache directory ("" for the directory itself). On every read and
+    /// write: sliced as bytes (String's character counting would walk the whole path).
+    private func relative(_ path: String) -> String {
+        var path = path, root = self.path
+        return path.withUTF8 { full in
+            root.withUTF8 { root in
+                if full.count == root.count, memcmp(full.baseAddress!, root.baseAddress!, root.count) == 0 { return "" }
+                precondition(full.count > root.count + 1 && memcmp(full.baseAddress!, root.baseAddress!, root.count) == 0
+                                 && full[root.count] == UInt8(ascii: "/"),
+                             "\(String(decoding: full, as: UTF8.self)) is not inside the cache directory \(String(decoding: root, as: UTF8.self))")
+                return String(decoding: UnsafeBufferPointer(rebasing: full[(root.count + 1)...]), as: UTF8.self)
+            }
+        }
     }
 
     /// Opens a file or directory inside the cache; never follows a link.
     func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, Errno> {
         let relative = relative(path)
         if relative.isEmpty { return Syscall.open(self.path, flags, mode) }
-        return Syscall.openBeneath(fd, String(relative), flags, mode, reportingAs: path)
+        return Syscall.openBeneath(fd, relative, flags, mode, reportingAs: path)
     }
 
     /// Runs `body` with a descriptor of `path`'s parent directory (reached without links) and
     /// `path`'s last component.
     private func inParent<T>(_ path: String, _ body: (Int32, String) -> Result<T, Errno>) -> Result<T, Errno> {
         let relative = relative(path)
-        guard let slash = relative.lastIndex(of: "/") else { return body(fd, String(relative)) }
-        let parent = String(relative[..<slash]), name = String(relative[relative.index(after: slash)...])
+        guard let slash = relative.utf8.lastIndex(of: UInt8(ascii: "/")) else { return body(fd, relative) }
+        let parent = String(relative[..<slash]), name = String(relative[relative.utf8.index(after: slash)...])
         switch Syscall.openBeneath(fd, parent, O_RDONLY | O_DIRECTORY, 0, reportingAs: nil) {
         case .success(let directory):
             defer { Syscall.close(directory) }
@@ -109,7 +116,7 @@ final class CacheDirectory: Sendable {
     func listDirectory(_ path: String) -> Result<[(name: String, type: UInt8)], Errno> {
         let relative = relative(path)
         // Not reported to observers: the stream closes the descriptor itself.
-        return Syscall.openBeneath(fd, relative.isEmpty ? "." : String(relative), O_RDONLY | O_DIRECTORY, 0, reportingAs: nil)
+        return Syscall.openBeneath(fd, relative.isEmpty ? "." : relative, O_RDONLY | O_DIRECTORY, 0, reportingAs: nil)
             .flatMap { Syscall.listDirectory(fd: $0) }
     }
 
