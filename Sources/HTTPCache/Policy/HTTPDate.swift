@@ -2,7 +2,8 @@ public import Foundation
 
 /// Parsing and formatting of HTTP timestamps (RFC 9110 §5.6.7).
 ///
-/// Parsing accepts the three formats a recipient must understand:
+/// Parsing accepts the three formats a recipient must understand, exactly as RFC 9110's
+/// grammar writes them:
 ///
 /// | format | example |
 /// | --- | --- |
@@ -10,11 +11,18 @@ public import Foundation
 /// | obsolete RFC 850 | `Sunday, 06-Nov-94 08:49:37 GMT` |
 /// | obsolete ANSI C `asctime()` | `Sun Nov  6 08:49:37 1994` |
 ///
-/// It is lenient where RFC 9110 encourages robustness and the meaning is unambiguous: day and
-/// month names compare case-insensitively, the day name is not checked against the date, runs
-/// of spaces count as one, and `UTC` is read like `GMT`. Anything else, such as `Expires: 0`
-/// or `Expires: -1`, is not a date and parses as `nil`; the policy engine then treats the
-/// response as already expired (RFC 9111 §5.3).
+/// Tokens are separated by exactly one space (asctime pads a one-digit day with a second one),
+/// days, hours, minutes and seconds have two digits, the zone is `GMT`, IMF-fixdate and asctime
+/// take the three-letter day name and RFC 850 the full one. The one lenience is case: names
+/// compare case-insensitively, as RFC 9111 §4.2 asks of caches although the grammar is
+/// case-sensitive. The day name is not checked against the date, and whitespace around the
+/// value is not part of it.
+///
+/// Anything else is not a date and parses as `nil`: `Expires: 0`, `UTC` in place of `GMT`
+/// (RFC 9111 §4.2: a zone other than GMT is invalid), doubled spaces, a one-digit hour. The
+/// policy engine then treats an `Expires` as already expired (RFC 9111 §5.3), a `Date` as
+/// absent (the response time is used) and a `Last-Modified` as absent (no heuristic freshness,
+/// no `If-Modified-Since`).
 ///
 /// The parser is hand-written rather than built on `DateFormatter`: it does not depend on a
 /// locale or time zone database, and it runs on every lookup.
@@ -30,24 +38,22 @@ public enum HTTPDate {
     ///     not depend on the clock.
     public static func parse(_ text: String, relativeTo reference: Date? = nil) -> Date? {
         var scanner = _DateScanner(text)
-        scanner.skipSpaces()
-        guard let dayName = scanner.letters(), _dayNames.contains(dayName._asciiLowercased) else {
-            return nil
-        }
+        guard let dayName = scanner.letters() else { return nil }
+        let name = dayName._asciiLowercased
         let components: _Components?
         if scanner.consume(UInt8(ascii: ",")) {
-            scanner.skipSpaces()
-            let checkpoint = scanner
-            if let imf = parseIMFFixdateRest(&scanner) {
-                components = imf
-            } else {
-                scanner = checkpoint
+            guard scanner.consumeSpace() else { return nil }
+            if _shortDayNames.contains(name) {
+                components = parseIMFFixdateRest(&scanner)
+            } else if _longDayNames.contains(name) {
                 components = parseRFC850Rest(&scanner, reference: reference)
+            } else {
+                return nil
             }
         } else {
+            guard _shortDayNames.contains(name) else { return nil }
             components = parseAsctimeRest(&scanner)
         }
-        scanner.skipSpaces()
         guard let components, scanner.isAtEnd else { return nil }
         return components.date
     }
@@ -64,52 +70,56 @@ public enum HTTPDate {
             let digits = String(value)
             return String(repeating: "0", count: max(0, width - digits.count)) + digits
         }
-        return "\(_shortDayNames[weekday]), \(pad(day, 2)) \(_monthNames[month - 1]) \(pad(year, 4)) "
+        return "\(_formattedDayNames[weekday]), \(pad(day, 2)) \(_monthNames[month - 1]) \(pad(year, 4)) "
             + "\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)) GMT"
     }
 
     // MARK: Formats
 
-    // `06 Nov 1994 08:49:37 GMT`
+    // `06 Nov 1994 08:49:37 GMT` (after `Sun, `)
     private static func parseIMFFixdateRest(_ scanner: inout _DateScanner) -> _Components? {
-        guard let day = scanner.digits(1...2) else { return nil }
-        guard scanner.skipSpaces(), let month = scanner.month() else { return nil }
-        guard scanner.skipSpaces(), let year = scanner.digits(4...4) else { return nil }
-        guard scanner.skipSpaces(), let time = scanner.timeOfDay() else { return nil }
-        guard scanner.skipSpaces(), scanner.zone() else { return nil }
+        guard let day = scanner.digits(2), scanner.consumeSpace(),
+              let month = scanner.month(), scanner.consumeSpace(),
+              let year = scanner.digits(4), scanner.consumeSpace(),
+              let time = scanner.timeOfDay(), scanner.consumeSpace(),
+              scanner.gmt()
+        else { return nil }
         return _Components(year: year, month: month, day: day, time: time)
     }
 
-    // `06-Nov-94 08:49:37 GMT`
+    // `06-Nov-94 08:49:37 GMT` (after `Sunday, `)
     private static func parseRFC850Rest(_ scanner: inout _DateScanner, reference: Date?) -> _Components? {
-        guard let day = scanner.digits(1...2), scanner.consume(UInt8(ascii: "-")) else { return nil }
-        guard let month = scanner.month(), scanner.consume(UInt8(ascii: "-")) else { return nil }
-        guard let twoDigitYear = scanner.digits(2...2) else { return nil }
-        guard scanner.skipSpaces(), let time = scanner.timeOfDay() else { return nil }
-        guard scanner.skipSpaces(), scanner.zone() else { return nil }
+        guard let day = scanner.digits(2), scanner.consume(UInt8(ascii: "-")),
+              let month = scanner.month(), scanner.consume(UInt8(ascii: "-")),
+              let twoDigitYear = scanner.digits(2), scanner.consumeSpace(),
+              let time = scanner.timeOfDay(), scanner.consumeSpace(),
+              scanner.gmt()
+        else { return nil }
         let referenceYear = _civil(fromDays: Int(((reference ?? Date()).timeIntervalSince1970 / 86_400).rounded(.down))).year
         var year = referenceYear / 100 * 100 + twoDigitYear
         if year > referenceYear + 50 { year -= 100 }
         return _Components(year: year, month: month, day: day, time: time)
     }
 
-    // `Nov  6 08:49:37 1994` (after the day name)
+    // `Nov  6 08:49:37 1994` or `Nov 16 08:49:37 1994` (after `Sun`)
     private static func parseAsctimeRest(_ scanner: inout _DateScanner) -> _Components? {
-        guard scanner.skipSpaces(), let month = scanner.month() else { return nil }
-        guard scanner.skipSpaces(), let day = scanner.digits(1...2) else { return nil }
-        guard scanner.skipSpaces(), let time = scanner.timeOfDay() else { return nil }
-        guard scanner.skipSpaces(), let year = scanner.digits(4...4) else { return nil }
+        guard scanner.consumeSpace(), let month = scanner.month(), scanner.consumeSpace() else { return nil }
+        // date3 = month SP ( 2DIGIT / ( SP DIGIT ) )
+        let day = scanner.consumeSpace() ? scanner.digits(1) : scanner.digits(2)
+        guard let day, scanner.consumeSpace(),
+              let time = scanner.timeOfDay(), scanner.consumeSpace(),
+              let year = scanner.digits(4)
+        else { return nil }
         return _Components(year: year, month: month, day: day, time: time)
     }
 }
 
 // MARK: - Internals
 
-private let _shortDayNames = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-private let _dayNames: Set<String> = [
-    "sun", "mon", "tue", "wed", "thu", "fri", "sat",
-    "sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
-]
+private let _formattedDayNames = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+/// Lowercased, for the case-insensitive match.
+private let _shortDayNames: Set<String> = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+private let _longDayNames: Set<String> = ["sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday"]
 private let _monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
 private struct _Components {
@@ -160,47 +170,49 @@ private func _civil(fromDays days: Int) -> (year: Int, month: Int, day: Int) {
 
 private struct _DateScanner {
     private let bytes: [UInt8]
-    private var position = 0
+    private var position: Int
+    private let end: Int
 
+    /// Scans `text` without the spaces and tabs around it, which are not part of a field value
+    /// (RFC 9110 §5.5).
     init(_ text: String) {
         bytes = Array(text.utf8)
+        var start = 0, end = bytes.count
+        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
+        while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+        position = start
+        self.end = end
     }
 
-    var isAtEnd: Bool { position == bytes.count }
-
-    /// Skips spaces and tabs; returns whether at least one was skipped.
-    @discardableResult
-    mutating func skipSpaces() -> Bool {
-        let start = position
-        while position < bytes.count, bytes[position] == 0x20 || bytes[position] == 0x09 { position += 1 }
-        return position > start
-    }
+    var isAtEnd: Bool { position == end }
 
     mutating func consume(_ byte: UInt8) -> Bool {
-        guard position < bytes.count, bytes[position] == byte else { return false }
+        guard position < end, bytes[position] == byte else { return false }
         position += 1
         return true
     }
 
+    /// One SP: the grammar's only separator (a tab or a second space is not one).
+    mutating func consumeSpace() -> Bool { consume(0x20) }
+
     mutating func letters() -> String? {
         let start = position
-        while position < bytes.count, (bytes[position] | 0x20) >= 0x61, (bytes[position] | 0x20) <= 0x7A {
+        while position < end, (bytes[position] | 0x20) >= 0x61, (bytes[position] | 0x20) <= 0x7A {
             position += 1
         }
         return position > start ? String(decoding: bytes[start..<position], as: UTF8.self) : nil
     }
 
-    mutating func digits(_ allowedCount: ClosedRange<Int>) -> Int? {
-        let start = position
+    /// Exactly `count` ASCII digits, not followed by another digit.
+    mutating func digits(_ count: Int) -> Int? {
         var value = 0
-        while position < bytes.count, position - start < allowedCount.upperBound,
-              bytes[position] >= 0x30, bytes[position] <= 0x39 {
+        for _ in 0..<count {
+            guard position < end, bytes[position] >= 0x30, bytes[position] <= 0x39 else { return nil }
             value = value * 10 + Int(bytes[position] - 0x30)
             position += 1
         }
-        // A longer run of digits than allowed is not this format.
-        if position < bytes.count, bytes[position] >= 0x30, bytes[position] <= 0x39 { return nil }
-        return allowedCount.contains(position - start) ? value : nil
+        if position < end, bytes[position] >= 0x30, bytes[position] <= 0x39 { return nil }
+        return value
     }
 
     mutating func month() -> Int? {
@@ -210,16 +222,15 @@ private struct _DateScanner {
     }
 
     mutating func timeOfDay() -> (hour: Int, minute: Int, second: Int)? {
-        guard let hour = digits(2...2), hour < 24, consume(UInt8(ascii: ":")),
-              let minute = digits(2...2), minute < 60, consume(UInt8(ascii: ":")),
-              let second = digits(2...2), second <= 60  // 60: a leap second, RFC 9110 §5.6.7
+        guard let hour = digits(2), hour < 24, consume(UInt8(ascii: ":")),
+              let minute = digits(2), minute < 60, consume(UInt8(ascii: ":")),
+              let second = digits(2), second <= 60  // 60: a leap second, RFC 9110 §5.6.7
         else { return nil }
         return (hour, minute, second)
     }
 
-    mutating func zone() -> Bool {
-        guard let name = letters() else { return false }
-        let lower = name._asciiLowercased
-        return lower == "gmt" || lower == "utc"
+    /// `GMT`, in any case; no other zone (RFC 9111 §4.2).
+    mutating func gmt() -> Bool {
+        letters()?._asciiLowercased == "gmt"
     }
 }

@@ -11,11 +11,14 @@ extension PolicyEngineTests {
             ("Sun, 06 Nov 1994 08:49:37 GMT", 784_111_777),  // IMF-fixdate
             ("Sunday, 06-Nov-94 08:49:37 GMT", 784_111_777),  // RFC 850
             ("Sun Nov  6 08:49:37 1994", 784_111_777),  // asctime
-            ("Sun Nov 6 08:49:37 1994", 784_111_777),  // asctime, single space
-            ("sun, 06 nov 1994 08:49:37 gmt", 784_111_777),  // names in any case
-            ("  Sun, 06 Nov 1994 08:49:37 GMT  ", 784_111_777),
-            ("Sun, 06 Nov 1994 08:49:37 UTC", 784_111_777),
+            ("Sun Nov 06 08:49:37 1994", 784_111_777),  // asctime, two-digit day
+            ("Wed Nov 16 08:49:37 1994", 784_975_777),
+            ("sun, 06 nov 1994 08:49:37 gmt", 784_111_777),  // names in any case (RFC 9111 §4.2)
+            ("THU, 18 AUG 2050 02:01:18 gMT", 2_544_400_878),
+            ("SUNDAY, 06-NOV-94 08:49:37 Gmt", 784_111_777),
+            ("  Sun, 06 Nov 1994 08:49:37 GMT  ", 784_111_777),  // surrounding whitespace is not part of a value
             ("Mon, 06 Nov 1994 08:49:37 GMT", 784_111_777),  // a wrong day name is not checked
+            ("Sun, 06 Nov 1994 23:59:60 GMT", 784_166_400),  // a leap second
             ("Thu, 01 Jan 1970 00:00:00 GMT", 0),
             ("Tue, 29 Feb 2000 12:00:00 GMT", 951_825_600),
             ("Wed, 31 Dec 1969 23:59:59 GMT", -1),
@@ -31,6 +34,42 @@ extension PolicyEngineTests {
             "Sun, 06 Nov 1994 24:00:00 GMT",
             "Sun, 06 Nov 1994 08:60:37 GMT",
             "Sun, 06 Nov 1994 08:49:37 PST",  // only GMT
+            "Sun, 06 Nov 1994 08:49:37 UTC",  // only GMT (RFC 9111 §4.2: another zone is invalid)
+            "Thu, 18 Aug 2050 02:01:18 UTC",
+            "Sun, 06 Nov 1994 08:49:37 +0000",
+            "Sun, 06 Nov 1994 08:49:37 GMT+1",
+            "Thu, 18  Aug  2050 02:01:18 GMT",  // one SP between tokens, no more
+            "Sun,  06 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994  08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37  GMT",
+            "Sun,\t06 Nov 1994 08:49:37 GMT",  // a tab is not SP
+            "Sun, 06 Nov 1994\t08:49:37 GMT",
+            "Sun,06 Nov 1994 08:49:37 GMT",
+            "Sun , 06 Nov 1994 08:49:37 GMT",
+            "Thu 18 Aug 2050 02:01:18 GMT",  // no comma
+            "Sun, 6 Nov 1994 08:49:37 GMT",  // IMF-fixdate needs a two-digit day
+            "Sun, 006 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 01994 08:49:37 GMT",
+            "Thu, 18-Aug-2050 02:01:18 GMT",  // dashes with a four-digit year
+            "Thu, 18 Aug 2050 02.01.18 GMT",
+            "Thu, 18 Aug 2050 2:01:18 GMT",  // one-digit hour
+            "Thu, 18 Aug 2050 02:1:18 GMT",
+            "Thu, 18 Aug 2050 02:01:18.5 GMT",
+            "Sunday, 06 Nov 1994 08:49:37 GMT",  // IMF-fixdate takes the short day name
+            "Sun, 06-Nov-94 08:49:37 GMT",  // RFC 850 takes the long day name
+            "Sunday, 06-Nov-94 08:49:37",
+            "Sunday, 6-Nov-94 08:49:37 GMT",
+            "Sunday 06-Nov-94 08:49:37 GMT",
+            "Sun Nov 6 08:49:37 1994",  // asctime: a one-digit day is preceded by a second SP
+            "Sun Nov   6 08:49:37 1994",
+            "Sun Nov  06 08:49:37 1994",
+            "Sun Nov  6 08:49:37 94",
+            "Sun Nov  6 08:49:37 1994 GMT",
+            "Sunday Nov  6 08:49:37 1994",  // asctime takes the short day name
+            "Sun, Nov  6 08:49:37 1994",
+            "Sun, 06 November 1994 08:49:37 GMT",
+            "S, 06 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 GMT x",
             "Sun, 06 Nov 1994 08:49:37",
             "Sun, 06 Nov 94 08:49:37 GMT",  // IMF-fixdate needs four year digits
             "Sun, 06 Foo 1994 08:49:37 GMT",

@@ -29,13 +29,14 @@ extension PolicyEngineTests {
             Case(name: "no Date: date_value is the response time",
                  headers: ["Age": "30"],
                  apparentAge: 0, correctedAgeValue: 32, correctedInitialAge: 32, currentAge: 92),
-            Case(name: "non-numeric Age is ignored",
+            // An invalid Age counts as 0 in the arithmetic; `hasInvalidAge` makes the response stale.
+            Case(name: "non-numeric Age counts as 0",
                  headers: ["Date": "Sun, 06 Nov 1994 08:49:39 GMT", "Age": "abc"],
                  apparentAge: 0, correctedAgeValue: 2, correctedInitialAge: 2, currentAge: 62),
-            Case(name: "negative Age is ignored",
+            Case(name: "negative Age counts as 0",
                  headers: ["Date": "Sun, 06 Nov 1994 08:49:39 GMT", "Age": "-3"],
                  apparentAge: 0, correctedAgeValue: 2, correctedInitialAge: 2, currentAge: 62),
-            Case(name: "Age given as a list is ignored",
+            Case(name: "Age given as a list counts as 0",
                  headers: ["Date": "Sun, 06 Nov 1994 08:49:39 GMT", "Age": "5", "age": "6"],
                  apparentAge: 0, correctedAgeValue: 2, correctedInitialAge: 2, currentAge: 62),
         ]
@@ -69,6 +70,64 @@ extension PolicyEngineTests {
             #expect(age.dateValue == PolicyFixtures.at(1))
             #expect(age.residentTime == 0)
             #expect(age.currentAge == 12)
+        }
+
+        /// `Age` is a single delta-seconds (RFC 9111 §5.1). Anything else, on one line or
+        /// across several, is invalid; the values come from the Age parsing tests of the HTTP
+        /// caching test suite (http-tests/cache-tests, `age-parse`).
+        static let invalidAges: [[String]] = [
+            ["abc"], ["-7200"], ["7200.0"], ["+5"], ["5 s"], [""], ["0x10"],
+            ["7200,0"], ["7200, 0"], ["0,7200"], ["0, 0"], ["7200, 7200"],
+            ["7200", "0"], ["0", "7200"], ["0", "0"], ["7200", "7200"],
+        ]
+
+        @Test(arguments: invalidAges)
+        func anInvalidAgeIsFlagged(_ lines: [String]) {
+            var headers: HTTPHeaderFields = ["Cache-Control": "max-age=3600"]
+            for line in lines { headers.add(name: "Age", value: line) }
+            let age = ResponseAge(of: PolicyFixtures.stored(headers: headers), at: PolicyFixtures.t0)
+            #expect(age.hasInvalidAge)
+            #expect(age.ageValue == 0)
+        }
+
+        @Test(arguments: [("0", 0.0), ("7200", 7200), ("007", 7), ("  30  ", 30), ("99999999999", 2_147_483_648)])
+        func aValidAgeIsUsed(_ line: String, seconds: TimeInterval) {
+            let stored = PolicyFixtures.stored(headers: ["Age": line])
+            let age = ResponseAge(of: stored, at: PolicyFixtures.t0)
+            #expect(!age.hasInvalidAge)
+            #expect(age.ageValue == seconds)
+        }
+
+        @Test func noAgeIsNotInvalid() {
+            let age = ResponseAge(of: PolicyFixtures.stored(headers: [:]), at: PolicyFixtures.t0)
+            #expect(!age.hasInvalidAge)
+            #expect(age.ageValue == 0)
+        }
+
+        /// The response could be any age: it is stale at once and stays so, whatever its
+        /// lifetime, and only a request that accepts any staleness (`max-stale` without a value)
+        /// takes it without validation.
+        @Test(arguments: invalidAges)
+        func anInvalidAgeMakesTheResponseStale(_ lines: [String]) {
+            var headers: HTTPHeaderFields = [
+                "Cache-Control": "max-age=3600, stale-while-revalidate=86400, stale-if-error=86400", "ETag": "\"v1\"",
+            ]
+            for line in lines { headers.add(name: "Age", value: line) }
+            let stored = PolicyFixtures.stored(headers: headers)
+            let engine = PolicyFixtures.privateEngine
+            let freshness = engine.freshness(of: stored, at: PolicyFixtures.t0)
+            #expect(!freshness.isFresh)
+            #expect(freshness.lifetime == 3600)
+            #expect(freshness.staleness == .infinity)
+            #expect(freshness.remainingLifetime == -.infinity)
+
+            func decide(_ request: HTTPHeaderFields) -> DecisionKind {
+                DecisionKind(engine.decision(for: PolicyFixtures.request(headers: request), storedResponses: [stored], at: PolicyFixtures.t0))
+            }
+            #expect(decide([:]) == .revalidate)
+            #expect(decide(["Cache-Control": "max-stale=2147483648"]) == .revalidate)
+            #expect(decide(["Cache-Control": "max-stale"]) == .stale)
+            #expect(!engine.canServeStale(stored, for: PolicyFixtures.request(), at: PolicyFixtures.t0, after: .errorStatus(503)))
         }
 
         @Test func anAgeHeaderMakesAFreshlyReceivedResponseStale() {
