@@ -96,6 +96,26 @@ struct HostilePropertyListTests {
         }
     }
 
+    /// Found by fuzzing (FuzzMetadata): with eight-byte references, one above `Int.max` trapped
+    /// when it was converted to an object index.
+    @Test func referencesBeyondIntAreRejectedNotTrapped() {
+        let huge = [UInt8](repeating: 0xFF, count: 8)
+        let zero = [UInt8](repeating: 0, count: 8)
+        let objects: [[UInt8]] = [
+            [0xA1] + huge,  // an array of one reference
+            [0xD1] + huge + zero,  // a dictionary whose key is that reference
+            [0xD1] + zero + huge,  // ... whose value is
+        ]
+        for object in objects {
+            let bytes = plist(object: object, refSize: 8)
+            bytes.withUnsafeBytes { buffer in
+                #expect(BinaryPropertyList.decode(buffer) == nil)
+                #expect(EntryMetadata.decode(buffer) == nil)
+                #expect(EntryMetadata.ReadView.parse(buffer) == nil)
+            }
+        }
+    }
+
     @Test func sharedReferencesCannotMakeDecodingExplode() {
         // Object i is an array holding 14 references to object i + 1: 30 levels would be 14^30
         // visits without a budget.

@@ -266,10 +266,10 @@ enum BinaryPropertyList {
             guard let start = offset(of: top), bytes[start] & 0xF0 == 0xD0,
                   let (n, payload) = count(at: start), payload + 2 * n * refSize <= tableOffset else { return false }
             for i in 0..<n {
-                guard let keyRef = readBigEndian(at: payload + i * refSize, size: refSize),
-                      let valueRef = readBigEndian(at: payload + (n + i) * refSize, size: refSize),
-                      let keyRange = objectRange(Int(keyRef)) else { return false }
-                visit(UnsafeRawBufferPointer(rebasing: bytes[keyRange]), Int(valueRef))
+                guard let keyRef = reference(at: payload + i * refSize),
+                      let valueRef = reference(at: payload + (n + i) * refSize),
+                      let keyRange = objectRange(keyRef) else { return false }
+                visit(UnsafeRawBufferPointer(rebasing: bytes[keyRange]), valueRef)
             }
             return true
         }
@@ -294,6 +294,14 @@ enum BinaryPropertyList {
             guard let start = offset(of: index), bytes[start] & 0xF0 == 0x40,
                   let (n, payload) = count(at: start), payload + n <= tableOffset else { return nil }
             return payload..<payload + n
+        }
+
+        /// The object reference stored at `offset`, or nil when it names no object. References
+        /// may be eight bytes wide: checked before they become an `Int`, which a value above
+        /// `Int.max` would trap.
+        func reference(at offset: Int) -> Int? {
+            guard let ref = readBigEndian(at: offset, size: refSize), ref < UInt64(objectCount) else { return nil }
+            return Int(ref)
         }
 
         func offset(of index: Int) -> Int? {
@@ -362,8 +370,7 @@ enum BinaryPropertyList {
                 guard let (n, payload) = count(at: start), payload + n * refSize <= tableOffset else { return nil }
                 var values: [Value] = []
                 for i in 0..<n {
-                    guard let ref = readBigEndian(at: payload + i * refSize, size: refSize),
-                          let value = object(Int(ref)) else { return nil }
+                    guard let ref = reference(at: payload + i * refSize), let value = object(ref) else { return nil }
                     values.append(value)
                 }
                 return .array(values)
@@ -371,10 +378,10 @@ enum BinaryPropertyList {
                 guard let (n, payload) = count(at: start), payload + 2 * n * refSize <= tableOffset else { return nil }
                 var pairs: [(String, Value)] = []
                 for i in 0..<n {
-                    guard let keyRef = readBigEndian(at: payload + i * refSize, size: refSize),
-                          let valueRef = readBigEndian(at: payload + (n + i) * refSize, size: refSize),
-                          case .string(let key)? = object(Int(keyRef)),
-                          let value = object(Int(valueRef)) else { return nil }
+                    guard let keyRef = reference(at: payload + i * refSize),
+                          let valueRef = reference(at: payload + (n + i) * refSize),
+                          case .string(let key)? = object(keyRef),
+                          let value = object(valueRef) else { return nil }
                     pairs.append((key, value))
                 }
                 return .dictionary(pairs)
