@@ -64,6 +64,32 @@ struct MetadataCodingTests {
             }
         }
     }
+
+    /// A file naming one of the entry's fields twice says two things about it: the full decoder
+    /// (rebuild scan, verify, inspector) rejects it, and so does the read path when the field
+    /// is one it reads, instead of each believing another occurrence. Found by fuzzing
+    /// (FuzzMetadata): with "format" given twice the decoder took the first and accepted the
+    /// file, the read path took the second and rejected it; with "key" or "size" twice they
+    /// could read different values.
+    @Test func aFieldGivenTwiceIsRejectedByBothReaders() throws {
+        let bytes = Self.samples[1].encoded()
+        // The top dictionary's marker (nine pairs), then its nine key references, then the values'.
+        try #require(bytes[8] == 0xD9)
+        let names = ["format", "key", "size", "checksum", "created", "accessed", "expires", "metadata", "body"]
+        let readInPlace: Set = ["format", "key", "size", "checksum", "expires", "body"]
+        for field in 0..<9 {
+            for other in 0..<9 where other != field {
+                var damaged = bytes
+                damaged[9 + other] = bytes[9 + field]
+                damaged.withUnsafeBytes { buffer in
+                    #expect(EntryMetadata.decode(buffer) == nil, "\(names[field]) named twice")
+                    if readInPlace.contains(names[field]) {
+                        #expect(EntryMetadata.ReadView.parse(buffer) == nil, "\(names[field]) named twice")
+                    }
+                }
+            }
+        }
+    }
 }
 
 struct HostilePropertyListTests {
