@@ -142,6 +142,33 @@ struct HostilePropertyListTests {
         }
     }
 
+    /// Shared references to one large object must not multiply the memory a decode takes: a
+    /// `.meta` of S bytes could decode into about S²/18 bytes (a terabyte for the largest
+    /// `.meta` a cache accepts), as the visit budget bounds objects, not bytes. Here 18 KB
+    /// would decode into 25 MB.
+    @Test func sharedReferencesCannotMultiplyTheBytesDecoded() {
+        let dataSize = 5000, references = 5000, objectCount = 1250
+        var bytes = Array("bplist00".utf8)
+        let arrayOffset = bytes.count
+        bytes += [0xAF, 0x11, UInt8(references >> 8), UInt8(references & 0xFF)]
+        for _ in 0..<references { bytes += [0, 1] }  // two-byte references, all to object 1
+        let dataOffset = bytes.count
+        bytes += [0x4F, 0x11, UInt8(dataSize >> 8), UInt8(dataSize & 0xFF)] + [UInt8](repeating: 0x61, count: dataSize)
+        let table = bytes.count
+        // Object 0 the array, every other entry the data object: enough objects for the visits.
+        for index in 0..<objectCount {
+            let offset = index == 0 ? arrayOffset : dataOffset
+            bytes += [UInt8(offset >> 8), UInt8(offset & 0xFF)]
+        }
+        bytes += [0, 0, 0, 0, 0, 0, 2, 2]
+        bytes += withUnsafeBytes(of: UInt64(objectCount).bigEndian) { Array($0) }
+        bytes += withUnsafeBytes(of: UInt64(0).bigEndian) { Array($0) }
+        bytes += withUnsafeBytes(of: UInt64(table).bigEndian) { Array($0) }
+        bytes.withUnsafeBytes { buffer in
+            #expect(BinaryPropertyList.decode(buffer) == nil)
+        }
+    }
+
     @Test func sharedReferencesCannotMakeDecodingExplode() {
         // Object i is an array holding 14 references to object i + 1: 30 levels would be 14^30
         // visits without a budget.

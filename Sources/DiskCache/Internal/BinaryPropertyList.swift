@@ -201,6 +201,9 @@ enum BinaryPropertyList {
         var tableOffset = 0
         var depth = 0
         var visited = 0
+        /// File bytes that strings and data decoded so far were copied from, shared objects
+        /// counted each time.
+        var copied = 0
 
         init(bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
@@ -326,6 +329,15 @@ enum BinaryPropertyList {
             return (Int(value), offset + 2 + size)
         }
 
+        /// Whether `count` more bytes may be copied out of the file. The visit budget bounds
+        /// objects, not bytes: references to one large string or data object would otherwise
+        /// make a file of S bytes decode into about S²/18 (a terabyte for a 4 MiB `.meta`). A
+        /// file this library writes copies each byte once; four times the file is plenty.
+        mutating func copy(_ count: Int) -> Bool {
+            copied += count
+            return copied <= 4 * bytes.count
+        }
+
         mutating func object(_ index: Int) -> Value? {
             // Shared references could make a small file expand exponentially: a well-formed
             // file visits each object about once, so a few times the object count is plenty.
@@ -351,15 +363,15 @@ enum BinaryPropertyList {
                 guard marker == 0x33, let raw = readBigEndian(at: start + 1, size: 8) else { return nil }
                 return .date(Double(bitPattern: raw))
             case 0x40:
-                guard let (n, payload) = count(at: start), payload + n <= tableOffset else { return nil }
+                guard let (n, payload) = count(at: start), payload + n <= tableOffset, copy(n) else { return nil }
                 return .data(Array(bytes[payload..<payload + n]))
             case 0x50:
-                guard let (n, payload) = count(at: start), payload + n <= tableOffset else { return nil }
+                guard let (n, payload) = count(at: start), payload + n <= tableOffset, copy(n) else { return nil }
                 let slice = UnsafeRawBufferPointer(rebasing: bytes[payload..<payload + n])
                 guard slice.allSatisfy({ $0 < 0x80 }) else { return nil }
                 return .string(String(decoding: slice, as: UTF8.self))
             case 0x60:
-                guard let (n, payload) = count(at: start), payload + 2 * n <= tableOffset else { return nil }
+                guard let (n, payload) = count(at: start), payload + 2 * n <= tableOffset, copy(2 * n) else { return nil }
                 var units: [UInt16] = []
                 units.reserveCapacity(n)
                 for i in 0..<n {
