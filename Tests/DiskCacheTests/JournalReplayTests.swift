@@ -219,6 +219,31 @@ struct JournalReplayTests {
         #expect(entry.created == clock.date.addingTimeInterval(-100))
     }
 
+    /// PUT records (with valid checksums) claiming bodies of nearly 2^62 bytes each: their sum
+    /// overflowed the index's running totals and trapped the open. Entries that would take the
+    /// totals past 2^62 bytes (more than any volume holds) are dropped like damaged records,
+    /// so that no sum of sizes can overflow anywhere.
+    @Test func aJournalClaimingExabytesOpensWithTheEntriesThatFit() throws {
+        let dir = TemporaryDirectory()
+        var journal = try makeCache(dir, entries: 2)
+        journal.removeLast(journalRecordSizes.close)
+        // 2^61 fits beside the two real entries; each 2^62 - 1 after it would pass 2^62.
+        for (i, size) in [1 << 61, IndexEntry.maximumBodySize, IndexEntry.maximumBodySize, IndexEntry.maximumBodySize].enumerated() {
+            journal += Journal.encode(.put(Journal.Put(
+                hash: KeyHash(high: UInt64(i), low: 42), size: size, metaSize: 200, isInline: false,
+                slot: 0, checksum: 0, created: 1, accessed: 1, expires: nil)))
+        }
+        try writeFile(dir.cache.appendingPathComponent("journal").path, journal)
+        var configuration = DiskCache.Configuration.testing()
+        configuration.sweepInterval = nil
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration)
+        #expect(cache.count == 3)
+        #expect(cache.logicalSize <= Index.maximumTotal)
+        #expect(cache.totalSize > 0)
+        for i in 0..<2 { #expect(cache.data(for: "k\(i)") == bytes("value \(i)")) }
+        try cache.close()
+    }
+
     @Test func randomGarbageAppendedToTheJournalIsCutAndEntriesSurvive() throws {
         let dir = TemporaryDirectory()
         var journal = try makeCache(dir, entries: 4)

@@ -64,6 +64,32 @@ struct MetadataCodingTests {
             }
         }
     }
+
+    /// A file naming one of the entry's fields twice says two things about it: the full decoder
+    /// (rebuild scan, verify, inspector) rejects it, and so does the read path when the field
+    /// is one it reads, instead of each believing another occurrence. Found by fuzzing
+    /// (FuzzMetadata): with "format" given twice the decoder took the first and accepted the
+    /// file, the read path took the second and rejected it; with "key" or "size" twice they
+    /// could read different values.
+    @Test func aFieldGivenTwiceIsRejectedByBothReaders() throws {
+        let bytes = Self.samples[1].encoded()
+        // The top dictionary's marker (nine pairs), then its nine key references, then the values'.
+        try #require(bytes[8] == 0xD9)
+        let names = ["format", "key", "size", "checksum", "created", "accessed", "expires", "metadata", "body"]
+        let readInPlace: Set = ["format", "key", "size", "checksum", "expires", "body"]
+        for field in 0..<9 {
+            for other in 0..<9 where other != field {
+                var damaged = bytes
+                damaged[9 + other] = bytes[9 + field]
+                damaged.withUnsafeBytes { buffer in
+                    #expect(EntryMetadata.decode(buffer) == nil, "\(names[field]) named twice")
+                    if readInPlace.contains(names[field]) {
+                        #expect(EntryMetadata.ReadView.parse(buffer) == nil, "\(names[field]) named twice")
+                    }
+                }
+            }
+        }
+    }
 }
 
 struct HostilePropertyListTests {
@@ -93,6 +119,53 @@ struct HostilePropertyListTests {
                 #expect(BinaryPropertyList.decode(buffer) == nil)
                 #expect(EntryMetadata.ReadView.parse(buffer) == nil)
             }
+        }
+    }
+
+    /// Found by fuzzing (FuzzMetadata): with eight-byte references, one above `Int.max` trapped
+    /// when it was converted to an object index.
+    @Test func referencesBeyondIntAreRejectedNotTrapped() {
+        let huge = [UInt8](repeating: 0xFF, count: 8)
+        let zero = [UInt8](repeating: 0, count: 8)
+        let objects: [[UInt8]] = [
+            [0xA1] + huge,  // an array of one reference
+            [0xD1] + huge + zero,  // a dictionary whose key is that reference
+            [0xD1] + zero + huge,  // ... whose value is
+        ]
+        for object in objects {
+            let bytes = plist(object: object, refSize: 8)
+            bytes.withUnsafeBytes { buffer in
+                #expect(BinaryPropertyList.decode(buffer) == nil)
+                #expect(EntryMetadata.decode(buffer) == nil)
+                #expect(EntryMetadata.ReadView.parse(buffer) == nil)
+            }
+        }
+    }
+
+    /// Shared references to one large object must not multiply the memory a decode takes: a
+    /// `.meta` of S bytes could decode into about S²/18 bytes (a terabyte for the largest
+    /// `.meta` a cache accepts), as the visit budget bounds objects, not bytes. Here 18 KB
+    /// would decode into 25 MB.
+    @Test func sharedReferencesCannotMultiplyTheBytesDecoded() {
+        let dataSize = 5000, references = 5000, objectCount = 1250
+        var bytes = Array("bplist00".utf8)
+        let arrayOffset = bytes.count
+        bytes += [0xAF, 0x11, UInt8(references >> 8), UInt8(references & 0xFF)]
+        for _ in 0..<references { bytes += [0, 1] }  // two-byte references, all to object 1
+        let dataOffset = bytes.count
+        bytes += [0x4F, 0x11, UInt8(dataSize >> 8), UInt8(dataSize & 0xFF)] + [UInt8](repeating: 0x61, count: dataSize)
+        let table = bytes.count
+        // Object 0 the array, every other entry the data object: enough objects for the visits.
+        for index in 0..<objectCount {
+            let offset = index == 0 ? arrayOffset : dataOffset
+            bytes += [UInt8(offset >> 8), UInt8(offset & 0xFF)]
+        }
+        bytes += [0, 0, 0, 0, 0, 0, 2, 2]
+        bytes += withUnsafeBytes(of: UInt64(objectCount).bigEndian) { Array($0) }
+        bytes += withUnsafeBytes(of: UInt64(0).bigEndian) { Array($0) }
+        bytes += withUnsafeBytes(of: UInt64(table).bigEndian) { Array($0) }
+        bytes.withUnsafeBytes { buffer in
+            #expect(BinaryPropertyList.decode(buffer) == nil)
         }
     }
 

@@ -201,6 +201,9 @@ enum BinaryPropertyList {
         var tableOffset = 0
         var depth = 0
         var visited = 0
+        /// File bytes that strings and data decoded so far were copied from, shared objects
+        /// counted each time.
+        var copied = 0
 
         init(bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
@@ -266,10 +269,10 @@ enum BinaryPropertyList {
             guard let start = offset(of: top), bytes[start] & 0xF0 == 0xD0,
                   let (n, payload) = count(at: start), payload + 2 * n * refSize <= tableOffset else { return false }
             for i in 0..<n {
-                guard let keyRef = readBigEndian(at: payload + i * refSize, size: refSize),
-                      let valueRef = readBigEndian(at: payload + (n + i) * refSize, size: refSize),
-                      let keyRange = objectRange(Int(keyRef)) else { return false }
-                visit(UnsafeRawBufferPointer(rebasing: bytes[keyRange]), Int(valueRef))
+                guard let keyRef = reference(at: payload + i * refSize),
+                      let valueRef = reference(at: payload + (n + i) * refSize),
+                      let keyRange = objectRange(keyRef) else { return false }
+                visit(UnsafeRawBufferPointer(rebasing: bytes[keyRange]), valueRef)
             }
             return true
         }
@@ -296,6 +299,14 @@ enum BinaryPropertyList {
             return payload..<payload + n
         }
 
+        /// The object reference stored at `offset`, or nil when it names no object. References
+        /// may be eight bytes wide: checked before they become an `Int`, which a value above
+        /// `Int.max` would trap.
+        func reference(at offset: Int) -> Int? {
+            guard let ref = readBigEndian(at: offset, size: refSize), ref < UInt64(objectCount) else { return nil }
+            return Int(ref)
+        }
+
         func offset(of index: Int) -> Int? {
             guard index >= 0, index < objectCount,
                   let offset = readBigEndian(at: tableOffset + index * offsetSize, size: offsetSize),
@@ -316,6 +327,15 @@ enum BinaryPropertyList {
             // `payload + n * refSize` far from overflowing.
             guard let value = readBigEndian(at: offset + 2, size: size), value < UInt64(bytes.count) else { return nil }
             return (Int(value), offset + 2 + size)
+        }
+
+        /// Whether `count` more bytes may be copied out of the file. The visit budget bounds
+        /// objects, not bytes: references to one large string or data object would otherwise
+        /// make a file of S bytes decode into about S²/18 (a terabyte for a 4 MiB `.meta`). A
+        /// file this library writes copies each byte once; four times the file is plenty.
+        mutating func copy(_ count: Int) -> Bool {
+            copied += count
+            return copied <= 4 * bytes.count
         }
 
         mutating func object(_ index: Int) -> Value? {
@@ -343,15 +363,15 @@ enum BinaryPropertyList {
                 guard marker == 0x33, let raw = readBigEndian(at: start + 1, size: 8) else { return nil }
                 return .date(Double(bitPattern: raw))
             case 0x40:
-                guard let (n, payload) = count(at: start), payload + n <= tableOffset else { return nil }
+                guard let (n, payload) = count(at: start), payload + n <= tableOffset, copy(n) else { return nil }
                 return .data(Array(bytes[payload..<payload + n]))
             case 0x50:
-                guard let (n, payload) = count(at: start), payload + n <= tableOffset else { return nil }
+                guard let (n, payload) = count(at: start), payload + n <= tableOffset, copy(n) else { return nil }
                 let slice = UnsafeRawBufferPointer(rebasing: bytes[payload..<payload + n])
                 guard slice.allSatisfy({ $0 < 0x80 }) else { return nil }
                 return .string(String(decoding: slice, as: UTF8.self))
             case 0x60:
-                guard let (n, payload) = count(at: start), payload + 2 * n <= tableOffset else { return nil }
+                guard let (n, payload) = count(at: start), payload + 2 * n <= tableOffset, copy(2 * n) else { return nil }
                 var units: [UInt16] = []
                 units.reserveCapacity(n)
                 for i in 0..<n {
@@ -362,8 +382,7 @@ enum BinaryPropertyList {
                 guard let (n, payload) = count(at: start), payload + n * refSize <= tableOffset else { return nil }
                 var values: [Value] = []
                 for i in 0..<n {
-                    guard let ref = readBigEndian(at: payload + i * refSize, size: refSize),
-                          let value = object(Int(ref)) else { return nil }
+                    guard let ref = reference(at: payload + i * refSize), let value = object(ref) else { return nil }
                     values.append(value)
                 }
                 return .array(values)
@@ -371,10 +390,10 @@ enum BinaryPropertyList {
                 guard let (n, payload) = count(at: start), payload + 2 * n * refSize <= tableOffset else { return nil }
                 var pairs: [(String, Value)] = []
                 for i in 0..<n {
-                    guard let keyRef = readBigEndian(at: payload + i * refSize, size: refSize),
-                          let valueRef = readBigEndian(at: payload + (n + i) * refSize, size: refSize),
-                          case .string(let key)? = object(Int(keyRef)),
-                          let value = object(Int(valueRef)) else { return nil }
+                    guard let keyRef = reference(at: payload + i * refSize),
+                          let valueRef = reference(at: payload + (n + i) * refSize),
+                          case .string(let key)? = object(keyRef),
+                          let value = object(valueRef) else { return nil }
                     pairs.append((key, value))
                 }
                 return .dictionary(pairs)

@@ -76,10 +76,18 @@ struct EntryMetadata: Equatable, Sendable {
         return .dictionary(pairs)
     }
 
+    /// The top dictionary's keys that this version reads.
+    static let fieldNames: Set<String> = ["format", "key", "size", "checksum", "created", "accessed", "expires", "metadata", "body"]
+
     /// Parses a `.meta` file; nil if it is not a well-formed entry of a format this version reads.
+    ///
+    /// A file that names one of the fields twice is rejected, as ``ReadView/parse(_:)`` rejects
+    /// it: neither occurrence is more believable, and the two readers must not each pick one.
     static func decode(_ bytes: UnsafeRawBufferPointer) -> EntryMetadata? {
-        guard let root = BinaryPropertyList.decode(bytes),
-              case .integer(let format)? = root["format"], format >= 1, format <= formatVersion,
+        guard let root = BinaryPropertyList.decode(bytes), case .dictionary(let pairs) = root else { return nil }
+        let names = pairs.lazy.map(\.0).filter(fieldNames.contains)
+        guard Set(names).count == names.count else { return nil }
+        guard case .integer(let format)? = root["format"], format >= 1, format <= formatVersion,
               case .string(let key)? = root["key"],
               case .integer(let size)? = root["size"], size >= 0,
               case .integer(let checksum)? = root["checksum"],
@@ -140,22 +148,31 @@ extension EntryMetadata {
             var format: Int64?
             var expires: Int64??
             var body: Range<Int>??
+            // A field this reads named twice makes the file invalid (as for `decode`): neither
+            // occurrence wins. Fields it does not read are not looked at.
+            var seen: UInt8 = 0
+            var repeated = false
+            func first(_ field: UInt8) -> Bool {
+                if seen & field != 0 { repeated = true }
+                seen |= field
+                return !repeated
+            }
             let isDictionary = reader.forEachEntry(ofDictionary: top) { name, value in
                 if name.elementsEqual(keyName) {
-                    keyObject = reader.objectRange(value)
+                    if first(1) { keyObject = reader.objectRange(value) }
                 } else if name.elementsEqual(sizeName) {
-                    size = reader.integer(value)
+                    if first(2) { size = reader.integer(value) }
                 } else if name.elementsEqual(checksumName) {
-                    checksum = reader.integer(value)
+                    if first(4) { checksum = reader.integer(value) }
                 } else if name.elementsEqual(formatName) {
-                    format = reader.integer(value)
+                    if first(8) { format = reader.integer(value) }
                 } else if name.elementsEqual(expiresName) {
-                    expires = .some(reader.date(value).flatMap { EntryMetadata.milliseconds(.date($0)) })
+                    if first(16) { expires = .some(reader.date(value).flatMap { EntryMetadata.milliseconds(.date($0)) }) }
                 } else if name.elementsEqual(bodyName) {
-                    body = .some(reader.dataPayload(value))
+                    if first(32) { body = .some(reader.dataPayload(value)) }
                 }
             }
-            guard isDictionary, let keyObject, let size, size >= 0, let checksum,
+            guard isDictionary, !repeated, let keyObject, let size, size >= 0, let checksum,
                   let format, format >= 1, format <= EntryMetadata.formatVersion,
                   BinaryPropertyList.isStringObject(bytes[keyObject.lowerBound])
             else { return nil }

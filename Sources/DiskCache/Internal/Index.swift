@@ -249,10 +249,30 @@ struct Index {
         diskUsage -= entry.diskUsage(blockSize: blockSize)
     }
 
+    /// The most bytes the entries may claim together (body sizes, and disk usage): 4 EiB, more
+    /// than any volume holds, so only a damaged or hostile journal reaches it; and low enough
+    /// that no sum of sizes (totals plus the journal, a sweep's evictions) overflows `Int64`.
+    static let maximumTotal: Int64 = 1 << 62
+
     /// Applies one journal record during replay.
+    ///
+    /// A PUT that would take a total past ``maximumTotal`` describes files no volume could
+    /// hold: the entry is dropped (and the one it replaced, whose files the PUT superseded), as
+    /// the files of a damaged record are.
     mutating func apply(_ record: Journal.Record) {
         switch record {
-        case .put(let put): insert(IndexEntry(put), for: put.hash)
+        case .put(let put):
+            let entry = IndexEntry(put)
+            let replaced = self[put.hash]
+            // Each term is at most about 2^62: no step here can overflow.
+            let otherSize = logicalSize - (replaced?.size ?? 0)
+            let otherUsage = diskUsage - (replaced?.diskUsage(blockSize: blockSize) ?? 0)
+            guard entry.size <= Self.maximumTotal - otherSize,
+                  entry.diskUsage(blockSize: blockSize) <= Self.maximumTotal - otherUsage else {
+                remove(put.hash)
+                return
+            }
+            insert(entry, for: put.hash)
         case .remove(let hash): remove(hash)
         case .access(let items): for (hash, time) in items { touch(hash, atMilliseconds: time) }
         case .clear: removeAll()

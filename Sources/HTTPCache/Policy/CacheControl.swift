@@ -227,11 +227,13 @@ extension CacheControl: CustomStringConvertible {
 
 extension String {
     fileprivate func replacingOccurrencesOfQuotesAndBackslashes() -> String {
-        var result = ""
-        for character in self {
-            if character == "\"" || character == "\\" { result.append("\\") }
-            result.append(character)
+        // Scalars, not Characters: a quote followed by a combining mark is one Character that
+        // is not equal to "\"", and would be written unescaped.
+        var result = String.UnicodeScalarView()
+        for scalar in unicodeScalars {
+            if scalar == "\"" || scalar == "\\" { result.append("\\") }
+            result.append(scalar)
         }
-        return result
+        return String(result)
     }
 }

@@ -60,8 +60,19 @@ public enum HTTPDate {
 
     /// Formats `date` as an IMF-fixdate, the form senders must generate, for example
     /// `Sun, 06 Nov 1994 08:49:37 GMT`. Fractional seconds are dropped.
+    ///
+    /// IMF-fixdate has four year digits: a date after 9999 is written as the last second of
+    /// 9999, one before year 0 (or not a number) as the first second of year 0.
     public static func string(from date: Date) -> String {
-        let seconds = Int(date.timeIntervalSince1970.rounded(.down))
+        let interval = date.timeIntervalSince1970.rounded(.down)
+        let seconds: Int
+        if interval >= _earliestSecond && interval <= _latestSecond {
+            seconds = Int(interval)
+        } else if interval > _latestSecond {
+            seconds = Int(_latestSecond)
+        } else {
+            seconds = Int(_earliestSecond)  // before year 0, or NaN
+        }
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400
         let (year, month, day) = _civil(fromDays: days)
@@ -115,6 +126,10 @@ public enum HTTPDate {
 }
 
 // MARK: - Internals
+
+/// The first and last seconds an IMF-fixdate can write: 0000-01-01T00:00:00Z, 9999-12-31T23:59:59Z.
+private let _earliestSecond: TimeInterval = -62_167_219_200
+private let _latestSecond: TimeInterval = 253_402_300_799
 
 private let _formattedDayNames = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
 /// Lowercased, for the case-insensitive match.

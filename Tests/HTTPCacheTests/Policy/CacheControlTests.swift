@@ -88,5 +88,13 @@ extension PolicyEngineTests {
             #expect(value.description == "max-age=60, no-cache=\"a, b\", public")
             #expect(CacheControl(value.description) == value)
         }
+
+        /// Found by fuzzing (FuzzCacheControl): a quote or backslash followed by a combining mark
+        /// is one Character with it, and was written unescaped, ending the quoted string early.
+        @Test(arguments: ["Int\"\u{031E}gS", "a\\\u{0301}b", "\"\u{20DD}", "é\"\\\"", "\u{0301}\"x"])
+        func quotesAndBackslashesAreEscapedWhateverFollowsThem(_ argument: String) {
+            let value = CacheControl(directives: [.init(name: "no-cache", argument: argument), .init(name: "public")])
+            #expect(CacheControl(value.description) == value)
+        }
     }
 }

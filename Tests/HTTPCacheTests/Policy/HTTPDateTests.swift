@@ -102,6 +102,26 @@ extension PolicyEngineTests {
             #expect(HTTPDate.parse(HTTPDate.string(from: date)) == date)
         }
 
+        /// IMF-fixdate has four year digits: later dates write the last second of 9999, earlier
+        /// ones (and NaN) the first second of year 0. Found by fuzzing (FuzzHTTPDate): a time
+        /// interval beyond `Int` trapped, and years outside 0...9999 were written unparseably.
+        @Test(arguments: [
+            (4.135846595886721e+275, "Fri, 31 Dec 9999 23:59:59 GMT"),
+            (.infinity, "Fri, 31 Dec 9999 23:59:59 GMT"),
+            (253_402_300_800, "Fri, 31 Dec 9999 23:59:59 GMT"),  // 10000-01-01
+            (253_402_300_799.5, "Fri, 31 Dec 9999 23:59:59 GMT"),
+            (-62_167_219_200, "Sat, 01 Jan 0000 00:00:00 GMT"),
+            (-62_167_219_201, "Sat, 01 Jan 0000 00:00:00 GMT"),  // year -1
+            (-1e300, "Sat, 01 Jan 0000 00:00:00 GMT"),
+            (-.infinity, "Sat, 01 Jan 0000 00:00:00 GMT"),
+            (.nan, "Sat, 01 Jan 0000 00:00:00 GMT"),
+        ] as [(TimeInterval, String)])
+        func datesBeyondFourDigitYearsAreFormattedAtTheNearestEnd(interval: TimeInterval, text: String) {
+            let formatted = HTTPDate.string(from: Date(timeIntervalSince1970: interval))
+            #expect(formatted == text)
+            #expect(HTTPDate.parse(formatted) != nil)
+        }
+
         @Test func formattingDropsFractionalSeconds() {
             #expect(HTTPDate.string(from: Date(timeIntervalSince1970: 784_111_777.9)) == "Sun, 06 Nov 1994 08:49:37 GMT")
         }

@@ -1,0 +1,47 @@
+// Fuzzes the reading of `Age` (RFC 9111 §5.1) and the age and freshness computed from it
+// (§4.2.3, §4.2). Each line of the input is one `Age` field line of a response with
+// `max-age=3600`.
+//
+// Invariants:
+// - `Age` is valid exactly when there is one field line and it is all digits; its value is
+//   then the decimal value clamped to 2^31 (§1.2.2), and otherwise 0;
+// - a response with an invalid `Age` is never fresh and is infinitely stale;
+// - the age quantities are finite and add up as §4.2.3 writes them.
+import Foundation
+import FuzzSupport
+import HTTPCache
+
+private let responseTime = Date(timeIntervalSince1970: 1_748_736_000)
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzAge(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    let fieldLines = lines(text(data, size))
+    var headers: HTTPHeaderFields = ["Cache-Control": "max-age=3600"]
+    for line in fieldLines { headers.add(name: "Age", value: line) }
+    let stored = StoredResponse(status: 200, headers: headers, requestTime: responseTime, responseTime: responseTime)
+    let now = responseTime.addingTimeInterval(10)
+    let age = ResponseAge(of: stored, at: now)
+
+    let expected: Int? = fieldLines.count == 1 ? deltaSeconds(fieldLines[0].trimmingSpacesAndTabs) : nil
+    require(age.hasInvalidAge == (expected == nil), "Age lines \(fieldLines) read as \(age.hasInvalidAge ? "invalid" : "valid")")
+    require(age.ageValue == TimeInterval(expected ?? 0), "Age lines \(fieldLines) read as \(age.ageValue)")
+    require(age.currentAge.isFinite && age.currentAge == max(age.apparentAge, age.ageValue) + 10,
+            "current age \(age.currentAge) for age value \(age.ageValue)")
+
+    let freshness = CachePolicyEngine(mode: .private).freshness(of: stored, at: now)
+    require(freshness.lifetime == 3600, "max-age=3600 gives lifetime \(freshness.lifetime)")
+    if age.hasInvalidAge {
+        require(!freshness.isFresh && freshness.staleness == .infinity, "a response with an invalid Age is fresh")
+    } else {
+        require(freshness.isFresh == (age.currentAge < 3600), "fresh: \(freshness.isFresh) at age \(age.currentAge)")
+    }
+    return 0
+}
+
+/// RFC 9111 §1.2.2, computed another way: all digits, leading zeros ignored, 2^31 at most.
+private func deltaSeconds(_ text: String) -> Int? {
+    guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+    let significant = text.drop { $0 == "0" }
+    if significant.count > 10 { return 2_147_483_648 }
+    return min(Int(significant) ?? 0, 2_147_483_648)
+}
