@@ -350,7 +350,10 @@ public final class CachingHTTPClient: Sendable {
     /// A stored response as a response, with the `Age` field RFC 9111 §5.1 requires.
     private func served(_ entry: CachedHTTPResponse, at now: Date, source: Source) -> Response {
         let age = cache.engine.freshness(of: entry.response, at: now).currentAge
-        let response = HTTPURLCache.httpURLResponse(entry, extraHeaders: ["Age": String(Int(age.rounded(.down)))])
+        // A delta-seconds (RFC 9111 §1.2.2): 0 to 2^31. The stored times come from disk or a
+        // hook, so the age may be negative, huge or NaN, and must not reach Int(_:) as it is.
+        let seconds = age.isNaN ? 0 : min(max(age.rounded(.down), 0), 2_147_483_648)
+        let response = HTTPURLCache.httpURLResponse(entry, extraHeaders: ["Age": String(Int(seconds))])
         return Response(data: entry.body, response: response, source: source)
     }
 

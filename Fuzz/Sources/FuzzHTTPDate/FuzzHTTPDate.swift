@@ -8,7 +8,9 @@
 // - it parses to the same date in upper and in lower case (RFC 9111 §4.2);
 // - the date is a whole second, and formats as an IMF-fixdate that parses back to it;
 // - any date formats, without trapping, to an IMF-fixdate that parses to that date's whole
-//   second, or to the nearest one a four-digit year can write.
+//   second, or to the nearest one a four-digit year can write;
+// - any date may be the reference for two-digit years, without trapping, and changes the
+//   meaning of RFC 850 dates only.
 import Foundation
 import FuzzSupport
 @testable import HTTPCache
@@ -42,6 +44,19 @@ public func fuzzHTTPDate(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         let interval = date.timeIntervalSince1970
         let expected = interval.isNaN ? earliest : min(max(interval.rounded(.down), earliest), latest)
         checkFormatting(date, expected: expected)
+
+        // The same instant as the reference for two-digit years (the engine passes a stored
+        // response's time, which comes from disk): only an RFC 850 date may read otherwise.
+        let rest = String(decoding: UnsafeBufferPointer(start: data + 8, count: size - 8), as: UTF8.self)
+        let withFixedReference = HTTPDate.parse(rest, relativeTo: reference)
+        let withThisReference = HTTPDate.parse(rest, relativeTo: date)
+        if !matches(rest.trimmingSpacesAndTabs, shapes[1]) {
+            require(withThisReference == withFixedReference,
+                    "\(rest.debugDescription) parses to \(String(describing: withThisReference)) relative to \(interval)")
+        } else {
+            require((withThisReference == nil) == (withFixedReference == nil),
+                    "\(rest.debugDescription) is a date relative to one reference only")
+        }
     }
     return 0
 }

@@ -33,9 +33,10 @@ public enum HTTPDate {
     ///   - text: The field value, for example the value of `Date`, `Expires` or `Last-Modified`.
     ///   - reference: The moment used to resolve two-digit years of the RFC 850 format: a year
     ///     that would lie more than 50 years after `reference` means the most recent past year
-    ///     with the same last two digits (RFC 9110 §5.6.7). `nil` means the current time. The
-    ///     policy engine passes the response time of the stored response, so its decisions do
-    ///     not depend on the clock.
+    ///     with the same last two digits (RFC 9110 §5.6.7). `nil` (or NaN) means the current
+    ///     time; a reference outside years 0...9999 counts as the nearest end of that range.
+    ///     The policy engine passes the response time of the stored response, so its decisions
+    ///     do not depend on the clock.
     public static func parse(_ text: String, relativeTo reference: Date? = nil) -> Date? {
         var scanner = _DateScanner(text)
         guard let dayName = scanner.letters() else { return nil }
@@ -64,15 +65,7 @@ public enum HTTPDate {
     /// IMF-fixdate has four year digits: a date after 9999 is written as the last second of
     /// 9999, one before year 0 (or not a number) as the first second of year 0.
     public static func string(from date: Date) -> String {
-        let interval = date.timeIntervalSince1970.rounded(.down)
-        let seconds: Int
-        if interval >= _earliestSecond && interval <= _latestSecond {
-            seconds = Int(interval)
-        } else if interval > _latestSecond {
-            seconds = Int(_latestSecond)
-        } else {
-            seconds = Int(_earliestSecond)  // before year 0, or NaN
-        }
+        let seconds = _representableSeconds(date.timeIntervalSince1970)
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400
         let (year, month, day) = _civil(fromDays: days)
@@ -106,7 +99,13 @@ public enum HTTPDate {
               let time = scanner.timeOfDay(), scanner.consumeSpace(),
               scanner.gmt()
         else { return nil }
-        let referenceYear = _civil(fromDays: Int(((reference ?? Date()).timeIntervalSince1970 / 86_400).rounded(.down))).year
+        // The reference comes from a stored response, so from disk: one outside years 0...9999
+        // counts as the nearest end of that range (an `Int` could not even hold its days), NaN
+        // as no reference.
+        var referenceInterval = reference?.timeIntervalSince1970 ?? .nan
+        if referenceInterval.isNaN { referenceInterval = Date().timeIntervalSince1970 }
+        let referenceSeconds = _representableSeconds(referenceInterval)
+        let referenceYear = _civil(fromDays: referenceSeconds >= 0 ? referenceSeconds / 86_400 : (referenceSeconds - 86_399) / 86_400).year
         var year = referenceYear / 100 * 100 + twoDigitYear
         if year > referenceYear + 50 { year -= 100 }
         return _Components(year: year, month: month, day: day, time: time)
@@ -130,6 +129,15 @@ public enum HTTPDate {
 /// The first and last seconds an IMF-fixdate can write: 0000-01-01T00:00:00Z, 9999-12-31T23:59:59Z.
 private let _earliestSecond: TimeInterval = -62_167_219_200
 private let _latestSecond: TimeInterval = 253_402_300_799
+
+/// Whole seconds since 1970 of `interval`, rounded down and kept within the years an
+/// IMF-fixdate can write: a later time is the last second of 9999, an earlier one (and NaN)
+/// the first second of year 0.
+private func _representableSeconds(_ interval: TimeInterval) -> Int {
+    let seconds = interval.rounded(.down)
+    if seconds >= _earliestSecond && seconds <= _latestSecond { return Int(seconds) }
+    return seconds > _latestSecond ? Int(_latestSecond) : Int(_earliestSecond)
+}
 
 private let _formattedDayNames = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
 /// Lowercased, for the case-insensitive match.

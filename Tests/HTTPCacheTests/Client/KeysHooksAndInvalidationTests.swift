@@ -98,6 +98,27 @@ struct KeysHooksAndInvalidationTests {
         await fixture.finish()
     }
 
+    /// The `Age` the client adds to a response served from the cache is a delta-seconds
+    /// (RFC 9111 §1.2.2: 0 to 2^31) whatever times the stored response carries: a hook may edit
+    /// them, and they come back from disk. An age beyond `Int` trapped.
+    @Test(arguments: [1e300, -1e300, 1e12] as [TimeInterval])
+    func theAgeOfAServedResponseIsADeltaSecondsWhateverItsStoredTimes(storedTime: TimeInterval) async throws {
+        let fixture = try await ClientFixture(willStore: { entry, _ in
+            var edited = entry
+            edited.response.requestTime = Date(timeIntervalSince1970: storedTime)
+            edited.response.responseTime = Date(timeIntervalSince1970: storedTime)
+            return edited
+        })
+        fixture.server.respond { _ in ScriptedResponse([("Cache-Control", "max-age=3600")], body: "stored") }
+        _ = try await fixture.get("/r")
+        let served = try await fixture.get("/r", policy: .returnCacheDataDontLoad)
+
+        #expect(served.text == "stored")
+        let age = try #require(served.header("Age").flatMap { Int($0) })
+        #expect((0...2_147_483_648).contains(age))
+        await fixture.finish()
+    }
+
     @Test func responsesYieldsTheCachedResponseThenTheRevalidatedOne() async throws {
         let fixture = try await ClientFixture()
         fixture.server.respond { request in

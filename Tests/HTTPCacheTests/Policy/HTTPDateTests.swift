@@ -90,6 +90,18 @@ extension PolicyEngineTests {
             #expect(HTTPDate.parse(text, relativeTo: Self.reference) == Date(timeIntervalSince1970: TimeInterval(seconds)))
         }
 
+        /// The reference comes from a stored response (its response time), which comes from
+        /// disk. Found by fuzzing (FuzzHTTPDate): one beyond `Int` days trapped. A reference
+        /// outside years 0...9999 counts as the nearest end of that range, NaN as no reference.
+        @Test(arguments: [1e300, -1e300, .infinity, -.infinity, .nan, 1e18, -1e18] as [TimeInterval])
+        func anyReferenceResolvesTwoDigitYearsWithoutTrapping(reference: TimeInterval) {
+            let date = Date(timeIntervalSince1970: reference)
+            let rfc850 = HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT", relativeTo: date)
+            #expect(rfc850 != nil)
+            if reference > 0 { #expect(rfc850.map(HTTPDate.string) == "Sun, 06 Nov 9994 08:49:37 GMT") }
+            #expect(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT", relativeTo: date) == Date(timeIntervalSince1970: 784_111_777))
+        }
+
         @Test(arguments: [
             (784_111_777, "Sun, 06 Nov 1994 08:49:37 GMT"),
             (0, "Thu, 01 Jan 1970 00:00:00 GMT"),
