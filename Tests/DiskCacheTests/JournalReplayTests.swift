@@ -191,6 +191,8 @@ struct JournalReplayTests {
         let deadline = Date().addingTimeInterval(10)
         while cache.statistics.compactions == 0 && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         #expect(cache.statistics.compactions >= 1)
+        // On a loaded machine the queue may still owe the compaction the last writes asked for.
+        while cache.journalStatistics.redundantRecords >= 50 && Date() < deadline { Thread.sleep(forTimeInterval: 0.01) }
         try cache.close()
         let journalSize = try readFile(dir.cache.appendingPathComponent("journal").path).count
         // Uncompacted it would hold 401 records; compacted, the 40 live ones plus what came after
