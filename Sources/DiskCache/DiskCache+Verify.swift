@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+import DiskCacheLocking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

@@ -1,6 +1,7 @@
 public import Foundation
 import Dispatch
 import Logging
+import DiskCacheLocking
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -54,10 +55,10 @@ public final class DiskCache: Sendable {
 
     let layout: Layout
     let blockSize: Int64
-    let state: Mutex<CacheState>
-    let syncState = Mutex(SyncState())
+    let state: PthreadMutex<CacheState>
+    let syncState = PthreadMutex(SyncState())
     let stripes: [StripeLock] = (0..<256).map { _ in StripeLock() }
-    let lockFile: Mutex<FileDescriptor?>
+    let lockFile: PthreadMutex<FileDescriptor?>
     let temporaryCounter = Atomic<UInt64>(0)
     let maintenance: Maintenance
     let logger: Logger
@@ -84,8 +85,8 @@ public final class DiskCache: Sendable {
         let opened = try Opener(path: directory.path, configuration: configuration).open()
         self.layout = opened.layout
         self.blockSize = opened.blockSize
-        self.lockFile = Mutex(opened.lock)
-        self.state = Mutex(opened.state)
+        self.lockFile = PthreadMutex(opened.lock)
+        self.state = PthreadMutex(opened.state)
         self.syncState.withLock { $0 = SyncState(generation: 0, syncedLength: opened.state.journalLength) }
         self.maintenance = Maintenance(interval: configuration.maintenanceInterval)
         self.maintenance.start(owner: self, scanForOrphans: opened.needsOrphanScan)

@@ -1,6 +1,6 @@
 @testable import DiskCache
 import Foundation
-import Synchronization
+import DiskCacheLocking
 import Testing
 
 /// A fresh directory under the system's temporary directory, removed when the test ends.
