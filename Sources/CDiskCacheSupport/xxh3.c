@@ -4,16 +4,22 @@
 #include <xxhash.h>
 
 #if defined(__x86_64__) && defined(__clang__)
+#include <stdatomic.h>
+
 uint64_t cdiskcache_xxh3_64_avx2(const void *bytes, size_t count);
 ssize_t cdiskcache_read_hashing_avx2(int fd, void *buffer, size_t count, uint64_t *hash);
 
 static int has_avx2(void) {
-    static int known = -1;  // a benign race: every thread computes the same answer
-    if (known < 0) {
+    // Atomic because the first calls can come from several threads at once: they all compute
+    // the same answer, but on a plain int that is still a data race (and a TSan report).
+    static _Atomic int known = -1;
+    int value = atomic_load_explicit(&known, memory_order_relaxed);
+    if (value < 0) {
         __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2") ? 1 : 0;
+        value = __builtin_cpu_supports("avx2") ? 1 : 0;
+        atomic_store_explicit(&known, value, memory_order_relaxed);
     }
-    return known;
+    return value;
 }
 #endif
 

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Synchronization
+import DiskCacheLocking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

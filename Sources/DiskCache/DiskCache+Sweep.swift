@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Synchronization
+import DiskCacheLocking
 
 extension DiskCache {
     /// One removal, reported to ``Configuration/onEviction`` (like `NSCache`'s

@@ -1,6 +1,6 @@
 public import Foundation
 import Dispatch
-import Synchronization
+import DiskCacheLocking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

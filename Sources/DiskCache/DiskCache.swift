@@ -1,6 +1,7 @@
 public import Foundation
 import Dispatch
 import Logging
+import DiskCacheLocking
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -54,11 +55,11 @@ public final class DiskCache: Sendable {
 
     let layout: Layout
     let blockSize: Int64
-    let state: Mutex<CacheState>
-    let syncState = Mutex(SyncState())
+    let state: PthreadMutex<CacheState>
+    let syncState = PthreadMutex(SyncState())
     let stripes: [StripeLock] = (0..<256).map { _ in StripeLock() }
     /// `LOCK` and the directory, `flock`ed while the cache is open; emptied by `close()`.
-    let locks: Mutex<[FileDescriptor]>
+    let locks: PthreadMutex<[FileDescriptor]>
     let temporaryCounter = Atomic<UInt64>(0)
     let maintenance: Maintenance
     let logger: Logger
@@ -88,8 +89,8 @@ public final class DiskCache: Sendable {
         let opened = try Opener(path: directory.path, configuration: configuration).open()
         self.layout = opened.layout
         self.blockSize = opened.blockSize
-        self.locks = Mutex(opened.locks)
-        self.state = Mutex(opened.state)
+        self.locks = PthreadMutex(opened.locks)
+        self.state = PthreadMutex(opened.state)
         self.syncState.withLock { $0 = SyncState(generation: 0, syncedLength: opened.state.journalLength) }
         self.maintenance = Maintenance(interval: configuration.maintenanceInterval)
         self.maintenance.start(owner: self, scanForOrphans: opened.needsOrphanScan)

@@ -1,6 +1,6 @@
 public import Foundation
 import MemoryCache
-import Synchronization
+import DiskCacheLocking
 
 /// A ``MemoryCache`` in front of a ``DiskCache``, with `URLCache`'s capacities and storage
 /// policies: what the HTTP layer stores its responses in, and a general two-tier cache.
@@ -58,8 +58,8 @@ public final class TieredCache: Sendable {
 
     /// The lock-protected state, in a class so that eviction callbacks can hold it.
     private final class Shared: Sendable {
-        let state: Mutex<State>
-        init(_ state: State) { self.state = Mutex(state) }
+        let state: PthreadMutex<State>
+        init(_ state: State) { self.state = PthreadMutex(state) }
     }
 
     /// The disk tier, nil for a memory-only cache.

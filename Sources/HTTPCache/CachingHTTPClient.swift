@@ -2,7 +2,7 @@
 public import FoundationNetworking
 #endif
 public import Foundation
-import Synchronization
+import DiskCacheLocking
 
 /// An HTTP client that answers from an ``HTTPURLCache`` as RFC 9111 and RFC 5861 allow, and goes
 /// to the network (through an ``HTTPTransport``) only when it must.
@@ -50,7 +50,7 @@ public final class CachingHTTPClient: Sendable {
     /// How requests reach the network.
     public let transport: any HTTPTransport
     private let clock: @Sendable () -> Date
-    private let state = Mutex(State())
+    private let state = PthreadMutex(State())
     private let fetches = _Coalescer<Response>()
 
     private struct State {

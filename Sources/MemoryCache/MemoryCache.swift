@@ -1,6 +1,6 @@
-// Public because the inlinable hot paths below lock the `Mutex`; no Synchronization
-// type appears in the API.
-public import Synchronization
+// Public because the inlinable hot paths below lock the `PthreadMutex`; no type of this
+// package-internal module appears in the API.
+public import DiskCacheLocking
 
 /// A thread-safe in-memory key-value cache with strict count and cost limits, in the
 /// spirit of Foundation's `NSCache` but with a contract you can rely on.
@@ -30,7 +30,7 @@ public import Synchronization
 /// ### Threads
 ///
 /// Every method may be called from any thread or task at any time. The state sits
-/// behind one `Mutex`; every operation is synchronous, O(1) unless its documentation
+/// behind one lock; every operation is synchronous, O(1) unless its documentation
 /// says otherwise, and holds the lock only for the bookkeeping. Code you provide (the
 /// ``onEviction`` handler and the ``DiscardableContent`` methods of your values) is
 /// always called after the lock has been released, so it may call back into the cache.
@@ -76,7 +76,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     public typealias EvictionHandler = @Sendable (Eviction) -> Void
 
     @usableFromInline
-    struct State {
+    struct State: Sendable {
         @usableFromInline var core: _CacheCore<Key, Value>
         @usableFromInline var name: String
         @usableFromInline var onEviction: EvictionHandler?
@@ -93,7 +93,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     // specialised for the client's `Key` and `Value`, a hit is an order of magnitude
     // faster than through unspecialised generic code. Only this file uses it.
     @usableFromInline
-    let state: Mutex<State>
+    let state: PthreadMutex<State>
 
     /// The eviction order chosen when the cache was created.
     public let policy: EvictionPolicy
@@ -121,7 +121,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
         precondition(countLimit >= 0, "countLimit must not be negative")
         precondition(totalCostLimit >= 0, "totalCostLimit must not be negative")
         self.policy = policy
-        self.state = Mutex(
+        self.state = PthreadMutex(
             State(
                 core: _CacheCore(
                     policy: policy,

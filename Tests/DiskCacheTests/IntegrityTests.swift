@@ -1,6 +1,6 @@
 @testable import DiskCache
 import Foundation
-import Synchronization
+import DiskCacheLocking
 import Testing
 
 struct IntegrityTests {

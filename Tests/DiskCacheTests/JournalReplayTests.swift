@@ -1,6 +1,6 @@
 @testable import DiskCache
 import Foundation
-import Synchronization
+import DiskCacheLocking
 import Testing
 
 /// Recovery from damaged journals, written byte by byte.

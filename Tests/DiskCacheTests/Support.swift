@@ -1,7 +1,7 @@
 @testable import DiskCache
 import Foundation
 import Logging
-import Synchronization
+import DiskCacheLocking
 import Testing
 
 /// A fresh directory under the system's temporary directory, removed when the test ends.

@@ -1,18 +1,18 @@
 @testable import DiskCache
 import Foundation
-import Synchronization
+import DiskCacheLocking
 import Testing
 
 /// A volume whose free space the test sets.
 final class FakeVolume: Sendable {
-    let space: Mutex<DiskCache.VolumeSpace>
-    init(available: Int64, total: Int64) { space = Mutex(.init(available: available, total: total)) }
+    let space: PthreadMutex<DiskCache.VolumeSpace>
+    init(available: Int64, total: Int64) { space = PthreadMutex(.init(available: available, total: total)) }
     var probe: @Sendable (String) -> DiskCache.VolumeSpace? { { [self] _ in space.withLock { $0 } } }
 }
 
 /// Evictions, in order.
 final class EvictionLog: Sendable {
-    let events = Mutex<[DiskCache.Eviction]>([])
+    let events = PthreadMutex<[DiskCache.Eviction]>([])
     var callback: @Sendable (DiskCache.Eviction) -> Void { { [self] event in events.withLock { $0.append(event) } } }
     var all: [DiskCache.Eviction] { events.withLock { $0 } }
 }
@@ -99,7 +99,7 @@ struct SweeperTests {
         let clock = ManualClock()
         var config = configuration(clock: clock, countLimit: 10)
         config.sweepInterval = .seconds(3600)  // the periodic check would not run during the test
-        let done = Mutex(0)
+        let done = PthreadMutex(0)
         config.onSweepCompleted = { report in done.withLock { $0 += report.totalRemovedEntries } }
         let cache = try DiskCache(directory: dir.cache, configuration: config)
         try fill(cache, clock, count: 11)

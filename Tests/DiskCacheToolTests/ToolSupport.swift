@@ -1,6 +1,6 @@
 @testable import DiskCache
 import Foundation
-import Synchronization
+import DiskCacheLocking
 import Testing
 
 /// A fresh directory under the system's temporary directory, removed when the test ends.
@@ -159,7 +159,10 @@ func runTool(_ arguments: [String], input: Data? = nil) throws -> ToolResult {
         }
     }
     if let input {
-        inputPipe.fileHandleForWriting.write(input)
+        // A refused command exits without reading its input; writing to its closed pipe must fail
+        // with EPIPE rather than kill this process with SIGPIPE (seen in a Thread Sanitizer run).
+        signal(SIGPIPE, SIG_IGN)
+        try? inputPipe.fileHandleForWriting.write(contentsOf: input)
         try inputPipe.fileHandleForWriting.close()
     }
     process.waitUntilExit()

@@ -1,4 +1,5 @@
 import Dispatch
+import DiskCacheLocking
 import Synchronization
 import Testing
 @testable import MemoryCache
@@ -9,7 +10,7 @@ struct ConcurrencyTests {
         let keySpace = 500
         let countLimit = 100
         let totalCostLimit = 1_000
-        let reported = Mutex<[EvictionReason: Int]>([:])
+        let reported = PthreadMutex<[EvictionReason: Int]>([:])
         let cache = MemoryCache<Int, Int>(countLimit: countLimit, totalCostLimit: totalCostLimit, policy: policy) { eviction in
             precondition(eviction.value == eviction.key * 7, "value stored under the wrong key")
             reported.withLock { $0[eviction.reason, default: 0] += 1 }

@@ -1,4 +1,4 @@
-import Synchronization
+import DiskCacheLocking
 import Testing
 @testable import MemoryCache
 
@@ -29,7 +29,7 @@ struct EvictionCallbackTests {
 
     @Test func handlerRunsAfterTheValueHasLeft() {
         let cache = MemoryCache<Int, Int>(countLimit: 1, policy: .leastRecentlyUsed)
-        let seen = Mutex<[String]>([])
+        let seen = PthreadMutex<[String]>([])
         cache.onEviction = { [unowned cache] eviction in
             let stillThere = cache.value(forKey: eviction.key) != nil
             seen.withLock { $0.append("\(eviction.key) there: \(stillThere), count: \(cache.count)") }
@@ -42,7 +42,7 @@ struct EvictionCallbackTests {
     @Test(.timeLimit(.minutes(1)))
     func handlerMayCallBackIntoTheCache() {
         let cache = MemoryCache<Int, Int>(countLimit: 2, policy: .leastRecentlyUsed)
-        let spilled = Mutex<[Int]>([])
+        let spilled = PthreadMutex<[Int]>([])
         cache.onEviction = { [unowned cache] eviction in
             // Every kind of call, including one that evicts again (and re-enters this handler).
             _ = cache.value(forKey: eviction.key)

@@ -1,4 +1,4 @@
-import Synchronization
+import DiskCacheLocking
 @testable import MemoryCache
 
 /// Collects what a cache reports to `onEviction`, from any thread.
@@ -10,7 +10,7 @@ final class EvictionRecorder<Key: Hashable & Sendable, Value: Sendable>: Sendabl
         var reason: EvictionReason
     }
 
-    private let records = Mutex<[Record]>([])
+    private let records = PthreadMutex<[Record]>([])
 
     var handler: MemoryCache<Key, Value>.EvictionHandler {
         { [self] eviction in
@@ -68,7 +68,7 @@ final class Purgeable: DiscardableContent, CustomStringConvertible {
     }
 
     let id: Int
-    private let state = Mutex(Counters())
+    private let state = PthreadMutex(Counters())
 
     init(_ id: Int) { self.id = id }
 

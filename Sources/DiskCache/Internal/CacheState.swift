@@ -1,4 +1,4 @@
-import Synchronization
+import DiskCacheLocking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -20,7 +20,7 @@ final class FileDescriptor: Sendable {
 /// renamed into place until its journal record is appended and the index updated, so two
 /// writers of one key cannot interleave, while writers of other keys go on in parallel.
 final class StripeLock: Sendable {
-    let mutex = Mutex(())
+    let mutex = PthreadMutex(())
 }
 
 /// Everything the store mutates, behind one lock. Only short work happens under it:

@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import DiskCacheLocking
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -20,8 +21,8 @@ final class Maintenance: Sendable {
     /// Group commit (`.batched` mode) has a queue and a timer of its own, so that a long job on
     /// `queue` (an orphan scan of a large cache, a big sweep) never delays it.
     let commitQueue = DispatchQueue(label: "DiskCache.commit", qos: .utility)
-    private let timer = Mutex<TimerBox?>(nil)
-    private let commitTimer = Mutex<TimerBox?>(nil)
+    private let timer = PthreadMutex<TimerBox?>(nil)
+    private let commitTimer = PthreadMutex<TimerBox?>(nil)
     private static let commitQueueKey = DispatchSpecificKey<Bool>()
     private let stopping = Atomic<Bool>(false)
     private let compactionScheduled = Atomic<Bool>(false)

@@ -6,6 +6,7 @@ import Musl
 import Darwin
 #endif
 import CDiskCacheSupport
+import DiskCacheLocking
 import Synchronization
 
 /// An `errno` value, named the POSIX way.
@@ -62,7 +63,7 @@ enum FileSystemEvent: Sendable {
 /// The installed observers. A relaxed atomic flag keeps the cost at one load per call while none is.
 enum FileSystemObservers {
     private static let isActive = Atomic<Bool>(false)
-    private static let observers = Mutex<[Int: @Sendable (FileSystemEvent) -> Void]>([:])
+    private static let observers = PthreadMutex<[Int: @Sendable (FileSystemEvent) -> Void]>([:])
     private static let nextToken = Atomic<Int>(0)
 
     /// Installs `observer` for every later call, from any thread; returns the token to remove it with.
@@ -97,7 +98,7 @@ enum FileSystemObservers {
 /// relaxed load per `fsync` while nothing is listed.
 enum FaultInjection {
     private static let active = Atomic<Bool>(false)
-    private static let failingFsyncs = Mutex<Set<Int32>>([])
+    private static let failingFsyncs = PthreadMutex<Set<Int32>>([])
 
     @inline(__always)
     static var isActive: Bool { active.load(ordering: .relaxed) }

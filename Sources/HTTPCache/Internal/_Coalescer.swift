@@ -1,4 +1,4 @@
-import Synchronization
+import DiskCacheLocking
 
 /// Runs one operation per key at a time and hands its result to every caller that asked for the
 /// same key while it ran.
@@ -20,7 +20,7 @@ final class _Coalescer<Value: Sendable>: Sendable {
         var cancelledEarly: Set<UInt64> = []
     }
 
-    private let state = Mutex(State())
+    private let state = PthreadMutex(State())
 
     /// How many callers wait for the operation for `key` (0 when none runs).
     func waiterCount(for key: String) -> Int {

@@ -1,6 +1,6 @@
 import DiskCache
 import Foundation
-import Synchronization
+import DiskCacheLocking
 
 /// The responses stored under each primary key, on top of a record store.
 ///
@@ -23,7 +23,7 @@ final class _HTTPResponseStore: Sendable {
     static let variantsField = "variants"
 
     let records: TieredCache
-    private let listLock = Mutex(())
+    private let listLock = PthreadMutex(())
 
     init(records: TieredCache) {
         self.records = records

@@ -8,17 +8,17 @@
 /// `totalCost <= totalCostLimit` (for non-zero limits) and appends what it evicted to
 /// `evictions`, in order, without calling any code it does not own.
 @usableFromInline
-struct _CacheCore<Key: Hashable & Sendable, Value: Sendable> {
+struct _CacheCore<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     @usableFromInline typealias Eviction = MemoryCache<Key, Value>.Eviction
 
-    @usableFromInline enum Queue: UInt8 {
+    @usableFromInline enum Queue: UInt8, Sendable {
         /// Not linked: on the free list, or briefly while a value is replaced.
         case none
         case small
         case main
     }
 
-    @usableFromInline struct Node {
+    @usableFromInline struct Node: Sendable {
         @usableFromInline var key: Key?
         @usableFromInline var value: Value?
         @usableFromInline var cost: Int
@@ -42,7 +42,7 @@ struct _CacheCore<Key: Hashable & Sendable, Value: Sendable> {
         }
     }
 
-    @usableFromInline struct List {
+    @usableFromInline struct List: Sendable {
         @usableFromInline var head = -1
         @usableFromInline var tail = -1
         @usableFromInline var count = 0

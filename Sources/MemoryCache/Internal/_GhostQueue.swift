@@ -46,3 +46,5 @@ struct _GhostQueue<Key: Hashable> {
         order.removeAll()
     }
 }
+
+extension _GhostQueue: Sendable where Key: Sendable {}

@@ -44,3 +44,5 @@ struct _RingBuffer<Element> {
         head = 0
     }
 }
+
+extension _RingBuffer: Sendable where Element: Sendable {}

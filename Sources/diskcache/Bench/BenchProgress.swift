@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import DiskCacheLocking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -19,7 +19,7 @@ final class BenchProgress: Sendable {
         var lastDraw: UInt64 = 0
         var start: UInt64 = benchNanoseconds()
     }
-    private let state = Mutex(State())
+    private let state = PthreadMutex(State())
     private let isTerminal: Bool
     private let isEnabled: Bool
 

@@ -1,5 +1,6 @@
 import DiskCache
 import Foundation
+import DiskCacheLocking
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -639,7 +640,7 @@ final class BenchRunner {
 /// Like `benchRun`, but until `stop()` says so.
 func benchRunUntil(threads: Int, seed: UInt64, stop: @escaping @Sendable () -> Bool,
                    _ body: @escaping @Sendable (_ thread: Int, _ n: Int, _ random: inout BenchRandom) -> Int) -> BenchMeasurement {
-    let results = Mutex<[BenchMeasurement]>([])
+    let results = PthreadMutex<[BenchMeasurement]>([])
     let start = benchNanoseconds()
     DispatchQueue.concurrentPerform(iterations: max(1, threads)) { thread in
         var random = BenchRandom(seed: seed &+ UInt64(thread) &* 7919)

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import DiskCacheLocking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -124,7 +124,7 @@ struct BenchMeasurement {
 func benchRun(threads: Int, count: Int?, seconds: Double?, seed: UInt64, progress: BenchProgress,
               _ body: @escaping @Sendable (_ thread: Int, _ n: Int, _ random: inout BenchRandom) -> Int) -> BenchMeasurement {
     let threads = max(1, threads)
-    let results = Mutex<[BenchMeasurement]>([])
+    let results = PthreadMutex<[BenchMeasurement]>([])
     let start = benchNanoseconds()
     let deadline = seconds.map { start + UInt64($0 * 1e9) }
     DispatchQueue.concurrentPerform(iterations: threads) { thread in

@@ -32,7 +32,8 @@ struct ClientFixture {
     init(
         engine: CachePolicyEngine = CachePolicyEngine(),
         keyProvider: any CacheKeyProvider = DefaultCacheKeyProvider(),
-        willStore: HTTPURLCache.WillStoreHandler? = nil
+        willStore: HTTPURLCache.WillStoreHandler? = nil,
+        clock: @escaping @Sendable () -> Date = { Date() }
     ) async throws {
         server = try await OriginServer()
         directory = try TemporaryDirectory()
@@ -40,7 +41,7 @@ struct ClientFixture {
             memoryCapacity: 1 << 20, diskCapacity: 8 << 20, directory: directory.cacheDirectory,
             engine: engine, keyProvider: keyProvider, willStore: willStore
         )
-        client = CachingHTTPClient(cache: cache)
+        client = CachingHTTPClient(cache: cache, clock: clock)
     }
 
     func request(_ path: String, method: String = "GET", policy: URLRequest.CachePolicy = .useProtocolCachePolicy,

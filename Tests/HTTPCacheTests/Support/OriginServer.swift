@@ -2,7 +2,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import Synchronization
+import DiskCacheLocking
 
 /// A request as the origin server received it.
 struct RecordedRequest: Sendable {
@@ -46,7 +46,7 @@ final class OriginServer: Sendable {
     }
 
     let maximumRequests: Int
-    private let state = Mutex(State())
+    private let state = PthreadMutex(State())
     private let channel: any Channel
 
     /// The server's base URL, `http://127.0.0.1:<port>`.
@@ -54,7 +54,7 @@ final class OriginServer: Sendable {
 
     init(maximumRequests: Int = 200) async throws {
         self.maximumRequests = maximumRequests
-        let box = Mutex<OriginServer?>(nil)
+        let box = PthreadMutex<OriginServer?>(nil)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { child in
