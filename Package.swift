@@ -52,6 +52,7 @@ let package = Package(
             name: "diskcache",
             dependencies: [
                 "DiskCache",
+                "HTTPCache",
                 "DiskCacheLocking",
                 "CSQLite",
                 .product(name: "Logging", package: "swift-log"),

@@ -97,6 +97,13 @@ extension DiskCache {
         /// Where the store reports what it repaired at open (a torn journal tail, orphan files).
         public var logger: Logger
 
+        /// The version of what the application keeps in the cache (its keys and metadata), or
+        /// nil (the default) to open any cache as it is. When set, it is written into `VERSION`,
+        /// and a cache that names another version, or none, is emptied at open and then marked
+        /// with this one: bump it when the application's records change shape, and every older
+        /// cache starts empty instead of being misread. Tools that inspect caches leave it nil.
+        public var applicationVersion: Int?
+
         // Test hooks, internal on purpose.
         /// Milliseconds since 1970.
         var clock: @Sendable () -> Int64 = { DiskCache.systemMilliseconds() }

@@ -94,6 +94,16 @@ public final class DiskCache: Sendable {
         self.syncState.withLock { $0 = SyncState(generation: 0, syncedLength: opened.state.journalLength) }
         self.maintenance = Maintenance(interval: configuration.maintenanceInterval)
         self.maintenance.start(owner: self, scanForOrphans: opened.needsOrphanScan)
+        if let wanted = configuration.applicationVersion, FormatMarker.applicationVersion(root: layout.root) != wanted {
+            // Entries another version of the application wrote: emptied first, then marked, so
+            // that a crash in between empties it again at the next open.
+            logger.notice("Emptied a cache written by another application version", metadata: [
+                "path": "\(layout.root)", "version": "\(wanted)",
+            ])
+            try removeAll()
+            try flush()
+            try Opener.writeVersion(layout, application: wanted)
+        }
     }
 
     deinit {

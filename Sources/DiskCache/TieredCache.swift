@@ -199,6 +199,23 @@ public final class TieredCache: Sendable {
         return nil
     }
 
+    /// True when a tier holds a record for `key`: memory by its keys, disk by its index (no file
+    /// is read, so a record found here may still be missing or damaged when it is read).
+    public func contains(_ key: String) -> Bool {
+        if shared.state.withLock({ $0.memoryKeys[key] != nil }) { return true }
+        return disk?.contains(key) ?? false
+    }
+
+    /// The record for `key` without its body (`data` is empty): from memory, else from the disk
+    /// tier's metadata file alone. Nothing is promoted into memory and no statistic counts it.
+    public func recordWithoutBody(for key: String) -> Record? {
+        if let record = memory.value(forKey: key), record.expires.map({ $0 > Date() }) ?? true {
+            return Record(data: Data(), metadata: record.metadata, created: record.created, expires: record.expires)
+        }
+        guard let entry = disk?.entry(for: key) else { return nil }
+        return Record(data: Data(), metadata: entry.metadata, created: entry.created, expires: entry.expires)
+    }
+
     /// Replaces the metadata of `key`'s record without rewriting its body, in the tiers
     /// `policy` stores in (see ``DiskCache/updateMetadata(_:for:)``).
     ///

@@ -151,32 +151,37 @@ public final class CachingHTTPClient: Sendable {
         guard let url = request.url, let cacheRequest = CacheRequest(request) else {
             throw HTTPCacheError(.invalidRequest, "the request has no URL")
         }
-        guard let key = cache.keyProvider.key(for: request) else {
-            return try await fetch(Exchange(request: request, cacheRequest: cacheRequest, key: nil), adding: [:])
-        }
-        let variants = cache.responses.variants(forKey: key)
+        // A request the key provider bypasses is decided as one with nothing stored: the policy
+        // still applies (the headers of `reloadIgnoringLocalAndRemoteCacheData`, the refusal of
+        // `returnCacheDataDontLoad`), and nothing is stored from its answer.
+        let key = cache.keyProvider.key(for: request)
+        let variants = key.map { cache.responses.variants(forKey: $0) } ?? []
         let now = clock()
         let decision = cache.engine.decision(
-            for: cacheRequest, storedResponses: variants.map(\.response), at: now,
+            for: cacheRequest, storedResponses: variants.map(\.entry.response), at: now,
             policy: RequestCachePolicy(request.cachePolicy)
         )
-        func entry(_ stored: StoredResponse?) -> CachedHTTPResponse? {
-            stored.flatMap { stored in variants.first { $0.response == stored } }
+        // The chosen response's body is read after the choice; if its record went in between
+        // (evicted, replaced, found damaged), decide again on what is stored now.
+        let chosen = decision.storedResponse.flatMap { stored in variants.first { $0.entry.response == stored } }
+        let chosenEntry = chosen.flatMap(cache.responses.load)
+        if chosen != nil, chosenEntry == nil {
+            return try await respond(to: request)
         }
         let exchange = Exchange(request: request, cacheRequest: cacheRequest, key: key)
 
         switch decision {
-        case .fresh(let stored), .stale(let stored):
-            return served(entry(stored)!, at: now, source: .cache)
-        case .staleWhileRevalidate(let stored, let conditionalHeaders):
-            let entry = entry(stored)!
+        case .fresh, .stale:
+            return served(chosenEntry!, at: now, source: .cache)
+        case .staleWhileRevalidate(_, let conditionalHeaders):
+            let entry = chosenEntry!
             refreshInBackground(exchange.validating(entry), adding: conditionalHeaders)
             return served(entry, at: now, source: .cache)
-        case .revalidate(let stored, let conditionalHeaders):
-            return try await fetch(exchange.validating(entry(stored)), adding: conditionalHeaders)
-        case .mustFetch(let additionalHeaders, let fallback):
+        case .revalidate(_, let conditionalHeaders):
+            return try await fetch(exchange.validating(chosenEntry), adding: conditionalHeaders)
+        case .mustFetch(let additionalHeaders, _):
             var exchange = exchange
-            exchange.fallback = entry(fallback)
+            exchange.fallback = chosenEntry
             return try await fetch(exchange, adding: additionalHeaders)
         case .gatewayTimeout:
             let response = HTTPURLResponse(url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: ["Content-Length": "0"])!
@@ -290,6 +295,10 @@ public final class CachingHTTPClient: Sendable {
                 try? cache.responses.removeAll(forKey: key)
             }
         }
+        if let key = exchange.key, exchange.cacheRequest.method == "HEAD", http.statusCode == 200 {
+            freshenStoredResponses(afterHEAD: headers, exchange: exchange, key: key,
+                                   requestTime: requestTime, responseTime: responseTime)
+        }
         if exchange.key != nil,
            engine.storability(ofStatus: http.statusCode, headers: headers, for: exchange.cacheRequest).isStorable {
             let stored = StoredResponse(
@@ -319,19 +328,51 @@ public final class CachingHTTPClient: Sendable {
         responseTime: Date
     ) -> CachedHTTPResponse {
         let variants = cache.responses.variants(forKey: key)
-        let validatingIndex = variants.firstIndex { $0.variantID == validating.variantID }
-        var indices = CachePolicyEngine.storedResponsesToUpdate(by: headers, among: variants.map(\.response))
+        let validatingIndex = variants.firstIndex { $0.entry.variantID == validating.variantID }
+        var indices = CachePolicyEngine.storedResponsesToUpdate(by: headers, among: variants.map(\.entry.response))
         if indices.isEmpty, let validatingIndex { indices = [validatingIndex] }
 
         var result = validating
         result.response = CachePolicyEngine.updating(validating.response, with: headers, requestTime: requestTime, responseTime: responseTime)
         for index in indices {
-            var entry = variants[index]
+            guard var entry = index == validatingIndex ? validating : cache.responses.load(variants[index]) else { continue }
             entry.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
             cache.store(entry, for: request, bodyUnchanged: true)
             if index == validatingIndex { result = entry }
         }
         return result
+    }
+
+    /// A 200 to a HEAD updates the stored GET responses the HEAD could have been answered
+    /// with (RFC 9111 §4.3.5): those whose validators match it get its header fields (their
+    /// bodies stay as they are); the others are removed. A stored GET response's body is never
+    /// replaced by a HEAD.
+    ///
+    /// A stored response matches when the HEAD response has at least one validator (`ETag`,
+    /// `Last-Modified`), every one it has equals the stored response's, and its `Content-Length`,
+    /// if it has one, equals the stored body's length.
+    private func freshenStoredResponses(
+        afterHEAD headers: HTTPHeaderFields,
+        exchange: Exchange,
+        key: String,
+        requestTime: Date,
+        responseTime: Date
+    ) {
+        let validators = ["ETag", "Last-Modified"].compactMap { name in headers[name].map { (name, $0) } }
+        for variant in cache.responses.variants(forKey: key)
+        where variant.entry.response.requestMethod == "GET" && CachePolicyEngine.varyMatches(variant.entry.response, request: exchange.cacheRequest) {
+            guard let entry = cache.responses.load(variant) else { continue }
+            let matches = !validators.isEmpty
+                && validators.allSatisfy { entry.response.headers[$0.0] == $0.1 }
+                && headers["Content-Length"].map { Int($0.trimmingCharacters(in: .whitespaces)) == entry.body.count } ?? true
+            if matches {
+                var updated = entry
+                updated.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
+                cache.store(updated, for: exchange.request, bodyUnchanged: true)
+            } else {
+                try? cache.responses.remove(variantID: entry.variantID, forKey: key)
+            }
+        }
     }
 
     // MARK: - Helpers

@@ -17,7 +17,9 @@ import DiskCache
 /// **What is stored.** An entry keeps the whole response (URL, status, header fields, MIME type,
 /// text encoding), the body, `userInfo` (property-list values only), the storage policy, the
 /// request and response times, and the request header fields the response's `Vary` names.
-/// Several responses of one URL that differ by `Vary` are kept side by side (up to 16).
+/// Several responses of one URL that differ by method (GET, HEAD) or by the request fields `Vary`
+/// names are kept side by side (up to 16), each a record of its own with its own date, size and
+/// place in eviction.
 ///
 /// **Keys.** ``keyProvider`` maps a request to its key: by default the method and the URL
 /// without its fragment, plus the body for POST (see ``DefaultCacheKeyProvider``).
@@ -50,6 +52,12 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     /// The responses, per key and variant.
     let responses: _HTTPResponseStore
 
+    /// The shape of the records this cache writes, kept in the disk tier's `VERSION` file
+    /// (``DiskCache/Configuration/applicationVersion``): a cache written with another shape is
+    /// emptied at open. 2: one record per variant in numbered slots (1, unmarked: a variant
+    /// list record per key).
+    static let recordFormatVersion = 2
+
     /// Opens (or creates) a cache.
     ///
     /// - Parameters:
@@ -76,9 +84,11 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
         self.engine = engine
         self.keyProvider = keyProvider
         self.willStore = willStore
+        var configuration = DiskCache.Configuration()
+        configuration.applicationVersion = Self.recordFormatVersion
         responses = _HTTPResponseStore(records: try TieredCache(
             memoryCapacity: memoryCapacity, diskCapacity: Int64(diskCapacity),
-            directory: diskCapacity > 0 ? directory : nil
+            directory: diskCapacity > 0 ? directory : nil, configuration: configuration
         ))
         #if canImport(FoundationNetworking)
         // "/dev/null" cannot become a directory, so the superclass keeps no directory of its
@@ -91,8 +101,10 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
 
     // MARK: - Looking up
 
-    /// The stored response for `request` whose `Vary` matches it (the most recent when several
-    /// do), fresh or stale; `nil` when there is none or the key provider bypasses the request.
+    /// The stored response for `request` whose method and `Vary` match it (the most recent when
+    /// several do), fresh or stale; `nil` when there is none or the key provider bypasses the
+    /// request. A GET request is answered only by a response to a GET, a HEAD request by a
+    /// response to a GET or a HEAD, any other method by a response to the same method.
     public override func cachedResponse(for request: URLRequest) -> CachedURLResponse? {
         storedResponse(for: request).map(Self.cachedURLResponse)
     }
@@ -100,14 +112,24 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     /// The stored response for `request` as a value; see ``cachedResponse(for:)``.
     public func storedResponse(for request: URLRequest) -> CachedHTTPResponse? {
         guard let key = keyProvider.key(for: request), let cacheRequest = CacheRequest(request) else { return nil }
-        return Self.select(for: cacheRequest, among: responses.variants(forKey: key))
+        let variants = responses.variants(forKey: key)
+        return Self.select(for: cacheRequest, among: variants.map(\.entry))
+            .flatMap { chosen in variants.first { $0.entry.variantID == chosen.variantID } }
+            .flatMap(responses.load)
     }
 
-    /// The most recent variant whose `Vary` matches (method compatibility is the key's business).
+    /// The most recent variant stored for a compatible method whose `Vary` matches.
     static func select(for request: CacheRequest, among variants: [CachedHTTPResponse]) -> CachedHTTPResponse? {
         variants
+            .filter { canAnswer(request.method, with: $0.response.requestMethod) }
             .filter { CachePolicyEngine.varyMatches($0.response, request: request) }
             .max { ($0.response.dateValue, $0.response.responseTime) < ($1.response.dateValue, $1.response.responseTime) }
+    }
+
+    /// A response to a GET also answers a HEAD (RFC 9110 §9.3.2); a response to a HEAD has no
+    /// body and answers only a HEAD; any other method answers only itself.
+    static func canAnswer(_ requestMethod: String, with storedMethod: String) -> Bool {
+        requestMethod == storedMethod || (requestMethod == "HEAD" && storedMethod == "GET")
     }
 
     // MARK: - Storing
@@ -151,7 +173,8 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
         try? responses.records.removeAll()
     }
 
-    /// Removes the responses stored at or after `date`.
+    /// Removes the responses stored at or after `date`, each variant by its own date: a variant
+    /// stored earlier stays, whatever was stored for its URL since.
     public override func removeCachedResponses(since date: Date) {
         try? responses.records.removeEntries(modifiedSince: date)
     }
@@ -205,14 +228,14 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
         guard let key = keyProvider.key(for: request), let cacheRequest = CacheRequest(request) else { return nil }
         let variants = responses.variants(forKey: key)
         let decision = engine.decision(
-            for: cacheRequest, storedResponses: variants.map(\.response), at: now,
+            for: cacheRequest, storedResponses: variants.map(\.entry.response), at: now,
             policy: RequestCachePolicy(request.cachePolicy)
         )
         switch decision {
         case .fresh(let stored), .stale(let stored):
-            guard let entry = variants.first(where: { $0.response == stored }), entry.response.varyFieldNames.isEmpty else {
-                return nil
-            }
+            guard let variant = variants.first(where: { $0.entry.response == stored }), variant.entry.response.varyFieldNames.isEmpty,
+                  let entry = responses.load(variant)
+            else { return nil }
             return Self.cachedURLResponse(entry)
         default:
             return nil

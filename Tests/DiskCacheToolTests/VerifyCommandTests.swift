@@ -41,6 +41,32 @@ struct VerifyCommandTests {
         #expect(again.status == 0)
     }
 
+    /// HTTP records no lookup of `HTTPURLCache` reaches (a variant list of the earlier layout,
+    /// a response under a key that is not a variant's) are problems; repair removes them and
+    /// nothing else.
+    @Test func httpRecordsNoLookupReachesAreReportedAndRepaired() throws {
+        let directory = TemporaryDirectory()
+        let response = #"{"version":1,"url":"https://example.com/","response":{}}"#
+        do {
+            let cache = try DiskCache(directory: directory.cache)
+            try cache.store(Data("plain".utf8), for: "plain")
+            try cache.store(Data(), for: "GET https://example.com/", metadata: ["variants": #"[{"id":"GET","policy":"allowed"}]"#])
+            try cache.store(Data("old".utf8), for: "GET https://example.com/\n#variant\nGET", metadata: ["http-response": response])
+            try cache.close()
+        }
+        let result = try runTool(["verify", directory.cache.path])
+        #expect(result.status == 1, "\(result.output)")
+        let problems = result.lines.filter { $0.hasPrefix("problem: unreachableHTTPRecord: ") }
+        #expect(problems.count == 2, "\(result.output)")
+        #expect(result.lines.last == "checked 3 entries (8 B of bodies): 2 problems", "\(result.output)")
+
+        let repair = try runTool(["verify", directory.cache.path, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        #expect(repair.lines.filter { $0.hasPrefix("repaired: Removed an HTTP record no lookup reaches") }.count == 2, "\(repair.output)")
+        #expect(repair.lines.last == "after repair: 1 entry, no problems", "\(repair.output)")
+        #expect(try runTool(["get", directory.cache.path, "plain"]).output == "plain")
+    }
+
     /// The small cache with beta's body corrupted, an orphan `.meta` in a shard and garbage
     /// after the journal's last record.
     struct Damaged {

@@ -8,7 +8,8 @@ import Darwin
 #endif
 
 /// The `VERSION` file, the mark that a directory is a cache: the line `swift-disk-cache`, then
-/// the format version (`"swift-disk-cache\n2\n"`). A directory that is not empty is only
+/// the format version (`"swift-disk-cache\n2\n"`), then, when the application using the cache
+/// set ``DiskCache/Configuration/applicationVersion``, the line `application <n>`. A directory that is not empty is only
 /// opened as a cache when it carries this mark; nothing in it is created, locked or changed
 /// before the mark has been read.
 ///
@@ -30,8 +31,18 @@ enum FormatMarker {
         case damaged(String)
     }
 
-    static func contents(version: Int = Layout.formatVersion) -> [UInt8] {
-        Array("\(magic)\n\(version)\n".utf8)
+    static let applicationPrefix = "application "
+
+    static func contents(version: Int = Layout.formatVersion, application: Int? = nil) -> [UInt8] {
+        Array("\(magic)\n\(version)\n\(application.map { "\(applicationPrefix)\($0)\n" } ?? "")".utf8)
+    }
+
+    /// The application version a mark names; `nil` when it names none (or is not a mark).
+    static func applicationVersion(root: String) -> Int? {
+        guard case .success(let bytes?) = FileIO.readAll(Layout(root: root).versionFile, limit: 256, in: nil) else { return nil }
+        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        guard lines.count == 4, lines[2].hasPrefix(applicationPrefix) else { return nil }
+        return Int(lines[2].dropFirst(applicationPrefix.count))
     }
 
     /// Reads the mark of the directory at `root` (never following a link at `VERSION`,
@@ -48,8 +59,11 @@ enum FormatMarker {
         case .success(let bytes?):
             let text = String(decoding: bytes, as: UTF8.self)
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-            if lines.count == 3, lines[0] == magic, lines[2].isEmpty, let version = Int(lines[1]), version >= 1,
-               lines[1].allSatisfy(\.isASCII) {
+            let applicationLine = lines.count == 4 && lines[2].hasPrefix(applicationPrefix)
+                && lines[2].dropFirst(applicationPrefix.count).allSatisfy(\.isASCII)
+                && Int(lines[2].dropFirst(applicationPrefix.count)) != nil
+            if lines.count == 3 || applicationLine, lines[0] == magic, lines[lines.count - 1].isEmpty,
+               let version = Int(lines[1]), version >= 1, lines[1].allSatisfy(\.isASCII) {
                 return .marked(version)
             }
             let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)

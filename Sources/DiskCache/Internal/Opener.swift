@@ -26,7 +26,7 @@ struct Opener {
         self.configuration = configuration
         // The mark goes first, before `LOCK` or anything else is made: a new cache interrupted
         // at any point is a directory that is empty, holds only a temporary mark, or is marked.
-        if isNew { try Self.writeVersion(layout) }
+        if isNew { try Self.writeVersion(layout, application: configuration.applicationVersion) }
     }
 
     struct Opened {
@@ -340,7 +340,7 @@ struct Opener {
             try Self.writeVersion(layout, version: version)
             return version
         case .missing where isNew:
-            try Self.writeVersion(layout)
+            try Self.writeVersion(layout, application: configuration.applicationVersion)
             return Layout.formatVersion
         case .missing, .damaged:
             throw DiskCacheError(code: .notACache, message: "The cache's VERSION file changed while it was being opened", path: layout.versionFile)
@@ -349,12 +349,12 @@ struct Opener {
 
     /// Writes `VERSION` (the mark, see ``FormatMarker``): a temporary file, fsynced, renamed
     /// into place, and the directory fsynced.
-    static func writeVersion(_ layout: Layout, version: Int = Layout.formatVersion) throws(DiskCacheError) {
+    static func writeVersion(_ layout: Layout, version: Int = Layout.formatVersion, application: Int? = nil) throws(DiskCacheError) {
         let path = layout.versionFile
         // Named for this process: two processes making the same new cache do not collide.
         let temp = layout.root + "/" + FormatMarker.temporaryPrefix + "\(getpid())"
         layout.directory.removeTree(temp)
-        try FormatMarker.contents(version: version).withUnsafeBytes { FileIO.writeNewFile(temp, $0, sync: true, in: layout.directory) }
+        try FormatMarker.contents(version: version, application: application).withUnsafeBytes { FileIO.writeNewFile(temp, $0, sync: true, in: layout.directory) }
             .get(orThrow: "write the VERSION file", path: temp)
         try layout.directory.rename(temp, path).get(orThrow: "write the VERSION file", path: path)
         try layout.directory.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)

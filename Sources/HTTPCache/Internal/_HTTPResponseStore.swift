@@ -4,96 +4,141 @@ import DiskCacheLocking
 
 /// The responses stored under each primary key, on top of a record store.
 ///
-/// Layout: the primary key's own record is the variant list (an empty body; metadata field
-/// `variants` holding a JSON array of `{id, policy}`); each variant is a record under
-/// `<primary key>\n#variant\n<variant id>` whose body is the response body and whose metadata is
-/// ``CachedHTTPResponse/Metadata``. A variant record without a list entry is unreachable and left
-/// to the store's eviction; a list entry without its record is skipped when read.
+/// Layout: each stored response (a *variant*: the request method and the request field values
+/// its `Vary` names, ``CachedHTTPResponse/variantID``) is a record of its own, under
+/// `<primary key>\n#variant <slot>` with a slot in `0..<16`; its body is the response body and
+/// its metadata ``CachedHTTPResponse/Metadata``. There is no per-key list: a lookup asks the
+/// store's indexes which of the 16 slots are taken (no file is read for that), so every record
+/// is reachable from its key, and each variant has its own creation date, size and place in
+/// eviction. Removing by date, evicting for capacity, or losing a record to damage touches that
+/// variant alone.
 ///
-/// Thread-safe. Reads take no lock of their own; updates of a variant list are serialised by
-/// one lock so that two concurrent stores of different variants both stay listed.
+/// Thread-safe. Reads take no lock of their own; stores are serialised by one lock, so that two
+/// concurrent stores under one key cannot take the same free slot, and a variant is never in two.
 final class _HTTPResponseStore: Sendable {
-    struct ListedVariant: Codable, Hashable {
-        var id: String
-        var policy: HTTPStoragePolicy
-    }
-
-    /// At most this many variants are kept per key; the oldest listed goes first.
+    /// At most this many variants are kept per key; storing one more replaces the oldest.
     static let maximumVariantCount = 16
-    static let variantsField = "variants"
+    /// Between the primary key and the slot number in a variant's record key.
+    static let slotSeparator = "\n#variant "
 
     let records: TieredCache
-    private let listLock = PthreadMutex(())
+    private let storeLock = PthreadMutex(())
 
     init(records: TieredCache) {
         self.records = records
     }
 
-    static func variantKey(_ primaryKey: String, _ id: String) -> String {
-        primaryKey + "\n#variant\n" + id
+    static func variantKey(_ primaryKey: String, slot: Int) -> String {
+        primaryKey + slotSeparator + String(slot)
     }
 
-    private func list(for primaryKey: String) -> [ListedVariant] {
-        guard let record = records.record(for: primaryKey),
-              let text = record.metadata[Self.variantsField],
-              let list = try? JSONDecoder().decode([ListedVariant].self, from: Data(text.utf8))
-        else { return [] }
-        return list
+    /// The primary key and slot of a variant's record key; `nil` for a key that is not one
+    /// (an HTTP record this layout never writes, or a record of something else).
+    static func parseVariantKey(_ key: String) -> (primaryKey: String, slot: Int)? {
+        guard let range = key.range(of: slotSeparator, options: .backwards),
+              let slot = Int(key[range.upperBound...]), (0..<maximumVariantCount).contains(slot),
+              String(slot) == key[range.upperBound...]
+        else { return nil }
+        return (String(key[..<range.lowerBound]), slot)
     }
 
-    /// Every response stored under `primaryKey`, in the order they were first stored.
-    func variants(forKey primaryKey: String) -> [CachedHTTPResponse] {
-        list(for: primaryKey).compactMap { listed in
-            records.record(for: Self.variantKey(primaryKey, listed.id)).flatMap {
-                CachedHTTPResponse(body: $0.data, metadata: $0.metadata)
+    private func takenSlots(_ primaryKey: String) -> [Int] {
+        (0..<Self.maximumVariantCount).filter { records.contains(Self.variantKey(primaryKey, slot: $0)) }
+    }
+
+    /// A stored response and the record it is in. `entry.body` is empty until ``load(_:)``.
+    struct Variant {
+        var entry: CachedHTTPResponse
+        let recordKey: String
+        let isLoaded: Bool
+    }
+
+    /// Every response stored under `primaryKey`, the least recently stored first. With several,
+    /// only their metadata is read (so that choosing one reads, and counts as an access of,
+    /// that one alone): ``load(_:)`` reads the body of the one chosen.
+    func variants(forKey primaryKey: String) -> [Variant] {
+        let keys = takenSlots(primaryKey).map { Self.variantKey(primaryKey, slot: $0) }
+        let loaded = keys.count == 1
+        return keys
+            .compactMap { key -> (Variant, Date)? in
+                guard let record = loaded ? records.record(for: key) : records.recordWithoutBody(for: key),
+                      let entry = CachedHTTPResponse(body: record.data, metadata: record.metadata)
+                else { return nil }
+                return (Variant(entry: entry, recordKey: key, isLoaded: loaded), record.created)
             }
-        }
+            .sorted { $0.1 < $1.1 }
+            .map(\.0)
     }
 
-    /// Stores `entry` under `primaryKey`, replacing the variant with the same identity.
-    /// Does nothing for a `.notAllowed` entry.
+    /// `variant` with its body; `nil` when its record has gone or now holds another variant.
+    func load(_ variant: Variant) -> CachedHTTPResponse? {
+        if variant.isLoaded { return variant.entry }
+        guard let record = records.record(for: variant.recordKey),
+              let entry = CachedHTTPResponse(body: record.data, metadata: record.metadata),
+              entry.variantID == variant.entry.variantID
+        else { return nil }
+        return entry
+    }
+
+    /// Stores `entry` under `primaryKey`, replacing the variant with the same identity (else
+    /// taking a free slot, else replacing the least recently stored variant). Does nothing for
+    /// a `.notAllowed` entry.
     ///
-    /// With `bodyUnchanged` (a 304 refreshing stored headers), an already stored variant gets
-    /// its metadata replaced and keeps its body on disk as it is, instead of being rewritten.
+    /// With `bodyUnchanged` (a 304 or a HEAD refreshing stored headers), an already stored
+    /// variant with the same storage policy gets its metadata replaced and keeps its body on
+    /// disk as it is, instead of being rewritten.
     func store(_ entry: CachedHTTPResponse, forKey primaryKey: String, bodyUnchanged: Bool = false) throws {
         guard entry.storagePolicy != .notAllowed else { return }
         let id = entry.variantID
-        if bodyUnchanged,
-           list(for: primaryKey).contains(ListedVariant(id: id, policy: entry.storagePolicy)),
-           try records.updateMetadata(entry.encodedMetadata(), for: Self.variantKey(primaryKey, id), policy: entry.storagePolicy.tiered) {
-            return
-        }
-        try records.store(entry.body, for: Self.variantKey(primaryKey, id), metadata: entry.encodedMetadata(), policy: entry.storagePolicy.tiered)
-        try listLock.withLock { _ in
-            var list = list(for: primaryKey).filter { $0.id != id }
-            list.append(ListedVariant(id: id, policy: entry.storagePolicy))
-            while list.count > Self.maximumVariantCount {
-                let dropped = list.removeFirst()
-                try records.removeValue(for: Self.variantKey(primaryKey, dropped.id))
+        try storeLock.withLock { _ in
+            var same: (slot: Int, policy: HTTPStoragePolicy)?
+            var free: Int?
+            var oldest: (slot: Int, created: Date)?
+            for slot in 0..<Self.maximumVariantCount {
+                let key = Self.variantKey(primaryKey, slot: slot)
+                guard let record = records.recordWithoutBody(for: key) else {
+                    if free == nil { free = slot }
+                    continue
+                }
+                let stored = CachedHTTPResponse(body: Data(), metadata: record.metadata)
+                if let stored, stored.variantID == id {
+                    if same == nil {
+                        same = (slot, stored.storagePolicy)
+                    } else {
+                        try records.removeValue(for: key)  // never two records for one variant
+                    }
+                } else if oldest.map({ record.created < $0.created }) ?? true {
+                    oldest = (slot, record.created)
+                }
             }
-            try writeList(list, for: primaryKey)
+            let slot = same?.slot ?? free ?? oldest?.slot ?? 0
+            let key = Self.variantKey(primaryKey, slot: slot)
+            if bodyUnchanged, same?.policy == entry.storagePolicy,
+               try records.updateMetadata(entry.encodedMetadata(), for: key, policy: entry.storagePolicy.tiered) {
+                return
+            }
+            try records.store(entry.body, for: key, metadata: entry.encodedMetadata(), policy: entry.storagePolicy.tiered)
         }
     }
 
-    private func writeList(_ list: [ListedVariant], for primaryKey: String) throws {
-        guard !list.isEmpty else {
-            try records.removeValue(for: primaryKey)
-            return
+    /// Removes the variant with identity `variantID` stored under `primaryKey`, if there is one.
+    func remove(variantID: String, forKey primaryKey: String) throws {
+        try storeLock.withLock { _ in
+            for slot in takenSlots(primaryKey) {
+                let key = Self.variantKey(primaryKey, slot: slot)
+                if let record = records.recordWithoutBody(for: key),
+                   CachedHTTPResponse(body: Data(), metadata: record.metadata)?.variantID == variantID {
+                    try records.removeValue(for: key)
+                }
+            }
         }
-        let json = String(decoding: try JSONEncoder().encode(list), as: UTF8.self)
-        // The list goes to disk when any variant may; otherwise it would outlive a restart
-        // pointing at nothing, or be lost while its variants are still on disk.
-        let policy: HTTPStoragePolicy = list.contains { $0.policy == .allowed } ? .allowed : .allowedInMemoryOnly
-        try records.store(Data(), for: primaryKey, metadata: [Self.variantsField: json], policy: policy.tiered)
     }
 
     /// Removes every variant stored under `primaryKey`.
     func removeAll(forKey primaryKey: String) throws {
-        try listLock.withLock { _ in
-            let list = list(for: primaryKey)
-            try records.removeValue(for: primaryKey)
-            for listed in list {
-                try records.removeValue(for: Self.variantKey(primaryKey, listed.id))
+        try storeLock.withLock { _ in
+            for slot in takenSlots(primaryKey) {
+                try records.removeValue(for: Self.variantKey(primaryKey, slot: slot))
             }
         }
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import DiskCache
 import Foundation
+import HTTPCache
 
 struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -21,6 +22,10 @@ struct Verify: ParsableCommand {
             permissions restored and the journal rewritten; each repair is listed, then the \
             cache is checked again, and the exit status is 0 only when that check passes.
 
+            In a cache of the HTTP layer (HTTPURLCache), records holding responses that no \
+            lookup reaches (such as the variant lists of an earlier record layout) are problems \
+            too, and --repair removes them.
+
             A progress bar is drawn on standard error when it is a terminal.
             """
     )
@@ -34,7 +39,7 @@ struct Verify: ParsableCommand {
     var quiet = false
 
     func run() throws {
-        let found: DiskCache.VerificationReport
+        let found: Check
         do {
             found = try check(label: "verifying")
         } catch let error as DiskCacheError where error.code == .notACache && repair {
@@ -49,43 +54,57 @@ struct Verify: ParsableCommand {
             for line in repairs { Terminal.writeLine("repaired: \(line)") }
             found = try check(label: "verifying")
         }
-        let problems = found.problems
-        for note in found.notes { Terminal.writeLine("note: \(note)") }
+        let problems = found.report.problems
+        for note in found.report.notes { Terminal.writeLine("note: \(note)") }
         for problem in problems { Terminal.writeLine("problem: \(Self.describe(problem))") }
+        for record in found.unreachable { Terminal.writeLine("problem: \(Self.describe(record))") }
         if !quiet {
-            Terminal.writeLine("checked \(Self.count(found.entriesChecked, "entry", "entries")) (\(ByteSize.format(found.bytesChecked)) of bodies): "
-                + (problems.isEmpty ? "no problems" : Self.count(problems.count, "problem", "problems")))
+            Terminal.writeLine("checked \(Self.count(found.report.entriesChecked, "entry", "entries")) (\(ByteSize.format(found.report.bytesChecked)) of bodies): "
+                + (found.problemCount == 0 ? "no problems" : Self.count(found.problemCount, "problem", "problems")))
         }
-        guard !problems.isEmpty else { return }
+        guard found.problemCount > 0 else { return }
         guard repair else { throw ExitCode(ExitStatus.problemsFound) }
 
-        let repairs = try runRepair().map { Self.namingKeys($0, from: problems) }
+        let repairs = try runRepair(removing: found.unreachable).map { Self.namingKeys($0, from: problems) }
         for line in repairs { Terminal.writeLine("repaired: \(line)") }
         let after = try check(label: "re-checking")
-        for problem in after.problems { Terminal.writeLine("remaining: \(Self.describe(problem))") }
+        for problem in after.report.problems { Terminal.writeLine("remaining: \(Self.describe(problem))") }
+        for record in after.unreachable { Terminal.writeLine("remaining: \(Self.describe(record))") }
         if !quiet {
-            Terminal.writeLine("after repair: \(Self.count(after.entriesChecked, "entry", "entries")), "
-                + (after.problems.isEmpty ? "no problems" : "\(Self.count(after.problems.count, "problem", "problems")) left"))
+            Terminal.writeLine("after repair: \(Self.count(after.report.entriesChecked, "entry", "entries")), "
+                + (after.problemCount == 0 ? "no problems" : "\(Self.count(after.problemCount, "problem", "problems")) left"))
         }
-        if !after.problems.isEmpty { throw ExitCode(ExitStatus.problemsFound) }
+        if after.problemCount > 0 { throw ExitCode(ExitStatus.problemsFound) }
+    }
+
+    /// What one check found: the store's report, and the HTTP records no lookup reaches.
+    private struct Check {
+        var report: DiskCache.VerificationReport
+        var unreachable: [HTTPURLCache.UnreachableRecord]
+        var problemCount: Int { report.problems.count + unreachable.count }
     }
 
     /// The read-only check; the inspector (and the lock it holds) is gone when this returns.
-    private func check(label: String) throws -> DiskCache.VerificationReport {
+    private func check(label: String) throws -> Check {
         let inspector = try cache.inspect()
         let bar = ProgressBar(label: label)
         let report = inspector.verify { done, total in bar.update(done: done, total: total) }
         bar.finish()
-        return report
+        let unreachable = HTTPURLCache.unreachableRecords(among: inspector.entries()).sorted { $0.key < $1.key }
+        return Check(report: report, unreachable: unreachable)
     }
 
     /// Opens the cache read-write and repairs it; returns what was done, one sentence each.
-    private func runRepair() throws -> [String] {
+    private func runRepair(removing unreachable: [HTTPURLCache.UnreachableRecord]) throws -> [String] {
         let diskCache = try cache.open(reportsRecovery: false)
         defer { try? diskCache.close() }
         let bar = ProgressBar(label: "repairing")
-        let report = try diskCache.verify(repair: true) { done, total in bar.update(done: done, total: total) }
+        var report = try diskCache.verify(repair: true) { done, total in bar.update(done: done, total: total) }
         bar.finish()
+        for record in unreachable where diskCache.contains(record.key) {
+            try diskCache.removeValue(for: record.key)
+            report.repairs.append("Removed an HTTP record no lookup reaches (key \(Terminal.quoted(String(record.key.prefix(80))))): \(record.reason)")
+        }
         // Closing waits for the background work opening started (the scan for orphans after
         // an unclean shutdown), so the recovery counters below are final.
         try diskCache.close()
@@ -117,6 +136,10 @@ struct Verify: ParsableCommand {
         if let key = problem.key { text += " (key \(Terminal.quoted(String(key.prefix(80)))))" }
         if let path = problem.path { text += " [\(path)]" }
         return text
+    }
+
+    static func describe(_ record: HTTPURLCache.UnreachableRecord) -> String {
+        "unreachableHTTPRecord: \(record.reason) (key \(Terminal.quoted(String(record.key.prefix(80)))))"
     }
 
     static func count(_ n: Int, _ singular: String, _ plural: String) -> String {

@@ -60,6 +60,25 @@ struct CachePolicyTests {
         await fixture.finish()
     }
 
+    /// A request the key provider bypasses is still sent as its policy says, and under
+    /// `returnCacheDataDontLoad` not sent at all: nothing is stored for it.
+    @Test func aRequestTheKeyProviderBypassesKeepsItsPolicy() async throws {
+        let fixture = try await ClientFixture(keyProvider: ClosureCacheKeyProvider { _ in nil })
+        fixture.server.respond { _ in ScriptedResponse([("Cache-Control", "max-age=3600")], body: "uncached") }
+
+        let reloaded = try await fixture.get("/b", policy: .reloadIgnoringLocalAndRemoteCacheData)
+        #expect(reloaded.text == "uncached")
+        let sent = try #require(fixture.server.requests.last)
+        #expect(sent.header("Cache-Control") == "no-cache")
+        #expect(sent.header("Pragma") == "no-cache")
+
+        _ = try await fixture.get("/b")
+        #expect(fixture.server.requests.last?.header("Cache-Control") == nil)
+        await #expect(throws: HTTPCacheError.self) { try await fixture.get("/b", policy: .returnCacheDataDontLoad) }
+        #expect(fixture.server.requestCount == 2)
+        await fixture.finish()
+    }
+
     @Test func reloadRevalidatingCacheDataRevalidatesEvenAFreshResponse() async throws {
         let fixture = try await numberedFixture()
         _ = try await fixture.get("/r")

@@ -176,7 +176,8 @@ private final class Handler: ChannelInboundHandler {
 
     private func write(_ response: ScriptedResponse, keepAlive: Bool, isHEAD: Bool, context: ChannelHandlerContext) {
         var headers = HTTPHeaders(response.headers)
-        if response.status != 304 && response.status != 204 {
+        // A HEAD answer may name the length a GET would have (as a real origin does).
+        if response.status != 304 && response.status != 204 && !(isHEAD && headers.contains(name: "Content-Length")) {
             headers.replaceOrAdd(name: "Content-Length", value: String(response.body.count))
         }
         headers.replaceOrAdd(name: "Connection", value: keepAlive ? "keep-alive" : "close")

@@ -1,0 +1,42 @@
+import Foundation
+public import DiskCache
+
+extension HTTPURLCache {
+    /// An HTTP record in a cache directory that no lookup reaches.
+    public struct UnreachableRecord: Hashable, Sendable {
+        /// The record's key in the store.
+        public var key: String
+        /// Why no lookup reaches it.
+        public var reason: String
+    }
+
+    /// Of `entries` (the records of a cache directory, as ``DiskCacheInspector/entries()``
+    /// lists them), the HTTP records that no lookup of ``HTTPURLCache`` reaches: what
+    /// `diskcache verify` reports, and `diskcache verify --repair` removes.
+    ///
+    /// A lookup reads the records `<primary key>\n#variant <slot>` with a slot in `0..<16`, and
+    /// uses those whose metadata decodes as a response. So a record is unreachable when it holds
+    /// a response under any other key, holds a per-key variant list (what caches written before
+    /// record format 2 keep; ``HTTPURLCache`` empties such a cache when it opens it), or sits at
+    /// a variant's key with metadata that is not a response. Records of other kinds are not
+    /// looked at.
+    public static func unreachableRecords(among entries: some Sequence<DiskCache.Entry>) -> [UnreachableRecord] {
+        entries.compactMap { entry -> UnreachableRecord? in
+            let isResponse = entry.metadata[CachedHTTPResponse.metadataField] != nil
+            let isVariantKey = _HTTPResponseStore.parseVariantKey(entry.key) != nil
+            if entry.metadata[legacyVariantListField] != nil {
+                return UnreachableRecord(key: entry.key, reason: "a variant list of the record layout before format 2")
+            }
+            if isResponse, !isVariantKey {
+                return UnreachableRecord(key: entry.key, reason: "a response under a key that is not a variant's (\\n#variant 0 to 15)")
+            }
+            if isVariantKey, CachedHTTPResponse(body: Data(), metadata: entry.metadata) == nil {
+                return UnreachableRecord(key: entry.key, reason: "a variant's key whose metadata is not a stored response")
+            }
+            return nil
+        }
+    }
+
+    /// The metadata field of the per-key variant lists that record format 1 kept.
+    static let legacyVariantListField = "variants"
+}

@@ -1,0 +1,193 @@
+import DiskCache
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+@testable import HTTPCache
+
+/// Each stored response (method, `Vary` values) is a record of its own: selection is by method
+/// and `Vary`, and removal by date, by URL, by capacity and by reset work one variant at a time.
+struct VariantRecordTests {
+    private let url = URL(string: "https://example.com/page")!
+
+    private func request(_ method: String = "GET", language: String? = nil) -> URLRequest {
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        if let language { request.setValue(language, forHTTPHeaderField: "Accept-Language") }
+        return request
+    }
+
+    private func response(_ body: String, vary: Bool = false) -> CachedURLResponse {
+        let headers = vary ? ["Vary": "Accept-Language", "Cache-Control": "max-age=3600"] : ["Cache-Control": "max-age=3600"]
+        let http = HTTPURLResponse(url: url, statusCode: 200, httpVersion: "HTTP/1.1", headerFields: headers)!
+        return CachedURLResponse(response: http, data: Data(body.utf8))
+    }
+
+    private func body(_ cached: CachedURLResponse?) -> String? {
+        cached.map { String(decoding: $0.data, as: UTF8.self) }
+    }
+
+    /// Records on disk, and how many of them a lookup reaches.
+    private func diskRecords(_ cache: HTTPURLCache) -> Int { cache.responses.records.disk?.count ?? 0 }
+
+    // MARK: - Methods
+
+    @Test func aHEADResponseStoredForAURLNeverAnswersAGET() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let cache = try HTTPURLCache(directory: directory.cacheDirectory)
+        cache.storeCachedResponse(response("the body"), for: request("GET"))
+        cache.storeCachedResponse(response(""), for: request("HEAD"))
+
+        #expect(body(cache.cachedResponse(for: request("GET"))) == "the body")
+        #expect(cache.storedResponse(for: request("GET"))?.response.requestMethod == "GET")
+        // A HEAD is answered by the most recent of the two: the HEAD response.
+        #expect(cache.storedResponse(for: request("HEAD"))?.response.requestMethod == "HEAD")
+        #expect(diskRecords(cache) == 2)
+
+        // Only a HEAD stored: a GET finds nothing.
+        cache.removeCachedResponse(for: request("GET"))
+        cache.storeCachedResponse(response(""), for: request("HEAD"))
+        #expect(cache.cachedResponse(for: request("GET")) == nil)
+        #expect(cache.cachedResponse(for: request("HEAD")) != nil)
+    }
+
+    @Test func aHEADFetchedThroughTheClientKeepsTheStoredGETAndItsBody() async throws {
+        let fixture = try await ClientFixture()
+        fixture.server.respond { _ in ScriptedResponse([("Cache-Control", "max-age=3600"), ("ETag", "\"v1\"")], body: "full body") }
+        _ = try await fixture.get("/r")
+        let head = try await fixture.client.response(for: fixture.request("/r", method: "HEAD", policy: .reloadIgnoringLocalCacheData))
+        #expect(head.source == .network)
+        #expect(fixture.server.requests.map(\.method) == ["GET", "HEAD"])
+
+        #expect(body(fixture.cache.cachedResponse(for: fixture.request("/r"))) == "full body")
+        var elements: [CachingHTTPClient.Response] = []
+        for try await element in fixture.client.responses(for: fixture.request("/r")) { elements.append(element) }
+        #expect(elements.map(\.text) == ["full body", "full body"])
+        #expect(elements.first?.source == .cache)
+        await fixture.finish()
+    }
+
+    @Test func aHEADWithMatchingValidatorsFreshensTheStoredGETAndOneWithOthersRemovesIt() async throws {
+        let fixture = try await ClientFixture()
+        fixture.server.respond { request in
+            switch (request.method, request.path) {
+            case ("GET", _):
+                ScriptedResponse([("Cache-Control", "max-age=3600"), ("ETag", "\"v1\""), ("X-Version", "1")], body: "body v1")
+            case (_, "/same"):
+                ScriptedResponse([("Cache-Control", "max-age=3600"), ("ETag", "\"v1\""), ("X-Version", "2"), ("Content-Length", "7")])
+            default:
+                ScriptedResponse([("Cache-Control", "max-age=3600"), ("ETag", "\"v2\""), ("X-Version", "2")])
+            }
+        }
+        for path in ["/same", "/changed"] {
+            _ = try await fixture.get(path)
+            _ = try await fixture.client.response(for: fixture.request(path, method: "HEAD", policy: .reloadIgnoringLocalCacheData))
+        }
+
+        let freshened = try #require(fixture.cache.storedResponse(for: fixture.request("/same")))
+        #expect(freshened.response.headers["X-Version"] == "2")
+        #expect(String(decoding: freshened.body, as: UTF8.self) == "body v1")
+        #expect(fixture.cache.cachedResponse(for: fixture.request("/changed")) == nil)
+        #expect(fixture.cache.storedResponse(for: fixture.request("/changed", method: "HEAD"))?.response.requestMethod == "HEAD")
+        await fixture.finish()
+    }
+
+    // MARK: - Removal by date
+
+    @Test func removingByDateKeepsTheVariantsStoredBeforeIt() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let cache = try HTTPURLCache(directory: directory.cacheDirectory)
+        // Two URLs: one with two Vary variants, one with a GET and then a HEAD.
+        var other = URLRequest(url: URL(string: "https://example.com/other")!)
+        cache.storeCachedResponse(response("en", vary: true), for: request(language: "en"))
+        cache.storeCachedResponse(response("get"), for: other)
+        Thread.sleep(forTimeInterval: 0.05)
+        let between = Date()
+        Thread.sleep(forTimeInterval: 0.05)
+        cache.storeCachedResponse(response("fr", vary: true), for: request(language: "fr"))
+        other.httpMethod = "HEAD"
+        cache.storeCachedResponse(response(""), for: other)
+
+        cache.removeCachedResponses(since: between)
+
+        #expect(body(cache.cachedResponse(for: request(language: "en"))) == "en")
+        #expect(cache.cachedResponse(for: request(language: "fr")) == nil)
+        #expect(cache.storedResponse(for: other)?.response.requestMethod == "GET")
+        // Nothing is left on disk that a lookup does not reach.
+        #expect(diskRecords(cache) == 2)
+    }
+
+    // MARK: - Removal of a URL, replacement, the limit of variants
+
+    @Test func replacingRemovingAndTheLimitWorkPerVariant() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let cache = try HTTPURLCache(directory: directory.cacheDirectory)
+        let limit = _HTTPResponseStore.maximumVariantCount
+        for index in 0..<limit {
+            cache.storeCachedResponse(response("v\(index)", vary: true), for: request(language: "l\(index)"))
+        }
+        cache.storeCachedResponse(response("v3 again", vary: true), for: request(language: "l3"))
+        #expect(body(cache.cachedResponse(for: request(language: "l3"))) == "v3 again")
+        #expect(diskRecords(cache) == limit)
+
+        // One more than the limit replaces the least recently stored (l0), nothing else.
+        cache.storeCachedResponse(response("extra", vary: true), for: request(language: "extra"))
+        #expect(cache.cachedResponse(for: request(language: "l0")) == nil)
+        #expect(body(cache.cachedResponse(for: request(language: "l1"))) == "v1")
+        #expect(body(cache.cachedResponse(for: request(language: "extra"))) == "extra")
+        #expect(diskRecords(cache) == limit)
+
+        cache.removeCachedResponse(for: request(language: "l5"))
+        #expect(diskRecords(cache) == 0)
+        #expect(cache.responses.variants(forKey: CachePolicyEngine.primaryKey(method: "GET", url: url)).isEmpty)
+    }
+
+    // MARK: - Capacity eviction
+
+    @Test func capacityEvictionTakesVariantsOneByOne() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let cache = try HTTPURLCache(memoryCapacity: 0, diskCapacity: 64 << 20, directory: directory.cacheDirectory)
+        let disk = try #require(cache.responses.records.disk)
+        let big = String(repeating: "x", count: 64 << 10)
+        for language in ["a", "b", "c", "d"] {
+            cache.storeCachedResponse(response(language + big, vary: true), for: request(language: language))
+            Thread.sleep(forTimeInterval: 1.1)  // access times are kept to the second
+        }
+        _ = cache.cachedResponse(for: request(language: "a"))  // a is now the most recently used
+        _ = disk.trim(toSize: disk.totalSize - 1)
+
+        // The least recently used variant went, alone; the others are still found.
+        #expect(cache.cachedResponse(for: request(language: "b")) == nil)
+        for language in ["a", "c", "d"] {
+            #expect(body(cache.cachedResponse(for: request(language: language)))?.hasPrefix(language) == true)
+        }
+        #expect(diskRecords(cache) == 3)
+    }
+
+    // MARK: - Caches written with the earlier record shape
+
+    @Test func aCacheWithTheEarlierVariantListsStartsEmpty() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let primary = CachePolicyEngine.primaryKey(method: "GET", url: url)
+        do {
+            // What the earlier layout wrote: a list record at the primary key, a record per variant.
+            let store = try DiskCache(directory: directory.cacheDirectory)
+            let entry = HTTPURLCache.entry(from: response("old"), for: CacheRequest(request())!, requestTime: Date(), responseTime: Date())
+            try store.store(Data("old".utf8), for: primary + "\n#variant\nGET", metadata: try entry.encodedMetadata())
+            try store.store(Data(), for: primary, metadata: ["variants": #"[{"id":"GET","policy":"allowed"}]"#])
+            try store.close()
+        }
+        let cache = try HTTPURLCache(directory: directory.cacheDirectory)
+        #expect(diskRecords(cache) == 0)
+        cache.storeCachedResponse(response("new"), for: request())
+        #expect(body(cache.cachedResponse(for: request())) == "new")
+        let mark = try String(contentsOf: directory.cacheDirectory.appendingPathComponent("VERSION"), encoding: .utf8)
+        #expect(mark == "swift-disk-cache\n2\napplication 2\n")
+    }
+}
