@@ -188,7 +188,7 @@ func snapshot(_ directory: URL) -> [String: Data] {
     while let relative = enumerator.nextObject() as? String {
         let path = root + "/" + relative
         var isDirectory: ObjCBool = false
-        FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+        _ = FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
         files[relative] = isDirectory.boolValue ? Data("<dir>".utf8) : (FileManager.default.contents(atPath: path) ?? Data())
     }
     return files
