@@ -120,6 +120,30 @@ struct VariantRecordTests {
         #expect(diskRecords(cache) == 2)
     }
 
+    /// The same through the client and a real origin: the variant fetched before the date is
+    /// still served from the cache, the one fetched after it goes back to the origin.
+    @Test func removingByDateThroughTheClientKeepsWhatWasFetchedBefore() async throws {
+        let fixture = try await ClientFixture()
+        fixture.server.respond { request in
+            ScriptedResponse([("Cache-Control", "max-age=3600"), ("Vary", "Accept-Language")],
+                             body: "in \(request.header("Accept-Language") ?? "-")")
+        }
+        _ = try await fixture.get("/v", headers: ["Accept-Language": "en"])
+        try await Task.sleep(for: .milliseconds(50))
+        let between = Date()
+        try await Task.sleep(for: .milliseconds(50))
+        _ = try await fixture.get("/v", headers: ["Accept-Language": "fr"])
+        fixture.cache.removeCachedResponses(since: between)
+
+        let english = try await fixture.get("/v", headers: ["Accept-Language": "en"])
+        let french = try await fixture.get("/v", headers: ["Accept-Language": "fr"])
+        #expect(english.source == .cache)
+        #expect(english.text == "in en")
+        #expect(french.source == .network)
+        #expect(fixture.server.requestCount == 3)
+        await fixture.finish()
+    }
+
     // MARK: - Removal of a URL, replacement, the limit of variants
 
     @Test func replacingRemovingAndTheLimitWorkPerVariant() throws {
