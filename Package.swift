@@ -86,7 +86,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DiskCacheToolTests",
-            dependencies: ["diskcache", "DiskCache", "DiskCacheLocking"]
+            dependencies: ["diskcache", "DiskCache", "DiskCacheLocking", "HTTPCache"]
         ),
     ]
 )

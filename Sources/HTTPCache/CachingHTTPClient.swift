@@ -146,7 +146,9 @@ public final class CachingHTTPClient: Sendable {
 
     // MARK: - Deciding
 
-    private func respond(to request: URLRequest) async throws -> Response {
+    /// - Parameter excluding: record keys of variants whose body could not be read after they
+    ///   were chosen; each try leaves one more out, so this ends (at most 16 tries).
+    private func respond(to request: URLRequest, excluding: Set<String> = []) async throws -> Response {
         try Task.checkCancellation()
         guard let url = request.url, let cacheRequest = CacheRequest(request) else {
             throw HTTPCacheError(.invalidRequest, "the request has no URL")
@@ -155,18 +157,18 @@ public final class CachingHTTPClient: Sendable {
         // still applies (the headers of `reloadIgnoringLocalAndRemoteCacheData`, the refusal of
         // `returnCacheDataDontLoad`), and nothing is stored from its answer.
         let key = cache.keyProvider.key(for: request)
-        let variants = key.map { cache.responses.variants(forKey: $0) } ?? []
+        let variants = (key.map { cache.responses.variants(forKey: $0) } ?? []).filter { !excluding.contains($0.recordKey) }
         let now = clock()
         let decision = cache.engine.decision(
             for: cacheRequest, storedResponses: variants.map(\.entry.response), at: now,
             policy: RequestCachePolicy(request.cachePolicy)
         )
-        // The chosen response's body is read after the choice; if its record went in between
-        // (evicted, replaced, found damaged), decide again on what is stored now.
+        // The chosen response's body is read after the choice; if it cannot be (its record
+        // went in between: evicted, replaced, found damaged, unreadable), decide again without it.
         let chosen = decision.storedResponse.flatMap { stored in variants.first { $0.entry.response == stored } }
         let chosenEntry = chosen.flatMap(cache.responses.load)
-        if chosen != nil, chosenEntry == nil {
-            return try await respond(to: request)
+        if let chosen, chosenEntry == nil {
+            return try await respond(to: request, excluding: excluding.union([chosen.recordKey]))
         }
         let exchange = Exchange(request: request, cacheRequest: cacheRequest, key: key)
 
@@ -348,9 +350,12 @@ public final class CachingHTTPClient: Sendable {
     /// bodies stay as they are); the others are removed. A stored GET response's body is never
     /// replaced by a HEAD.
     ///
-    /// A stored response matches when the HEAD response has at least one validator (`ETag`,
-    /// `Last-Modified`), every one it has equals the stored response's, and its `Content-Length`,
-    /// if it has one, equals the stored body's length.
+    /// A stored response matches when every validator the HEAD response has (`ETag`,
+    /// `Last-Modified`) equals the stored response's, and its `Content-Length`, if it has one,
+    /// equals the stored response's `Content-Length` field (the stored body's length when the
+    /// stored response has none; a transport may have decoded a compressed body). A stored
+    /// response that does not match is removed, which the RFC allows in place of marking it
+    /// stale.
     private func freshenStoredResponses(
         afterHEAD headers: HTTPHeaderFields,
         exchange: Exchange,
@@ -362,9 +367,10 @@ public final class CachingHTTPClient: Sendable {
         for variant in cache.responses.variants(forKey: key)
         where variant.entry.response.requestMethod == "GET" && CachePolicyEngine.varyMatches(variant.entry.response, request: exchange.cacheRequest) {
             guard let entry = cache.responses.load(variant) else { continue }
-            let matches = !validators.isEmpty
-                && validators.allSatisfy { entry.response.headers[$0.0] == $0.1 }
-                && headers["Content-Length"].map { Int($0.trimmingCharacters(in: .whitespaces)) == entry.body.count } ?? true
+            let storedLength = entry.response.headers["Content-Length"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+                ?? entry.body.count
+            let matches = validators.allSatisfy { entry.response.headers[$0.0] == $0.1 }
+                && headers["Content-Length"].map { Int($0.trimmingCharacters(in: .whitespaces)) == storedLength } ?? true
             if matches {
                 var updated = entry
                 updated.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)

@@ -1,5 +1,9 @@
 import DiskCache
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import HTTPCache
 import Testing
 
 /// `verify` finds a corrupt body, an orphan file and a torn journal without touching
@@ -46,7 +50,12 @@ struct VerifyCommandTests {
     /// nothing else.
     @Test func httpRecordsNoLookupReachesAreReportedAndRepaired() throws {
         let directory = TemporaryDirectory()
-        let response = #"{"version":1,"url":"https://example.com/","response":{}}"#
+        let url = URL(string: "https://example.com/")!
+        let stored = HTTPURLCache.entry(
+            from: CachedURLResponse(response: URLResponse(url: url, mimeType: nil, expectedContentLength: 3, textEncodingName: nil),
+                                    data: Data("old".utf8)),
+            for: CacheRequest(url: url), requestTime: Date(), responseTime: Date())
+        let response = try #require(try stored.encodedMetadata()["http-response"])
         do {
             let cache = try DiskCache(directory: directory.cache)
             try cache.store(Data("plain".utf8), for: "plain")
@@ -65,6 +74,22 @@ struct VerifyCommandTests {
         #expect(repair.lines.filter { $0.hasPrefix("repaired: Removed an HTTP record no lookup reaches") }.count == 2, "\(repair.output)")
         #expect(repair.lines.last == "after repair: 1 entry, no problems", "\(repair.output)")
         #expect(try runTool(["get", directory.cache.path, "plain"]).output == "plain")
+    }
+
+    /// A cache that is not an HTTP cache, with metadata fields of the same names in other
+    /// shapes, has nothing the HTTP check reports.
+    @Test func recordsThatMerelyShareFieldNamesAreNotHTTPRecords() throws {
+        let directory = TemporaryDirectory()
+        do {
+            let cache = try DiskCache(directory: directory.cache)
+            try cache.store(Data(), for: "list", metadata: ["variants": "red, green"])
+            try cache.store(Data("x".utf8), for: "doc", metadata: ["variants": #"[{"id":"a","policy":"allowed"}]"#])
+            try cache.store(Data("y".utf8), for: "page", metadata: ["http-response": "text/html"])
+            try cache.close()
+        }
+        let result = try runTool(["verify", directory.cache.path])
+        #expect(result.status == 0, "\(result.output)")
+        #expect(result.output == "checked 3 entries (2 B of bodies): no problems\n")
     }
 
     /// The small cache with beta's body corrupted, an orphan `.meta` in a shard and garbage

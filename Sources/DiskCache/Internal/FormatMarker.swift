@@ -37,12 +37,25 @@ enum FormatMarker {
         Array("\(magic)\n\(version)\n\(application.map { "\(applicationPrefix)\($0)\n" } ?? "")".utf8)
     }
 
-    /// The application version a mark names; `nil` when it names none (or is not a mark).
-    static func applicationVersion(root: String) -> Int? {
-        guard case .success(let bytes?) = FileIO.readAll(Layout(root: root).versionFile, limit: 256, in: nil) else { return nil }
+    /// The application version the mark of a locked cache names; `nil` when it names none.
+    /// Throws when the mark cannot be read (never taken as "another version": that would empty
+    /// the cache).
+    static func applicationVersion(_ layout: Layout) throws(DiskCacheError) -> Int? {
+        let read = FileIO.readAll(layout.versionFile, limit: 256, in: layout.directory)
+        guard let bytes = try read.get(orThrow: "read the VERSION file", path: layout.versionFile) else {
+            throw DiskCacheError(code: .notACache, message: "The cache's VERSION file is not a regular file", path: layout.versionFile)
+        }
         let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-        guard lines.count == 4, lines[2].hasPrefix(applicationPrefix) else { return nil }
-        return Int(lines[2].dropFirst(applicationPrefix.count))
+        guard lines.count == 4, let version = applicationVersion(line: lines[2]) else { return nil }
+        return version
+    }
+
+    /// The version in an `application <n>` line (`n` one or more ASCII digits), else nil.
+    private static func applicationVersion(line: Substring) -> Int? {
+        guard line.hasPrefix(applicationPrefix) else { return nil }
+        let digits = line.dropFirst(applicationPrefix.count)
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return Int(digits)
     }
 
     /// Reads the mark of the directory at `root` (never following a link at `VERSION`,
@@ -59,9 +72,7 @@ enum FormatMarker {
         case .success(let bytes?):
             let text = String(decoding: bytes, as: UTF8.self)
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-            let applicationLine = lines.count == 4 && lines[2].hasPrefix(applicationPrefix)
-                && lines[2].dropFirst(applicationPrefix.count).allSatisfy(\.isASCII)
-                && Int(lines[2].dropFirst(applicationPrefix.count)) != nil
+            let applicationLine = lines.count == 4 && applicationVersion(line: lines[2]) != nil
             if lines.count == 3 || applicationLine, lines[0] == magic, lines[lines.count - 1].isEmpty,
                let version = Int(lines[1]), version >= 1, lines[1].allSatisfy(\.isASCII) {
                 return .marked(version)

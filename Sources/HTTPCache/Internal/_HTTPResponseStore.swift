@@ -13,8 +13,9 @@ import DiskCacheLocking
 /// eviction. Removing by date, evicting for capacity, or losing a record to damage touches that
 /// variant alone.
 ///
-/// Thread-safe. Reads take no lock of their own; stores are serialised by one lock, so that two
-/// concurrent stores under one key cannot take the same free slot, and a variant is never in two.
+/// Thread-safe. Reads take no lock of their own; stores under one key are serialised (by a lock
+/// per group of keys), so that two concurrent stores under one key cannot take the same free
+/// slot, and a variant is never in two.
 final class _HTTPResponseStore: Sendable {
     /// At most this many variants are kept per key; storing one more replaces the oldest.
     static let maximumVariantCount = 16
@@ -22,7 +23,13 @@ final class _HTTPResponseStore: Sendable {
     static let slotSeparator = "\n#variant "
 
     let records: TieredCache
-    private let storeLock = PthreadMutex(())
+    private let keyLocks = (0..<64).map { _ in PthreadMutex(()) }
+
+    private func lock(_ primaryKey: String) -> PthreadMutex<Void> {
+        var hasher = Hasher()
+        hasher.combine(primaryKey)
+        return keyLocks[Int(UInt(bitPattern: hasher.finalize()) % UInt(keyLocks.count))]
+    }
 
     init(records: TieredCache) {
         self.records = records
@@ -53,21 +60,21 @@ final class _HTTPResponseStore: Sendable {
         let isLoaded: Bool
     }
 
-    /// Every response stored under `primaryKey`, the least recently stored first. With several,
-    /// only their metadata is read (so that choosing one reads, and counts as an access of,
-    /// that one alone): ``load(_:)`` reads the body of the one chosen.
+    /// Every response stored under `primaryKey`, the least recently stored (by response time)
+    /// first. With several, only their metadata files are read (which hold small bodies too),
+    /// so that choosing one counts as an access of that one alone on disk: ``load(_:)`` reads
+    /// the record of the one chosen.
     func variants(forKey primaryKey: String) -> [Variant] {
         let keys = takenSlots(primaryKey).map { Self.variantKey(primaryKey, slot: $0) }
         let loaded = keys.count == 1
         return keys
-            .compactMap { key -> (Variant, Date)? in
+            .compactMap { key -> Variant? in
                 guard let record = loaded ? records.record(for: key) : records.recordWithoutBody(for: key),
                       let entry = CachedHTTPResponse(body: record.data, metadata: record.metadata)
                 else { return nil }
-                return (Variant(entry: entry, recordKey: key, isLoaded: loaded), record.created)
+                return Variant(entry: entry, recordKey: key, isLoaded: loaded)
             }
-            .sorted { $0.1 < $1.1 }
-            .map(\.0)
+            .sorted { $0.entry.response.responseTime < $1.entry.response.responseTime }
     }
 
     /// `variant` with its body; `nil` when its record has gone or now holds another variant.
@@ -81,8 +88,8 @@ final class _HTTPResponseStore: Sendable {
     }
 
     /// Stores `entry` under `primaryKey`, replacing the variant with the same identity (else
-    /// taking a free slot, else replacing the least recently stored variant). Does nothing for
-    /// a `.notAllowed` entry.
+    /// taking a free slot, else replacing the least recently stored variant, by response time,
+    /// which the metadata keeps to the sub-millisecond). Does nothing for a `.notAllowed` entry.
     ///
     /// With `bodyUnchanged` (a 304 or a HEAD refreshing stored headers), an already stored
     /// variant with the same storage policy gets its metadata replaced and keeps its body on
@@ -90,10 +97,10 @@ final class _HTTPResponseStore: Sendable {
     func store(_ entry: CachedHTTPResponse, forKey primaryKey: String, bodyUnchanged: Bool = false) throws {
         guard entry.storagePolicy != .notAllowed else { return }
         let id = entry.variantID
-        try storeLock.withLock { _ in
+        try lock(primaryKey).withLock { _ in
             var same: (slot: Int, policy: HTTPStoragePolicy)?
             var free: Int?
-            var oldest: (slot: Int, created: Date)?
+            var oldest: (slot: Int, stored: Date)?
             for slot in 0..<Self.maximumVariantCount {
                 let key = Self.variantKey(primaryKey, slot: slot)
                 guard let record = records.recordWithoutBody(for: key) else {
@@ -107,8 +114,10 @@ final class _HTTPResponseStore: Sendable {
                     } else {
                         try records.removeValue(for: key)  // never two records for one variant
                     }
-                } else if oldest.map({ record.created < $0.created }) ?? true {
-                    oldest = (slot, record.created)
+                } else if let stored, oldest.map({ stored.response.responseTime < $0.stored }) ?? true {
+                    oldest = (slot, stored.response.responseTime)
+                } else if stored == nil {
+                    oldest = (slot, .distantPast)  // not a response: the first to go
                 }
             }
             let slot = same?.slot ?? free ?? oldest?.slot ?? 0
@@ -123,7 +132,7 @@ final class _HTTPResponseStore: Sendable {
 
     /// Removes the variant with identity `variantID` stored under `primaryKey`, if there is one.
     func remove(variantID: String, forKey primaryKey: String) throws {
-        try storeLock.withLock { _ in
+        try lock(primaryKey).withLock { _ in
             for slot in takenSlots(primaryKey) {
                 let key = Self.variantKey(primaryKey, slot: slot)
                 if let record = records.recordWithoutBody(for: key),
@@ -136,7 +145,7 @@ final class _HTTPResponseStore: Sendable {
 
     /// Removes every variant stored under `primaryKey`.
     func removeAll(forKey primaryKey: String) throws {
-        try storeLock.withLock { _ in
+        try lock(primaryKey).withLock { _ in
             for slot in takenSlots(primaryKey) {
                 try records.removeValue(for: Self.variantKey(primaryKey, slot: slot))
             }

@@ -72,16 +72,21 @@ struct VariantRecordTests {
     @Test func aHEADWithMatchingValidatorsFreshensTheStoredGETAndOneWithOthersRemovesIt() async throws {
         let fixture = try await ClientFixture()
         fixture.server.respond { request in
+            // Every HEAD names the GET body's length (7) unless said otherwise.
             switch (request.method, request.path) {
             case ("GET", _):
                 ScriptedResponse([("Cache-Control", "max-age=3600"), ("ETag", "\"v1\""), ("X-Version", "1")], body: "body v1")
             case (_, "/same"):
                 ScriptedResponse([("Cache-Control", "max-age=3600"), ("ETag", "\"v1\""), ("X-Version", "2"), ("Content-Length", "7")])
+            case (_, "/no-validator"):
+                ScriptedResponse([("Cache-Control", "max-age=3600"), ("X-Version", "2"), ("Content-Length", "7")])
+            case (_, "/other-length"):
+                ScriptedResponse([("Cache-Control", "max-age=3600"), ("ETag", "\"v1\""), ("X-Version", "2"), ("Content-Length", "8")])
             default:
-                ScriptedResponse([("Cache-Control", "max-age=3600"), ("ETag", "\"v2\""), ("X-Version", "2")])
+                ScriptedResponse([("Cache-Control", "max-age=3600"), ("ETag", "\"v2\""), ("X-Version", "2"), ("Content-Length", "7")])
             }
         }
-        for path in ["/same", "/changed"] {
+        for path in ["/same", "/changed", "/no-validator", "/other-length"] {
             _ = try await fixture.get(path)
             _ = try await fixture.client.response(for: fixture.request(path, method: "HEAD", policy: .reloadIgnoringLocalCacheData))
         }
@@ -89,7 +94,12 @@ struct VariantRecordTests {
         let freshened = try #require(fixture.cache.storedResponse(for: fixture.request("/same")))
         #expect(freshened.response.headers["X-Version"] == "2")
         #expect(String(decoding: freshened.body, as: UTF8.self) == "body v1")
+        // No validator to compare and the same length: freshened too (RFC 9111 §4.3.5 compares
+        // the validators the HEAD has).
+        #expect(fixture.cache.storedResponse(for: fixture.request("/no-validator"))?.response.headers["X-Version"] == "2")
+        // Another ETag, or another length: the stored GET response is removed.
         #expect(fixture.cache.cachedResponse(for: fixture.request("/changed")) == nil)
+        #expect(fixture.cache.cachedResponse(for: fixture.request("/other-length")) == nil)
         #expect(fixture.cache.storedResponse(for: fixture.request("/changed", method: "HEAD"))?.response.requestMethod == "HEAD")
         await fixture.finish()
     }
