@@ -11,7 +11,7 @@ public struct DiskCacheError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: Hashable, Sendable {
             case notFound, notADirectory, permissionDenied, notACache, locked, newerFormat
-            case diskFull, ioFailure, closed, invalidArgument
+            case diskFull, ioFailure, closed, invalidArgument, undecodableValue
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -34,8 +34,12 @@ public struct DiskCacheError: Error, Sendable, CustomStringConvertible {
         public static let ioFailure = Code(.ioFailure)
         /// The cache was closed.
         public static let closed = Code(.closed)
-        /// An argument the store cannot accept (for example metadata too large for an entry).
+        /// An argument the store cannot accept (for example metadata too large for an entry, or a
+        /// value its coder cannot encode).
         public static let invalidArgument = Code(.invalidArgument)
+        /// A stored value could not be decoded as the type asked for (``DiskCache/value(_:for:coder:removingIfUndecodable:)``).
+        /// The entry stays unless the call asked for its removal.
+        public static let undecodableValue = Code(.undecodableValue)
 
         public var description: String { "\(wrapped)" }
 
