@@ -52,11 +52,11 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     /// The responses, per key and variant.
     let responses: _HTTPResponseStore
 
-    /// The shape of the records this cache writes, kept in the disk tier's `VERSION` file
-    /// (``DiskCache/Configuration/applicationVersion``): a cache written with another shape is
-    /// emptied at open. 2: one record per variant in numbered slots (1, unmarked: a variant
-    /// list record per key).
-    static let recordFormatVersion = 2
+    /// The shape of the records this cache writes, kept in the disk tier's `VERSION` file as its
+    /// application version (``DiskCache/Configuration/applicationVersion``): a cache written
+    /// with another shape, or with none, is emptied at open. 2: one record per variant in
+    /// numbered slots (before it, unmarked: a variant list record per key).
+    public static let recordFormatVersion = 2
 
     /// Opens (or creates) a cache.
     ///
@@ -65,7 +65,9 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     ///   - diskCapacity: bytes kept on disk. 20 MiB by default; 0 or a `nil` directory keeps
     ///     the cache in memory only.
     ///   - directory: the disk tier's directory, owned by this cache alone (it is locked while
-    ///     open); `nil` for a memory-only cache.
+    ///     open); `nil` for a memory-only cache. A cache there that this version's records did
+    ///     not write (an earlier record layout, or a store used for something else) is emptied
+    ///     at open: see ``recordFormatVersion``.
     ///   - engine: the caching rules; a private cache by default.
     ///   - keyProvider: how requests map to keys; ``DefaultCacheKeyProvider`` by default.
     ///   - willStore: a hook that may edit or veto each response before it is stored.
