@@ -178,7 +178,7 @@ extension DiskCache {
         let names = try Syscall.listDirectory(root).get(orThrow: "list the cache directory", path: root)
         let was: String
         switch FormatMarker.read(root: root) {
-        case .marked(let version) where version > Layout.formatVersion:
+        case .marked(let version, _) where version > Layout.formatVersion:
             throw DiskCacheError(code: .newerFormat,
                                  message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
                                  path: root)

@@ -94,7 +94,7 @@ public final class DiskCache: Sendable {
         self.syncState.withLock { $0 = SyncState(generation: 0, syncedLength: opened.state.journalLength) }
         self.maintenance = Maintenance(interval: configuration.maintenanceInterval)
         self.maintenance.start(owner: self, scanForOrphans: opened.needsOrphanScan)
-        if let wanted = configuration.applicationVersion, try FormatMarker.applicationVersion(layout) != wanted {
+        if let wanted = configuration.applicationVersion, opened.applicationVersion != wanted {
             // Entries another version of the application wrote: emptied first, then marked, so
             // that a crash in between empties it again at the next open.
             logger.notice("Emptied a cache written by another application version", metadata: [

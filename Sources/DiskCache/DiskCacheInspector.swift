@@ -64,11 +64,11 @@ public final class DiskCacheInspector: Sendable {
         }
         var summary = Summary()
         switch FormatMarker.read(root: layout.root) {
-        case .marked(let version) where version > Layout.formatVersion:
+        case .marked(let version, _) where version > Layout.formatVersion:
             throw DiskCacheError(code: .newerFormat,
                                  message: "The cache has format version \(version); this tool reads up to \(Layout.formatVersion)",
                                  path: layout.root)
-        case .marked(let version), .legacy(let version):
+        case .marked(let version, _), .legacy(let version):
             summary.formatVersion = version
         case .missing:
             throw DiskCacheError(code: .notACache, message: "The directory is not a cache (it has no VERSION file)", path: layout.root)

@@ -37,11 +37,3 @@ public func fuzzAge(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     }
     return 0
 }
-
-/// RFC 9111 §1.2.2, computed another way: all digits, leading zeros ignored, 2^31 at most.
-private func deltaSeconds(_ text: String) -> Int? {
-    guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-    let significant = text.drop { $0 == "0" }
-    if significant.count > 10 { return 2_147_483_648 }
-    return min(Int(significant) ?? 0, 2_147_483_648)
-}

@@ -48,3 +48,11 @@ extension String {
         return String(decoding: bytes[start..<end], as: UTF8.self)
     }
 }
+
+/// RFC 9111 §1.2.2, computed another way: all digits, leading zeros ignored, 2^31 at most.
+public func deltaSeconds(_ text: String) -> Int? {
+    guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+    let significant = text.drop { $0 == "0" }
+    if significant.count > 10 { return 2_147_483_648 }
+    return min(Int(significant) ?? 0, 2_147_483_648)
+}

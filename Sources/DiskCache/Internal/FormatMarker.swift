@@ -23,7 +23,7 @@ enum FormatMarker {
 
     enum Reading: Equatable {
         /// The mark, with this format version.
-        case marked(Int)
+        case marked(Int, application: Int? = nil)
         /// A version alone, beside a journal that is ours: a cache made before the magic line.
         case legacy(Int)
         case missing
@@ -35,19 +35,6 @@ enum FormatMarker {
 
     static func contents(version: Int = Layout.formatVersion, application: Int? = nil) -> [UInt8] {
         Array("\(magic)\n\(version)\n\(application.map { "\(applicationPrefix)\($0)\n" } ?? "")".utf8)
-    }
-
-    /// The application version the mark of a locked cache names; `nil` when it names none.
-    /// Throws when the mark cannot be read (never taken as "another version": that would empty
-    /// the cache).
-    static func applicationVersion(_ layout: Layout) throws(DiskCacheError) -> Int? {
-        let read = FileIO.readAll(layout.versionFile, limit: 256, in: layout.directory)
-        guard let bytes = try read.get(orThrow: "read the VERSION file", path: layout.versionFile) else {
-            throw DiskCacheError(code: .notACache, message: "The cache's VERSION file is not a regular file", path: layout.versionFile)
-        }
-        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-        guard lines.count == 4, let version = applicationVersion(line: lines[2]) else { return nil }
-        return version
     }
 
     /// The version in an `application <n>` line (`n` one or more ASCII digits), else nil.
@@ -72,10 +59,10 @@ enum FormatMarker {
         case .success(let bytes?):
             let text = String(decoding: bytes, as: UTF8.self)
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-            let applicationLine = lines.count == 4 && applicationVersion(line: lines[2]) != nil
-            if lines.count == 3 || applicationLine, lines[0] == magic, lines[lines.count - 1].isEmpty,
+            let application = lines.count == 4 ? applicationVersion(line: lines[2]) : nil
+            if lines.count == 3 || application != nil, lines[0] == magic, lines[lines.count - 1].isEmpty,
                let version = Int(lines[1]), version >= 1, lines[1].allSatisfy(\.isASCII) {
-                return .marked(version)
+                return .marked(version, application: application)
             }
             let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
             if let version = Int(trimmed), version >= 1, version <= Layout.flatShardsVersion,

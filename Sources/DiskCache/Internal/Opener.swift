@@ -36,11 +36,14 @@ struct Opener {
         var locks: [FileDescriptor]
         var state: CacheState
         var needsOrphanScan: Bool
+        /// The application version the cache's mark names (``DiskCache/Configuration/applicationVersion``).
+        var applicationVersion: Int?
     }
 
     func open() throws(DiskCacheError) -> Opened {
         let locks = try Self.takeLocks(layout)
-        let version = try checkVersion()
+        let mark = try checkVersion()
+        let version = mark.format
         // Read (and check the version of) the journal before anything in the directory changes,
         // so that a cache of a newer format is left as it was.
         var contents = try readJournal()
@@ -132,7 +135,7 @@ struct Opener {
         state.countLimit = configuration.countLimit
         for (_, entry) in state.index.entries { state.noteExpiry(entry) }
         return Opened(layout: layout.withVersion(Layout.formatVersion), blockSize: blockSize, locks: locks, state: state,
-                      needsOrphanScan: needsOrphanScan)
+                      needsOrphanScan: needsOrphanScan, applicationVersion: mark.application)
     }
 
     // MARK: - The directory
@@ -162,7 +165,7 @@ struct Opener {
         // Empty, or what a new cache's first step leaves when it is cut short.
         if names.allSatisfy({ $0.name.hasPrefix(FormatMarker.temporaryPrefix) }) { return true }
         switch FormatMarker.read(root: path) {
-        case .marked(let version) where version > Layout.formatVersion:
+        case .marked(let version, _) where version > Layout.formatVersion:
             throw DiskCacheError(code: .newerFormat,
                                  message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
                                  path: path)
@@ -328,20 +331,20 @@ struct Opener {
 
     /// The cache's format version, read again now that the cache is locked; writes the mark
     /// (durably) for a new cache, and adds the magic line to a cache marked before it had one.
-    private func checkVersion() throws(DiskCacheError) -> Int {
+    private func checkVersion() throws(DiskCacheError) -> (format: Int, application: Int?) {
         switch FormatMarker.read(root: layout.root) {
-        case .marked(let version) where version > Layout.formatVersion:
+        case .marked(let version, _) where version > Layout.formatVersion:
             throw DiskCacheError(code: .newerFormat,
                                  message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
                                  path: layout.root)
-        case .marked(let version):
-            return version
+        case .marked(let version, let application):
+            return (version, application)
         case .legacy(let version):
             try Self.writeVersion(layout, version: version)
-            return version
+            return (version, nil)
         case .missing where isNew:
             try Self.writeVersion(layout, application: configuration.applicationVersion)
-            return Layout.formatVersion
+            return (Layout.formatVersion, configuration.applicationVersion)
         case .missing, .damaged:
             throw DiskCacheError(code: .notACache, message: "The cache's VERSION file changed while it was being opened", path: layout.versionFile)
         }
