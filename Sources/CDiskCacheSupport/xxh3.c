@@ -1,4 +1,4 @@
-// XXH3-64 with the widest vector unit this CPU has (see xxh3_avx2.c).
+// XXH3-64 with the widest vector unit this CPU has (see xxh3_avx2.c and xxh3_avx512.c).
 #include "CDiskCacheSupport.h"
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -8,15 +8,22 @@
 
 uint64_t cdiskcache_xxh3_64_avx2(const void *bytes, size_t count);
 ssize_t cdiskcache_read_hashing_avx2(int fd, void *buffer, size_t count, uint64_t *hash);
+uint64_t cdiskcache_xxh3_64_avx512(const void *bytes, size_t count);
+ssize_t cdiskcache_read_hashing_avx512(int fd, void *buffer, size_t count, uint64_t *hash);
 
-static int has_avx2(void) {
+enum { VECTOR_BASELINE = 0, VECTOR_AVX2 = 1, VECTOR_AVX512 = 2 };
+
+/// The widest vector unit this CPU and its operating system support (the compiler runtime's
+/// check includes the OS saving the wider registers).
+static int vector_unit(void) {
     // Atomic because the first calls can come from several threads at once: they all compute
     // the same answer, but on a plain int that is still a data race (and a TSan report).
     static _Atomic int known = -1;
     int value = atomic_load_explicit(&known, memory_order_relaxed);
     if (value < 0) {
         __builtin_cpu_init();
-        value = __builtin_cpu_supports("avx2") ? 1 : 0;
+        value = __builtin_cpu_supports("avx512f") ? VECTOR_AVX512
+              : __builtin_cpu_supports("avx2") ? VECTOR_AVX2 : VECTOR_BASELINE;
         atomic_store_explicit(&known, value, memory_order_relaxed);
     }
     return value;
@@ -25,7 +32,13 @@ static int has_avx2(void) {
 
 uint64_t cdiskcache_xxh3_64(const void *bytes, size_t count) {
 #if defined(__x86_64__) && defined(__clang__)
-    if (count >= 256 && has_avx2()) return cdiskcache_xxh3_64_avx2(bytes, count);
+    if (count >= 256) {
+        switch (vector_unit()) {
+        case VECTOR_AVX512: return cdiskcache_xxh3_64_avx512(bytes, count);
+        case VECTOR_AVX2: return cdiskcache_xxh3_64_avx2(bytes, count);
+        default: break;
+        }
+    }
 #endif
     return XXH3_64bits(bytes, count);
 }
@@ -35,7 +48,11 @@ uint64_t cdiskcache_xxh3_64(const void *bytes, size_t count) {
 
 ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *hash) {
 #if defined(__x86_64__) && defined(__clang__)
-    if (has_avx2()) return cdiskcache_read_hashing_avx2(fd, buffer, count, hash);
+    switch (vector_unit()) {
+    case VECTOR_AVX512: return cdiskcache_read_hashing_avx512(fd, buffer, count, hash);
+    case VECTOR_AVX2: return cdiskcache_read_hashing_avx2(fd, buffer, count, hash);
+    default: break;
+    }
 #endif
     return read_hashing_baseline(fd, buffer, count, hash);
 }
