@@ -53,20 +53,21 @@ extension BenchFloor {
         }
     }
 
-    /// Tries every candidate on this machine in `directory` (scratch directories, each removed
-    /// and `sync`ed afterwards, so that no candidate pays for another's writeback): up to
+    /// Tries every candidate on this machine in `directory` (scratch directories, each set aside
+    /// in `trash` (see ``BenchTrash``) and `sync`ed afterwards, so that no candidate pays for
+    /// another's writeback or deletions): up to
     /// `rounds` interleaved rounds, in each up to `maxPuts` puts of `body` into an empty
     /// directory, then as many gets with each read method. About `seconds` in all: each put
     /// or get run stops after its share of 60 % of it (the rest goes to removing and syncing),
     /// and no round starts that would end past it. The candidate with the best put rate of any
     /// round is chosen; of the read methods, the one with the best get rate in that layout.
-    static func probe(in directory: String, body: Data, threads: Int, durable: Bool, maxPuts: Int,
+    static func probe(in directory: String, trash: String, body: Data, threads: Int, durable: Bool, maxPuts: Int,
                       seconds: Double, rounds: Int, onProgress: (Double) -> Void) throws -> Choice {
         let start = benchNanoseconds()
         if mkdir(directory, 0o700) != 0 && errno != EEXIST {
             throw BenchError("cannot create \(directory): \(String(cString: strerror(errno)))")
         }
-        defer { try? FileManager.default.removeItem(atPath: directory) }
+        defer { BenchTrash.setAside(directory, root: trash) }
         let hasTmpfile = supportsTmpfile(in: directory)
         let runnable = Candidate.all.filter { $0.strategy != .tmpfileLink || hasTmpfile }
         // Of a candidate's slice, 60 % for puts (they choose) and 20 % for each read method.
@@ -108,7 +109,7 @@ extension BenchFloor {
                     }
                     bestGet[candidate, default: [:]][method] = max(bestGet[candidate]?[method] ?? 0, get.opsPerSecond)
                 }
-                try? FileManager.default.removeItem(atPath: root)
+                BenchTrash.setAside(root, root: trash)
                 sync()
                 onProgress((Double(round) + Double(position + 1) / Double(runnable.count)) / Double(rounds))
             }

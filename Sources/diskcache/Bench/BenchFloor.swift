@@ -14,7 +14,7 @@ import Darwin
 /// the store's hashed names) can be read back; nothing else: no journal, no index, no
 /// checksum, no metadata.
 ///
-/// How to write that file is not fixed: ``probe(in:body:threads:durable:maxPuts:seconds:rounds:onProgress:)``
+/// How to write that file is not fixed: ``probe(in:trash:body:threads:durable:maxPuts:seconds:rounds:onProgress:)``
 /// tries every ``Layout`` × ``Strategy`` on this machine and the fastest writer is the floor.
 /// It is never a copy of the store's own design.
 final class BenchFloor: Sendable {

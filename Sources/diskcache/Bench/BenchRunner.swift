@@ -154,7 +154,7 @@ final class BenchRunner {
 
         // The floor: the fastest way this machine writes one file per entry, chosen now.
         progress.phase("\(label): floor probe (\(BenchFloor.Candidate.all.count) candidates × \(plan.floorProbeRounds) rounds)")
-        let choice = try BenchFloor.probe(in: plan.root + "/floor-probe-\(label)", body: data, threads: threads,
+        let choice = try BenchFloor.probe(in: plan.root + "/floor-probe-\(label)", trash: plan.root, body: data, threads: threads,
                                           durable: plan.isImmediate, maxPuts: min(plan.floorProbePuts, count),
                                           seconds: plan.floorProbeSeconds, rounds: plan.floorProbeRounds,
                                           onProgress: progress.phaseFraction)
@@ -463,8 +463,9 @@ final class BenchRunner {
         sync()
     }
 
+    /// Sets `path` aside until the run ends (``BenchTrash``).
     private func removeTree(_ path: String) {
-        try? FileManager.default.removeItem(atPath: path)
+        BenchTrash.setAside(path, root: plan.root)
     }
 
     // MARK: - Gets while the sweeper evicts
