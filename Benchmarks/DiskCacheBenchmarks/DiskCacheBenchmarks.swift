@@ -166,8 +166,8 @@ let benchmarks: @Sendable () -> Void = {
     // MARK: Memory tier
 
     let memory = MemoryCache<Int, Int>(countLimit: 20_000)
-    for i in 0..<10_000 { memory.setValue(i, forKey: i) }
+    for i in 0..<10_000 { memory.store(i, for: i) }
     Benchmark("memory cache hit (Int keys, 10000 entries)", configuration: .init(scalingFactor: .mega)) { benchmark in
-        for i in benchmark.scaledIterations { blackHole(memory.value(forKey: i % 10_000)) }
+        for i in benchmark.scaledIterations { blackHole(memory.value(for: i % 10_000)) }
     }
 }

@@ -125,11 +125,11 @@ func simulate(_ trace: [Request], policy: EvictionPolicy, capacity: Int, window:
     for request in trace {
         switch request {
         case .scan(let key):
-            if cache.value(forKey: key) == nil { cache.setValue(key, forKey: key) }
+            if cache.value(for: key) == nil { cache.store(key, for: key) }
             afterScan = 0
         case .zipf(let key):
-            let hit = cache.value(forKey: key) != nil
-            if !hit { cache.setValue(key, forKey: key) }
+            let hit = cache.value(for: key) != nil
+            if !hit { cache.store(key, for: key) }
             outcome.requests += 1
             if hit { outcome.hits += 1 }
             if afterScan >= 0, afterScan < window {
@@ -220,11 +220,11 @@ func throughput<Key: Hashable & Sendable>(keyName: String, keys: [Key]) {
     }
     for policy in EvictionPolicy.allCases {
         let cache = MemoryCache<Key, Int>(countLimit: keys.count, policy: policy)
-        for (i, key) in keys.enumerated() { cache.setValue(i, forKey: key) }
+        for (i, key) in keys.enumerated() { cache.store(i, for: key) }
         _ = measure("MemoryCache<\(keyName), Int> hit, \(policy)", lookups: lookupsPerRun) {
             var sum = 0
             for i in 0..<lookupsPerRun {
-                sum &+= cache.value(forKey: probes[i & mask]) ?? 0
+                sum &+= cache.value(for: probes[i & mask]) ?? 0
             }
             return sum
         }

@@ -174,7 +174,7 @@ public final class TieredCache: Sendable {
     /// The record for `key`: from memory, else from disk (then kept in memory); nil on a miss
     /// or when it has expired.
     public func record(for key: String) -> Record? {
-        if let record = memory.value(forKey: key) {
+        if let record = memory.value(for: key) {
             if let expires = record.expires, expires <= Date() {
                 removeFromMemory(key)
             } else {
@@ -185,7 +185,7 @@ public final class TieredCache: Sendable {
         // Read and promote under the key's lock, so that a store or removal of the key cannot
         // fall between the disk read and the promotion.
         let fromDisk: Record? = stripe(key).mutex.withLock { _ in
-            if let record = memory.value(forKey: key), record.expires.map({ $0 > Date() }) ?? true { return record }
+            if let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true { return record }
             guard let (data, entry) = disk?.dataAndEntry(for: key) else { return nil }
             let record = Record(data: data, metadata: entry.metadata, created: entry.created, expires: entry.expires)
             putInMemory(record, for: key)
@@ -209,7 +209,7 @@ public final class TieredCache: Sendable {
     /// The record for `key` without its body (`data` is empty): from memory, else from the disk
     /// tier's metadata file alone. Nothing is promoted into memory and no statistic counts it.
     public func recordWithoutBody(for key: String) -> Record? {
-        if let record = memory.value(forKey: key), record.expires.map({ $0 > Date() }) ?? true {
+        if let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true {
             return Record(data: Data(), metadata: record.metadata, created: record.created, expires: record.expires)
         }
         guard let entry = disk?.entry(for: key) else { return nil }
@@ -232,7 +232,7 @@ public final class TieredCache: Sendable {
             updated = try disk.updateMetadata(metadata, for: key)
             if !updated { removeFromMemory(key) }
         }
-        if var record = memory.value(forKey: key) {
+        if var record = memory.value(for: key) {
             record.metadata = metadata
             record.created = Date()
             putInMemory(record, for: key)
@@ -274,11 +274,11 @@ public final class TieredCache: Sendable {
         guard shared.state.withLock({ $0.memoryCapacity }) > 0 else { return }
         let cost = record.data.count + record.metadata.reduce(key.utf8.count) { $0 + $1.key.utf8.count + $1.value.utf8.count }
         shared.state.withLock { $0.memoryKeys[key] = record.created }
-        memory.setValue(record, forKey: key, cost: cost)
+        memory.store(record, for: key, cost: cost)
     }
 
     private func removeFromMemory(_ key: String) {
-        memory.removeValue(forKey: key)
+        memory.removeValue(for: key)
         _ = shared.state.withLock { $0.memoryKeys.removeValue(forKey: key) }
     }
 }

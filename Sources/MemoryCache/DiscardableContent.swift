@@ -11,7 +11,7 @@
 ///
 /// Whether a value conforms is checked once, when it is stored.
 ///
-/// - ``MemoryCache/value(forKey:)`` calls ``beginContentAccess()`` before it returns
+/// - ``MemoryCache/value(for:)`` calls ``beginContentAccess()`` before it returns
 ///   the value. When that succeeds the caller owns one access and must balance it
 ///   with ``endContentAccess()``. When it fails the lookup is a miss: `nil` is
 ///   returned and, if ``MemoryCache/evictsObjectsWithDiscardedContent`` is `true`,

@@ -1,6 +1,6 @@
 /// Why a value left a ``MemoryCache`` without the caller removing it.
 ///
-/// Values removed with ``MemoryCache/removeValue(forKey:)`` or
+/// Values removed with ``MemoryCache/removeValue(for:)`` or
 /// ``MemoryCache/removeAll()`` are not evictions: the caller asked for them to go and
 /// already has (or has given up) the value, so they are counted in
 /// ``MemoryCacheStatistics/removals`` and not reported to
@@ -14,7 +14,7 @@ public enum EvictionReason: Sendable, Hashable, CaseIterable, CustomStringConver
     /// either to make room for a new value or because the limit was lowered.
     ///
     /// A value whose own cost is larger than `totalCostLimit` is never stored: it is
-    /// reported with this reason as soon as ``MemoryCache/setValue(_:forKey:cost:)`` is
+    /// reported with this reason as soon as ``MemoryCache/store(_:for:cost:)`` is
     /// called.
     case costLimit
 
@@ -25,7 +25,7 @@ public enum EvictionReason: Sendable, Hashable, CaseIterable, CustomStringConver
     /// and ``MemoryCache/evictsObjectsWithDiscardedContent`` is `true`.
     case discardedContent
 
-    /// ``MemoryCache/setValue(_:forKey:cost:)`` stored another value under the same key.
+    /// ``MemoryCache/store(_:for:cost:)`` stored another value under the same key.
     case replaced
 
     public var description: String {

@@ -8,7 +8,7 @@ extension MemoryCache {
         /// The value that left the cache. For ``EvictionReason/replaced`` it is the old
         /// value; for a value rejected because it costs more than
         /// ``MemoryCache/totalCostLimit`` it is the value that was passed to
-        /// ``MemoryCache/setValue(_:forKey:cost:)``.
+        /// ``MemoryCache/store(_:for:cost:)``.
         public let value: Value
 
         /// The cost the value was stored with.

@@ -7,8 +7,8 @@ public import DiskCacheLocking
 ///
 /// ```swift
 /// let thumbnails = MemoryCache<String, Thumbnail>(name: "thumbnails", totalCostLimit: 64 << 20)
-/// thumbnails.setValue(thumbnail, forKey: url, cost: thumbnail.byteCount)
-/// if let hit = thumbnails.value(forKey: url) { ... }
+/// thumbnails.store(thumbnail, for: url, cost: thumbnail.byteCount)
+/// if let hit = thumbnails.value(for: url) { ... }
 /// ```
 ///
 /// ### Limits are strict
@@ -65,7 +65,7 @@ public import DiskCacheLocking
 /// - ``onEviction`` is called after the value has left the cache, outside the lock,
 ///   and may use the cache; `NSCache`'s `cache(_:willEvictObject:)` is called before,
 ///   and must not touch the cache. Unlike `NSCache` on Apple platforms, values the
-///   caller removes with ``removeValue(forKey:)`` or ``removeAll()`` are not reported;
+///   caller removes with ``removeValue(for:)`` or ``removeAll()`` are not reported;
 ///   unlike `NSCache`, a replaced value is (``EvictionReason/replaced``).
 /// - ``DiscardableContent`` replaces `NSDiscardableContent`, with the same
 ///   ``evictsObjectsWithDiscardedContent`` switch.
@@ -163,7 +163,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     /// The maximum sum of the costs of the values the cache holds; 0 (the default)
     /// means no limit.
     ///
-    /// Costs are whatever unit you pass to ``setValue(_:forKey:cost:)``, typically
+    /// Costs are whatever unit you pass to ``store(_:for:cost:)``, typically
     /// bytes. A change takes effect at once: lowering the limit below ``totalCost``
     /// evicts values in policy order (reason ``EvictionReason/costLimit``) before the
     /// setter returns.
@@ -182,9 +182,9 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     /// content has been discarded; `true` by default, as in `NSCache`.
     ///
     /// When `true`, such a value is removed (reason ``EvictionReason/discardedContent``)
-    /// when ``value(forKey:)`` finds that ``DiscardableContent/beginContentAccess()``
+    /// when ``value(for:)`` finds that ``DiscardableContent/beginContentAccess()``
     /// fails, and when ``trim(toCost:)`` or ``trim(toCount:)`` sweeps the cache. When
-    /// `false`, it stays until a limit or a trim evicts it, but ``value(forKey:)``
+    /// `false`, it stays until a limit or a trim evicts it, but ``value(for:)``
     /// still returns `nil` for it. A change applies from the next lookup or trim.
     public var evictsObjectsWithDiscardedContent: Bool {
         get { state.withLock { $0.core.evictsObjectsWithDiscardedContent } }
@@ -198,7 +198,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     /// has released the lock and before it returns, in the order the values left. It
     /// may call any method of the cache. Handlers of different threads may run at the
     /// same time. A handler set while another thread is evicting applies from that
-    /// thread's next call. Values removed with ``removeValue(forKey:)`` or
+    /// thread's next call. Values removed with ``removeValue(for:)`` or
     /// ``removeAll()`` are not reported.
     public var onEviction: EvictionHandler? {
         get { state.withLock { $0.onEviction } }
@@ -238,7 +238,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     ///
     /// - Complexity: O(1).
     @inlinable
-    public func value(forKey key: Key) -> Value? {
+    public func value(for key: Key) -> Value? {
         guard let hit = state.withLock({ $0.core.lookup(key) }) else { return nil }
         guard hit.isDiscardable, let content = hit.value as? any DiscardableContent else {
             return hit.value
@@ -267,7 +267,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     /// - Precondition: `cost` is not negative.
     /// - Complexity: O(1), plus O(1) amortised per value evicted.
     @inlinable
-    public func setValue(_ value: Value, forKey key: Key, cost: Int = 0) {
+    public func store(_ value: Value, for key: Key, cost: Int = 0) {
         precondition(cost >= 0, "cost must not be negative")
         let isDiscardable = value is any DiscardableContent
         mutate { $0.insert(value, forKey: key, cost: cost, isDiscardable: isDiscardable, evictions: &$1) }
@@ -278,9 +278,29 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     ///
     /// - Complexity: O(1).
     @inlinable @discardableResult
-    public func removeValue(forKey key: Key) -> Value? {
+    public func removeValue(for key: Key) -> Value? {
         state.withLock { $0.core.removeValue(forKey: key) }
     }
+
+    // MARK: - Earlier names
+
+    // The names of the first releases, NSCache's way of saying it. The three caches now say
+    // value/data(for:), store(_:for:), removeValue(for:), as URLCache does in Swift.
+
+    /// Renamed ``value(for:)``.
+    @available(*, deprecated, renamed: "value(for:)")
+    @inlinable
+    public func value(forKey key: Key) -> Value? { value(for: key) }
+
+    /// Renamed ``store(_:for:cost:)``.
+    @available(*, deprecated, renamed: "store(_:for:cost:)")
+    @inlinable
+    public func setValue(_ value: Value, forKey key: Key, cost: Int = 0) { store(value, for: key, cost: cost) }
+
+    /// Renamed ``removeValue(for:)``.
+    @available(*, deprecated, renamed: "removeValue(for:)")
+    @inlinable @discardableResult
+    public func removeValue(forKey key: Key) -> Value? { removeValue(for: key) }
 
     /// Removes every value. The removals are not reported to ``onEviction``; the
     /// values are released after the lock has been dropped.

@@ -7,18 +7,18 @@
 /// insertion and one ``EvictionReason/replaced`` eviction; a value too costly to store
 /// is one insertion and one ``EvictionReason/costLimit`` eviction).
 public struct MemoryCacheStatistics: Sendable, Hashable, CustomStringConvertible {
-    /// Lookups with ``MemoryCache/value(forKey:)`` that returned a value.
+    /// Lookups with ``MemoryCache/value(for:)`` that returned a value.
     public var hits: Int { _hits }
 
-    /// Lookups with ``MemoryCache/value(forKey:)`` that returned `nil`, including those
+    /// Lookups with ``MemoryCache/value(for:)`` that returned `nil`, including those
     /// that found a ``DiscardableContent`` value whose content had been discarded.
     public var misses: Int { _misses }
 
-    /// Calls to ``MemoryCache/setValue(_:forKey:cost:)``, whether the key was new, was
+    /// Calls to ``MemoryCache/store(_:for:cost:)``, whether the key was new, was
     /// replaced, or the value was too costly to store.
     public var insertions: Int { _insertions }
 
-    /// Values removed by ``MemoryCache/removeValue(forKey:)`` (when the key was present)
+    /// Values removed by ``MemoryCache/removeValue(for:)`` (when the key was present)
     /// and ``MemoryCache/removeAll()``.
     public var removals: Int { _removals }
 

@@ -25,15 +25,15 @@ struct ConcurrencyTests {
                 switch generator.next() % 100 {
                 case 0..<50:
                     lookups.add(1, ordering: .relaxed)
-                    if let value = cache.value(forKey: key), value != key * 7 {
+                    if let value = cache.value(for: key), value != key * 7 {
                         wrongValues.add(1, ordering: .relaxed)
                     }
                 case 50..<85:
                     // Now and then a value too costly to store.
                     let cost = generator.next() % 200 == 0 ? totalCostLimit + 1 : Int(generator.next() % 20)
-                    cache.setValue(key * 7, forKey: key, cost: cost)
+                    cache.store(key * 7, for: key, cost: cost)
                 case 85..<97:
-                    if let value = cache.removeValue(forKey: key), value != key * 7 {
+                    if let value = cache.removeValue(for: key), value != key * 7 {
                         wrongValues.add(1, ordering: .relaxed)
                     }
                 case 97..<99:
@@ -68,10 +68,10 @@ struct ConcurrencyTests {
     func concurrentLookupsOfDiscardableValuesBalanceTheirAccesses() {
         let cache = MemoryCache<Int, Purgeable>(countLimit: 16)
         let values = (0..<16).map(Purgeable.init)
-        for value in values { cache.setValue(value, forKey: value.id) }
+        for value in values { cache.store(value, for: value.id) }
         DispatchQueue.concurrentPerform(iterations: 4) { thread in
             for i in 0..<5_000 {
-                if let value = cache.value(forKey: (i + thread) % 16) {
+                if let value = cache.value(for: (i + thread) % 16) {
                     value.endContentAccess()
                 }
                 if i % 1_000 == 0 { values[thread].purge() }

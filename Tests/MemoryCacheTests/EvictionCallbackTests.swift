@@ -5,17 +5,17 @@ import Testing
 struct EvictionCallbackTests {
     @Test func everyEvictionIsReportedOnceWithItsReason() {
         let (cache, recorder) = MemoryCache<String, Int>.recording(countLimit: 3, totalCostLimit: 100)
-        cache.setValue(1, forKey: "a", cost: 10)
-        cache.setValue(2, forKey: "b", cost: 10)
-        cache.setValue(3, forKey: "c", cost: 10)
-        cache.setValue(4, forKey: "d", cost: 10)  // a: countLimit
-        cache.setValue(20, forKey: "b", cost: 10)  // b: replaced
-        cache.setValue(5, forKey: "e", cost: 101)  // e: costLimit, never stored
-        cache.setValue(6, forKey: "f", cost: 75)  // c: countLimit (b was just used; 95 fits the cost)
+        cache.store(1, for: "a", cost: 10)
+        cache.store(2, for: "b", cost: 10)
+        cache.store(3, for: "c", cost: 10)
+        cache.store(4, for: "d", cost: 10)  // a: countLimit
+        cache.store(20, for: "b", cost: 10)  // b: replaced
+        cache.store(5, for: "e", cost: 101)  // e: costLimit, never stored
+        cache.store(6, for: "f", cost: 75)  // c: countLimit (b was just used; 95 fits the cost)
         cache.totalCostLimit = 80  // d, b: costLimit
-        cache.removeValue(forKey: "f")  // not reported
-        cache.setValue(7, forKey: "g", cost: 1)
-        cache.setValue(8, forKey: "h", cost: 1)
+        cache.removeValue(for: "f")  // not reported
+        cache.store(7, for: "g", cost: 1)
+        cache.store(8, for: "h", cost: 1)
         cache.trim(toCount: 1)  // g: trimmed
 
         let expected = ["a=1:countLimit", "b=2:replaced", "e=5:costLimit", "c=3:countLimit", "d=4:costLimit", "b=20:costLimit", "g=7:trimmed"]
@@ -31,11 +31,11 @@ struct EvictionCallbackTests {
         let cache = MemoryCache<Int, Int>(countLimit: 1, policy: .leastRecentlyUsed)
         let seen = PthreadMutex<[String]>([])
         cache.onEviction = { [unowned cache] eviction in
-            let stillThere = cache.value(forKey: eviction.key) != nil
+            let stillThere = cache.value(for: eviction.key) != nil
             seen.withLock { $0.append("\(eviction.key) there: \(stillThere), count: \(cache.count)") }
         }
-        cache.setValue(1, forKey: 1)
-        cache.setValue(2, forKey: 2)
+        cache.store(1, for: 1)
+        cache.store(2, for: 2)
         #expect(seen.withLock { $0 } == ["1 there: false, count: 1"])
     }
 
@@ -45,20 +45,20 @@ struct EvictionCallbackTests {
         let spilled = PthreadMutex<[Int]>([])
         cache.onEviction = { [unowned cache] eviction in
             // Every kind of call, including one that evicts again (and re-enters this handler).
-            _ = cache.value(forKey: eviction.key)
+            _ = cache.value(for: eviction.key)
             _ = cache.statistics
             _ = cache.count
-            cache.removeValue(forKey: -1)
+            cache.removeValue(for: -1)
             if eviction.key < 100 {
-                cache.setValue(eviction.value, forKey: eviction.key + 100)
+                cache.store(eviction.value, for: eviction.key + 100)
             }
             spilled.withLock { $0.append(eviction.key) }
         }
-        cache.setValue(1, forKey: 1)
-        cache.setValue(2, forKey: 2)
+        cache.store(1, for: 1)
+        cache.store(2, for: 2)
         // Evicts 1, whose handler stores 101, evicting 2, whose handler stores 102, evicting 3,
         // whose handler stores 103, evicting 101. The innermost handler finishes first.
-        cache.setValue(3, forKey: 3)
+        cache.store(3, for: 3)
         #expect(spilled.withLock { $0 } == [101, 3, 2, 1])
         #expect(cache.storedKeys(among: [102, 103]) == [102, 103])
         #expect(cache.count == 2)
@@ -70,12 +70,12 @@ struct EvictionCallbackTests {
         let first = EvictionRecorder<Int, Int>()
         let second = EvictionRecorder<Int, Int>()
         cache.onEviction = first.handler
-        cache.setValue(1, forKey: 1)
-        cache.setValue(2, forKey: 2)
+        cache.store(1, for: 1)
+        cache.store(2, for: 2)
         cache.onEviction = second.handler
-        cache.setValue(3, forKey: 3)
+        cache.store(3, for: 3)
         cache.onEviction = nil
-        cache.setValue(4, forKey: 4)
+        cache.store(4, for: 4)
         #expect(first.keys == [1])
         #expect(second.keys == [2])
         #expect(cache.statistics.evictions == 3)

@@ -5,15 +5,15 @@ struct StatisticsTests {
     @Test func countersFollowEveryOperation() {
         let cache = MemoryCache<String, Int>(countLimit: 2, totalCostLimit: 10, policy: .leastRecentlyUsed)
         #expect(cache.statistics == MemoryCacheStatistics())
-        cache.setValue(1, forKey: "a")
-        cache.setValue(2, forKey: "b")
-        _ = cache.value(forKey: "a")
-        _ = cache.value(forKey: "z")
-        cache.setValue(3, forKey: "c")  // evicts b
-        cache.setValue(4, forKey: "a")  // replaces a
-        cache.setValue(5, forKey: "x", cost: 11)  // rejected
-        cache.removeValue(forKey: "c")
-        cache.removeValue(forKey: "nothing")
+        cache.store(1, for: "a")
+        cache.store(2, for: "b")
+        _ = cache.value(for: "a")
+        _ = cache.value(for: "z")
+        cache.store(3, for: "c")  // evicts b
+        cache.store(4, for: "a")  // replaces a
+        cache.store(5, for: "x", cost: 11)  // rejected
+        cache.removeValue(for: "c")
+        cache.removeValue(for: "nothing")
         cache.trim(toCount: 0)  // trims a
 
         let statistics = cache.statistics
@@ -34,7 +34,7 @@ struct StatisticsTests {
 
     @Test func removeAllCountsEachValueAsARemoval() {
         let cache = MemoryCache<Int, Int>()
-        for key in 0..<7 { cache.setValue(key, forKey: key) }
+        for key in 0..<7 { cache.store(key, for: key) }
         cache.removeAll()
         #expect(cache.statistics.removals == 7)
         #expect(cache.statistics.insertions == 7)
@@ -48,7 +48,7 @@ struct StatisticsTests {
         let cache = MemoryCache<Int, Int>(name: "thumbnails")
         #expect(cache.name == "thumbnails")
         cache.name = "avatars"
-        cache.setValue(1, forKey: 1, cost: 3)
+        cache.store(1, for: 1, cost: 3)
         #expect(cache.description == "MemoryCache(name: avatars, policy: S3-FIFO, count: 1, totalCost: 3)")
     }
 }

@@ -52,7 +52,7 @@ extension MemoryCache {
 
     /// The stored keys among `candidates`, found by lookup (which counts as a use).
     func storedKeys(among candidates: some Sequence<Key>) -> [Key] {
-        candidates.filter { value(forKey: $0) != nil }
+        candidates.filter { value(for: $0) != nil }
     }
 }
 
