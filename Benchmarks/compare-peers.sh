@@ -8,13 +8,14 @@
 #   Benchmarks/compare-peers.sh [RUNS]          # RUNS (default 3) interleaved runs, medians reported
 #
 # Needs: python3 with `pip install diskcache matplotlib`. Environment: SCRATCH (build directory,
-# default .build-bench), WORK (scratch files, default a new temporary directory).
+# default .build-bench), WORK (scratch files, default a new temporary directory), KEEP=1 to
+# keep WORK afterwards (the runs' JSON: ours-N.json from diskcache bench, peers-N.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-3}"
 scratch="${SCRATCH:-.build-bench}"
 work="${WORK:-$(mktemp -d /tmp/compare-peers-XXXXXX)}"
-trap 'rm -rf "$work"' EXIT
+[ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
 
 python3 -c 'import diskcache, matplotlib' 2>/dev/null || {
     echo "compare-peers: needs python-diskcache and matplotlib: pip install diskcache matplotlib" >&2
