@@ -98,3 +98,9 @@ for target in package.targets where target.type != .system && target.name != "CD
     settings.append(.enableUpcomingFeature("InternalImportsByDefault"))
     target.swiftSettings = settings
 }
+
+// The documentation plugin (`scripts/docs.sh`), only when that script asks for it: packages that
+// depend on this one never fetch it.
+if Context.environment["DISKCACHE_DOCS"] == "1" {
+    package.dependencies.append(.package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"))
+}

@@ -219,6 +219,8 @@ public final class DiskCache: Sendable {
     /// Stores `data` for `key`, replacing any earlier value.
     ///
     /// - Parameters:
+    ///   - data: the value's bytes, stored as they are.
+    ///   - key: any string; it is hashed for the file names and kept whole in the `.meta` file.
     ///   - metadata: strings kept with the entry and returned by ``entry(for:)``.
     ///   - expires: after this date the entry reads as a miss and the sweeper removes it.
     ///

@@ -2,7 +2,7 @@ public import Foundation
 import MemoryCache
 import DiskCacheLocking
 
-/// A ``MemoryCache`` in front of a ``DiskCache``, with `URLCache`'s capacities and storage
+/// A `MemoryCache` in front of a ``DiskCache``, with `URLCache`'s capacities and storage
 /// policies: what the HTTP layer stores its responses in, and a general two-tier cache.
 ///
 /// - Writes go through to disk (unless the policy says memory only) and into memory.
@@ -85,6 +85,7 @@ public final class TieredCache: Sendable {
     ///   - memoryCapacity: bytes of values (and metadata) the memory tier may hold; 0 keeps nothing in memory.
     ///   - diskCapacity: overrides `configuration.diskCapacity`.
     ///   - directory: the disk tier's directory; nil for a memory-only cache.
+    ///   - configuration: the disk tier's configuration (its `diskCapacity` replaced by the one above).
     /// - Throws: ``DiskCacheError`` when the disk tier cannot be opened.
     public init(memoryCapacity: Int, diskCapacity: Int64, directory: URL?,
                 configuration: DiskCache.Configuration = .init()) throws {

@@ -10,7 +10,7 @@ extension HTTPURLCache {
         public var reason: String
     }
 
-    /// Of `entries` (the records of a cache directory, as ``DiskCacheInspector/entries()``
+    /// Of `entries` (the records of a cache directory, as `DiskCacheInspector.entries()`
     /// lists them), the HTTP records that no lookup of ``HTTPURLCache`` reaches: what
     /// `diskcache verify` reports, and `diskcache verify --repair` removes.
     ///

@@ -26,7 +26,8 @@ import DiskCache
 ///
 /// **The `URLCache` methods** behave as Foundation documents them:
 /// ``cachedResponse(for:)`` returns the stored response whose `Vary` matches the request
-/// (the most recent), fresh or not; ``storeCachedResponse(_:for:)`` stores what it is given
+/// (the most recent), fresh or not;
+/// ``storeCachedResponse(_:for:)-(CachedURLResponse,URLRequest)`` stores what it is given
 /// (unless its storage policy is `.notAllowed` or ``willStore`` vetoes it). Freshness,
 /// revalidation and the cache policies are applied by ``CachingHTTPClient`` and by the
 /// data-task variants that Linux's `URLSession` calls; see docs/http-semantics.md.
@@ -39,8 +40,9 @@ import DiskCache
 public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is an open NSObject class Foundation itself marks @unchecked Sendable; every stored property here is an immutable `let` of a Sendable type
     /// Edits or vetoes a response before it is stored: return it (changed or not) to store it,
     /// or `nil` to store nothing. Called on the storing thread, for every store from every path
-    /// (``storeCachedResponse(_:for:)``, URLSession, ``CachingHTTPClient``), with the request the
-    /// response answers. It must not call back into the cache.
+    /// (``storeCachedResponse(_:for:)-(CachedURLResponse,URLRequest)``, URLSession,
+    /// ``CachingHTTPClient``), with the request the response answers. It must not call back into
+    /// the cache.
     public typealias WillStoreHandler = @Sendable (CachedHTTPResponse, URLRequest) -> CachedHTTPResponse?
 
     /// The RFC 9111 rules the cache and its clients apply.
@@ -53,7 +55,7 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     let responses: _HTTPResponseStore
 
     /// The shape of the records this cache writes, kept in the disk tier's `VERSION` file as its
-    /// application version (``DiskCache/Configuration/applicationVersion``): a cache written
+    /// application version (`DiskCache.Configuration.applicationVersion`): a cache written
     /// with another shape, or with none, is emptied at open. 2: one record per variant in
     /// numbered slots (before it, unmarked: a variant list record per key).
     public static let recordFormatVersion = 2
