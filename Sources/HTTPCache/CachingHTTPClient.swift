@@ -338,8 +338,9 @@ public final class CachingHTTPClient: Sendable {
         result.response = CachePolicyEngine.updating(validating.response, with: headers, requestTime: requestTime, responseTime: responseTime)
         for index in indices {
             guard var entry = index == validatingIndex ? validating : cache.responses.load(variants[index]) else { continue }
+            let stored = entry.response.responseTime
             entry.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
-            cache.store(entry, for: request, bodyUnchanged: true)
+            cache.store(entry, for: request, refreshing: stored)
             if index == validatingIndex { result = entry }
         }
         return result
@@ -374,7 +375,7 @@ public final class CachingHTTPClient: Sendable {
             if matches {
                 var updated = entry
                 updated.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
-                cache.store(updated, for: exchange.request, bodyUnchanged: true)
+                cache.store(updated, for: exchange.request, refreshing: entry.response.responseTime)
             } else {
                 try? cache.responses.remove(variantID: entry.variantID, forKey: key)
             }

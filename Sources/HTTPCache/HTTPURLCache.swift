@@ -149,15 +149,17 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
         store(Self.entry(from: cachedResponse, for: cacheRequest, requestTime: now, responseTime: now), for: request)
     }
 
-    /// Runs ``willStore`` and stores the result; returns what was stored. `bodyUnchanged` says
-    /// the body is the one already stored (a 304 merge): then only the metadata is rewritten,
-    /// unless the hook changed the body.
+    /// Runs ``willStore`` and stores the result; returns what was stored. `refreshing` is the
+    /// response time of the stored response `entry` updates with a 304's or a HEAD's header
+    /// fields (its body is that response's): then only the metadata is rewritten, unless the
+    /// hook changed the body, and nothing is stored if that response was replaced meanwhile.
     @discardableResult
-    func store(_ entry: CachedHTTPResponse, for request: URLRequest, bodyUnchanged: Bool = false) -> CachedHTTPResponse? {
+    func store(_ entry: CachedHTTPResponse, for request: URLRequest, refreshing: Date? = nil) -> CachedHTTPResponse? {
         guard entry.storagePolicy != .notAllowed, let key = keyProvider.key(for: request) else { return nil }
         guard let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed else { return nil }
         do {
-            try responses.store(final, forKey: key, bodyUnchanged: bodyUnchanged && final.body == entry.body)
+            try responses.store(final, forKey: key, refreshing: refreshing,
+                                bodyUnchanged: refreshing != nil && final.body == entry.body)
             return final
         } catch {
             return nil

@@ -91,14 +91,18 @@ final class _HTTPResponseStore: Sendable {
     /// taking a free slot, else replacing the least recently stored variant, by response time,
     /// which the metadata keeps to the sub-millisecond). Does nothing for a `.notAllowed` entry.
     ///
-    /// With `bodyUnchanged` (a 304 or a HEAD refreshing stored headers), an already stored
-    /// variant with the same storage policy gets its metadata replaced and keeps its body on
-    /// disk as it is, instead of being rewritten.
-    func store(_ entry: CachedHTTPResponse, forKey primaryKey: String, bodyUnchanged: Bool = false) throws {
+    /// `refreshing` (a 304 or a HEAD refreshing stored headers) is the response time of the
+    /// stored response `entry` updates. When the variant's record no longer holds that response
+    /// (a new response was stored for it since it was read), nothing is stored: the new one is
+    /// kept whole, never given the old one's header fields. With `bodyUnchanged` as well, the
+    /// record keeps its body on disk as it is and only its metadata is replaced (when its storage
+    /// policy is the entry's), instead of being rewritten.
+    func store(_ entry: CachedHTTPResponse, forKey primaryKey: String, refreshing: Date? = nil,
+               bodyUnchanged: Bool = false) throws {
         guard entry.storagePolicy != .notAllowed else { return }
         let id = entry.variantID
         try lock(primaryKey).withLock { _ in
-            var same: (slot: Int, policy: HTTPStoragePolicy)?
+            var same: (slot: Int, policy: HTTPStoragePolicy, responseTime: Date)?
             var free: Int?
             var oldest: (slot: Int, stored: Date)?
             for slot in 0..<Self.maximumVariantCount {
@@ -110,7 +114,7 @@ final class _HTTPResponseStore: Sendable {
                 let stored = CachedHTTPResponse(body: Data(), metadata: record.metadata)
                 if let stored, stored.variantID == id {
                     if same == nil {
-                        same = (slot, stored.storagePolicy)
+                        same = (slot, stored.storagePolicy, stored.response.responseTime)
                     } else {
                         try records.removeValue(for: key)  // never two records for one variant
                     }
@@ -120,9 +124,10 @@ final class _HTTPResponseStore: Sendable {
                     oldest = (slot, .distantPast)  // not a response: the first to go
                 }
             }
+            if let refreshing, let same, same.responseTime != refreshing { return }
             let slot = same?.slot ?? free ?? oldest?.slot ?? 0
             let key = Self.variantKey(primaryKey, slot: slot)
-            if bodyUnchanged, same?.policy == entry.storagePolicy,
+            if refreshing != nil, bodyUnchanged, same?.policy == entry.storagePolicy,
                try records.updateMetadata(entry.encodedMetadata(), for: key, policy: entry.storagePolicy.tiered) {
                 return
             }

@@ -104,6 +104,37 @@ struct VariantRecordTests {
         await fixture.finish()
     }
 
+    // MARK: - Refreshing a response that was replaced meanwhile
+
+    /// A 304 answers for the response that was validated. When another fetch stored a new
+    /// response for the same variant while the conditional request was out, the 304's header
+    /// fields (here the old `ETag`) must not be put on the new body: the new response stays whole.
+    @Test func a304ForAResponseReplacedMeanwhileLeavesTheNewResponseWhole() async throws {
+        let fixture = try await ClientFixture()
+        let cache = fixture.cache
+        let resource = fixture.request("/r")
+        fixture.server.respond { request in
+            guard request.header("If-None-Match") == "\"v1\"" else {
+                return ScriptedResponse([("Cache-Control", "max-age=0"), ("ETag", "\"v1\"")], body: "body v1")
+            }
+            // Another fetch stores version 2 while this revalidation is at the origin.
+            let http = HTTPURLResponse(url: resource.url!, statusCode: 200, httpVersion: "HTTP/1.1",
+                                       headerFields: ["Cache-Control": "max-age=3600", "ETag": "\"v2\""])!
+            cache.storeCachedResponse(CachedURLResponse(response: http, data: Data("body v2".utf8)), for: resource)
+            return ScriptedResponse(status: 304, [("ETag", "\"v1\""), ("Cache-Control", "max-age=60")])
+        }
+        _ = try await fixture.get("/r")                        // version 1, stale at once
+        let revalidated = try await fixture.get("/r")          // If-None-Match: "v1", then 304
+        #expect(revalidated.text == "body v1")                 // this request's answer: the validated one
+        #expect(fixture.server.requests.map { $0.header("If-None-Match") } == [nil, "\"v1\""])
+
+        let stored = try #require(cache.storedResponse(for: resource))
+        #expect(String(decoding: stored.body, as: UTF8.self) == "body v2")
+        #expect(stored.response.headers["ETag"] == "\"v2\"")
+        #expect(stored.response.headers["Cache-Control"] == "max-age=3600")
+        await fixture.finish()
+    }
+
     // MARK: - Removal by date
 
     @Test func removingByDateKeepsTheVariantsStoredBeforeIt() throws {
