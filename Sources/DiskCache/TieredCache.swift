@@ -210,7 +210,7 @@ public final class TieredCache: Sendable {
     /// The record for `key` without its body (`data` is empty): from memory, else from the disk
     /// tier's metadata file alone. Nothing is promoted into memory and no statistic counts it.
     public func recordWithoutBody(for key: String) -> Record? {
-        if let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true {
+        if let record = memory.valueWithoutUse(for: key), record.expires.map({ $0 > Date() }) ?? true {
             return Record(data: Data(), metadata: record.metadata, created: record.created, expires: record.expires)
         }
         guard let entry = disk?.entry(for: key) else { return nil }

@@ -249,6 +249,13 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
         return nil
     }
 
+    /// The value stored under `key`, or `nil`, without counting as a use: the eviction order
+    /// and ``statistics`` stay as they were, and ``DiscardableContent`` is not accessed. For
+    /// callers that look at values without using them (the tiered cache reading metadata).
+    package func valueWithoutUse(for key: Key) -> Value? {
+        state.withLock { $0.core.peek(key) }
+    }
+
     /// Stores `value` under `key` with a cost, replacing any value already there, and
     /// evicts as many values as needed to keep both limits.
     ///

@@ -2,6 +2,27 @@ import Testing
 @testable import MemoryCache
 
 struct StatisticsTests {
+    /// What the tiered cache reads to choose among HTTP variants must not count as a use: the
+    /// value looked at stays first in line for eviction, and no lookup is counted.
+    @Test func aValueReadWithoutUseKeepsItsPlaceAndCountsNothing() {
+        let cache = MemoryCache<String, Int>(countLimit: 2, policy: .leastRecentlyUsed)
+        cache.store(1, for: "a")
+        cache.store(2, for: "b")
+        let before = cache.statistics
+        #expect(cache.valueWithoutUse(for: "a") == 1)
+        #expect(cache.valueWithoutUse(for: "z") == nil)
+        #expect(cache.statistics == before)
+        cache.store(3, for: "c")  // evicts the least recently used: still a
+        #expect(cache.valueWithoutUse(for: "a") == nil)
+        #expect(cache.valueWithoutUse(for: "b") == 2)
+
+        // The same read through value(for:) is a use: b then outlives c.
+        _ = cache.value(for: "b")
+        cache.store(4, for: "d")
+        #expect(cache.valueWithoutUse(for: "b") == 2)
+        #expect(cache.valueWithoutUse(for: "c") == nil)
+    }
+
     @Test func countersFollowEveryOperation() {
         let cache = MemoryCache<String, Int>(countLimit: 2, totalCostLimit: 10, policy: .leastRecentlyUsed)
         #expect(cache.statistics == MemoryCacheStatistics())

@@ -90,6 +90,12 @@ struct _CacheCore<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
     // MARK: - Operations
 
+    /// The value under `key`, without recording an access or counting a lookup.
+    @inlinable
+    func peek(_ key: Key) -> Value? {
+        index[key].flatMap { nodes[$0].value }
+    }
+
     /// Finds `key` and records the access for the eviction policy.
     @inlinable
     mutating func lookup(_ key: Key) -> (value: Value, isDiscardable: Bool)? {
