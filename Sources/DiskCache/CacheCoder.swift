@@ -1,7 +1,7 @@
 public import Foundation
 
 /// Turns values into the bytes a cache stores and back: what the typed API
-/// (``DiskCache/store(value:for:coder:metadata:expires:)``, ``DiskCache/value(_:for:coder:removingIfUndecodable:)``
+/// (``DiskCache/store(value:for:coder:metadata:expires:)-4xwl3``, ``DiskCache/value(_:for:coder:removingIfUndecodable:)-4kx9e``
 /// and their ``TieredCache`` forms) uses. ``JSONCacheCoder`` and ``PropertyListCacheCoder``
 /// come with the package; conform a type of your own for another format.
 public protocol CacheCoder: Sendable {
@@ -77,19 +77,19 @@ enum TypedValues {
 }
 
 extension DiskCache {
-    /// Stores `value`, encoded by `coder` (JSON by default), for `key`, as ``store(_:for:metadata:expires:)``
+    /// Stores `value`, encoded by `coder` (JSON by default), for `key`, as ``store(_:for:metadata:expires:)-3d9hu``
     /// stores bytes.
     ///
     /// #### Errors
     /// ``DiskCacheError/Code/invalidArgument`` when the coder cannot encode the value (nothing
-    /// is stored), and every error of ``store(_:for:metadata:expires:)``.
+    /// is stored), and every error of ``store(_:for:metadata:expires:)-3d9hu``.
     public func store<Value: Encodable>(value: Value, for key: String, coder: some CacheCoder = JSONCacheCoder(),
                                         metadata: [String: String] = [:], expires: Date? = nil) throws {
         try store(TypedValues.encode(value, for: key, with: coder), for: key, metadata: metadata, expires: expires)
     }
 
     /// The value stored for `key`, decoded by `coder` (JSON by default) as a `Value`; nil on a
-    /// miss (as ``data(for:)``).
+    /// miss (as ``data(for:)-7qmtl``).
     ///
     /// #### Errors
     /// ``DiskCacheError/Code/undecodableValue`` when the stored bytes are not a `Value` (for
@@ -106,14 +106,14 @@ extension DiskCache {
 
 extension TieredCache {
     /// Stores `value`, encoded by `coder` (JSON by default), where `policy` allows, as
-    /// ``store(_:for:metadata:expires:policy:)`` stores bytes.
+    /// ``store(_:for:metadata:expires:policy:)-8ih79`` stores bytes.
     public func store<Value: Encodable>(value: Value, for key: String, coder: some CacheCoder = JSONCacheCoder(),
                                         metadata: [String: String] = [:], expires: Date? = nil,
                                         policy: StoragePolicy = .allowed) throws {
         try store(TypedValues.encode(value, for: key, with: coder), for: key, metadata: metadata, expires: expires, policy: policy)
     }
 
-    /// The value stored for `key`, decoded as a `Value`; see ``DiskCache/value(_:for:coder:removingIfUndecodable:)``.
+    /// The value stored for `key`, decoded as a `Value`; see ``DiskCache/value(_:for:coder:removingIfUndecodable:)-4kx9e``.
     public func value<Value: Decodable>(_ type: Value.Type, for key: String, coder: some CacheCoder = JSONCacheCoder(),
                                         removingIfUndecodable: Bool = false) throws -> Value? {
         guard let data = data(for: key) else { return nil }

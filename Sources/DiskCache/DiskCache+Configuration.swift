@@ -23,7 +23,7 @@ extension DiskCache {
         /// Group commit: every `interval`, one sync makes all writes since the last one durable
         /// (journal, bodies, metadata and directories), shared by all writers of the interval.
         /// After power loss, writes acknowledged before the last completed sync survive;
-        /// later ones may be missing. `store` does not wait for the sync; ``DiskCache/flush()`` does.
+        /// later ones may be missing. `store` does not wait for the sync; ``DiskCache/flush()-ltyj`` does.
         public static func batched(interval: Duration) -> Durability {
             Durability(mode: .batched(max(interval, .milliseconds(1))))
         }
@@ -67,12 +67,12 @@ extension DiskCache {
         public var minimumFreeFraction: Double
 
         /// How often the background sweeper checks limits, expiry and free space; nil turns the
-        /// background sweeper off (``DiskCache/sweep()`` still works). 10 s by default. A check
+        /// background sweeper off (``DiskCache/sweep()-2dxyb`` still works). 10 s by default. A check
         /// with nothing to do costs one `statvfs` and a few integer comparisons.
         public var sweepInterval: Duration?
 
         /// Called after each removal the cache makes or is asked to make (not for
-        /// ``DiskCache/removeAll()``), with the key and reason, on the thread that removed it
+        /// ``DiskCache/removeAll()-935c2``), with the key and reason, on the thread that removed it
         /// (the sweeper's queue for evictions). Must not block. Nil by default.
         public var onEviction: (@Sendable (Eviction) -> Void)?
 

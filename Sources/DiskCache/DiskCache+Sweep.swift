@@ -45,7 +45,7 @@ extension DiskCache {
 
     /// The disk capacity in force. Starts as ``Configuration/diskCapacity``; a new value takes
     /// effect on the next sweep, which a value the cache is over starts at once (when the
-    /// background sweeper is on; otherwise at the next ``sweep()``).
+    /// background sweeper is on; otherwise at the next ``sweep()-2dxyb``).
     public var diskCapacity: Int64 {
         get { state.withLock { $0.diskCapacity } }
         set {

@@ -60,7 +60,7 @@ extension DiskCache {
     ///
     /// What opening the cache already repaired (a torn journal tail, skipped corrupt records, a
     /// journal rebuilt by scan) is reported too, from ``Statistics/recovery``, until the journal
-    /// has been rewritten (by a repair or ``compact()``): a verify after a repair that left
+    /// has been rewritten (by a repair or ``compact()-2glz5``): a verify after a repair that left
     /// nothing is healthy.
     ///
     /// - Complexity: reads every file of the cache.

@@ -123,7 +123,7 @@ public final class DiskCache: Sendable {
         read(key, withEntry: false)?.data
     }
 
-    /// The value and its entry (key, dates, metadata) in one read; nil as for ``data(for:)``.
+    /// The value and its entry (key, dates, metadata) in one read; nil as for ``data(for:)-7qmtl``.
     public func dataAndEntry(for key: String) -> (data: Data, entry: Entry)? {
         guard let (data, entry) = read(key, withEntry: true), let entry else { return nil }
         return (data, entry)
@@ -179,7 +179,7 @@ public final class DiskCache: Sendable {
     }
 
     /// The entry's key, size, dates and metadata, without reading its body; nil when
-    /// ``data(for:)`` would return nil for a missing or expired entry.
+    /// ``data(for:)-7qmtl`` would return nil for a missing or expired entry.
     public func entry(for key: String) -> Entry? {
         let hash = configuration.keyHasher.hash(key)
         guard let indexEntry = state.withLock({ $0.isClosed ? nil : $0.index[hash] }) else { return nil }
@@ -221,7 +221,7 @@ public final class DiskCache: Sendable {
     /// - Parameters:
     ///   - data: the value's bytes, stored as they are.
     ///   - key: any string; it is hashed for the file names and kept whole in the `.meta` file.
-    ///   - metadata: strings kept with the entry and returned by ``entry(for:)``.
+    ///   - metadata: strings kept with the entry and returned by ``entry(for:)-1kjfh``.
     ///   - expires: after this date the entry reads as a miss and the sweeper removes it.
     ///
     /// #### Errors
@@ -449,13 +449,13 @@ public final class DiskCache: Sendable {
 extension DiskCache {
     /// Replaces the metadata of `key`'s entry without rewriting its body (an HTTP cache
     /// refreshing stored headers after a `304 Not Modified`). The entry counts as written now
-    /// (for ``removeEntries(modifiedSince:)``); its expiry is kept.
+    /// (for ``removeEntries(modifiedSince:)-3pt0b``); its expiry is kept.
     ///
     /// - Returns: false when there is no entry for `key` (or its files do not check out), in
     ///   which case nothing changed.
     ///
     /// #### Errors
-    /// As ``store(_:for:metadata:expires:)``.
+    /// As ``store(_:for:metadata:expires:)-3d9hu``.
     ///
     /// #### Implementation details
     /// Writes the new `.meta` file in the entry's unused slot (an inline body is copied into it;

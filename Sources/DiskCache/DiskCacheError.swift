@@ -37,7 +37,7 @@ public struct DiskCacheError: Error, Sendable, CustomStringConvertible {
         /// An argument the store cannot accept (for example metadata too large for an entry, or a
         /// value its coder cannot encode).
         public static let invalidArgument = Code(.invalidArgument)
-        /// A stored value could not be decoded as the type asked for (``DiskCache/value(_:for:coder:removingIfUndecodable:)``).
+        /// A stored value could not be decoded as the type asked for (``DiskCache/value(_:for:coder:removingIfUndecodable:)-4kx9e``).
         /// The entry stays unless the call asked for its removal.
         public static let undecodableValue = Code(.undecodableValue)
 

@@ -175,7 +175,7 @@ public final class DiskCacheInspector: Sendable {
         return Data(bytes)
     }
 
-    /// Checks every entry and file as ``DiskCache/verify(repair:progress:)`` does, without repairing.
+    /// Checks every entry and file as ``DiskCache/verify(repair:progress:)-4b4nk`` does, without repairing.
     public func verify(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) -> DiskCache.VerificationReport {
         let entries = index.entries.map { ($0.key, $0.value) }.sorted { $0.0 < $1.0 }
         let findings = Verifier(layout: layout, entries: entries, hasher: .xxh3).run(progress: progress)

@@ -144,7 +144,7 @@ public final class TieredCache: Sendable {
 
     /// Stores `data` for `key` where `policy` allows, replacing any earlier value in both tiers.
     /// - Throws: ``DiskCacheError`` when the disk tier cannot store it; the disk tier then keeps
-    ///   the earlier value (see ``DiskCache/store(_:for:metadata:expires:)``) and the memory tier
+    ///   the earlier value (see ``DiskCache/store(_:for:metadata:expires:)-3d9hu``) and the memory tier
     ///   drops the key, to read it from disk again.
     public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
                       policy: StoragePolicy = .allowed) throws {
@@ -175,14 +175,7 @@ public final class TieredCache: Sendable {
     /// The record for `key`: from memory, else from disk (then kept in memory); nil on a miss
     /// or when it has expired.
     public func record(for key: String) -> Record? {
-        if let record = memory.value(for: key) {
-            if let expires = record.expires, expires <= Date() {
-                removeFromMemory(key)
-            } else {
-                shared.state.withLock { $0.statistics.memoryHits += 1 }
-                return record
-            }
-        }
+        if let record = memoryRecord(for: key) { return record }
         // Read and promote under the key's lock, so that a store or removal of the key cannot
         // fall between the disk read and the promotion.
         let fromDisk: Record? = stripe(key).mutex.withLock { _ in
@@ -198,6 +191,18 @@ public final class TieredCache: Sendable {
         }
         shared.state.withLock { $0.statistics.misses += 1 }
         return nil
+    }
+
+    /// The record for `key` if the memory tier has it and it has not expired (counted as a
+    /// memory hit); an expired one is dropped.
+    func memoryRecord(for key: String) -> Record? {
+        guard let record = memory.value(for: key) else { return nil }
+        if let expires = record.expires, expires <= Date() {
+            removeFromMemory(key)
+            return nil
+        }
+        shared.state.withLock { $0.statistics.memoryHits += 1 }
+        return record
     }
 
     /// True when a tier holds a record for `key`: memory by its keys, disk by its index (no file
@@ -218,7 +223,7 @@ public final class TieredCache: Sendable {
     }
 
     /// Replaces the metadata of `key`'s record without rewriting its body, in the tiers
-    /// `policy` stores in (see ``DiskCache/updateMetadata(_:for:)``).
+    /// `policy` stores in (see ``DiskCache/updateMetadata(_:for:)-8hehy``).
     ///
     /// - Returns: false when a tier that should hold the record does not (nothing on disk for
     ///   `.allowed`, nothing in memory for `.allowedInMemoryOnly`); store the whole record then.
@@ -242,7 +247,7 @@ public final class TieredCache: Sendable {
         return updated
     }
 
-    /// The value for `key`, as ``record(for:)`` finds it.
+    /// The value for `key`, as ``record(for:)-2w7bz`` finds it.
     public func data(for key: String) -> Data? { record(for: key)?.data }
 
     public func removeValue(for key: String) throws {

@@ -47,8 +47,11 @@ struct Bench: ParsableCommand {
         (uniformly random keys), mixed (90 % get / 10 % put, Zipf-distributed keys), open \
         (close and reopen: journal replay, plus index memory per entry), sweep (one pass \
         evicting half the entries). Not run by default: sweep-get (get throughput while a \
-        sweep evicts, against the same gets without it) and idle (CPU used by an open, idle \
-        cache whose sweeper runs every --sweep-interval seconds, over --idle-seconds).
+        sweep evicts, against the same gets without it), idle (CPU used by an open, idle \
+        cache whose sweeper runs every --sweep-interval seconds, over --idle-seconds) and \
+        async (64 tasks doing 90 % gets / 10 % puts with the async API, then with the \
+        synchronous API called from the tasks, each beside a task that sleeps 1 ms in a loop \
+        and reports how late it wakes; throughput against the synchronous API on 2 threads).
 
         Durability is `none` by default: the numbers are those of the page cache and the \
         filesystem, not of the device's flushes. With --durability immediate the floor fsyncs \
@@ -71,7 +74,7 @@ struct Bench: ParsableCommand {
     @Option(help: "Bytes of bodies per size when --entries is not given.")
     var byteBudget = "64M"
 
-    @Option(help: "Operations, comma-separated: put, get, mixed, open, sweep, sweep-get, idle, or all.")
+    @Option(help: "Operations, comma-separated: put, get, mixed, open, sweep, sweep-get, idle, async, or all.")
     var operations = "put,get,mixed,open,sweep"
 
     @Option(help: "Durability mode of the store: none, batched, batched:<milliseconds>, immediate.")

@@ -43,6 +43,9 @@ enum BenchOperation: String, CaseIterable {
     case sweepGet = "sweep-get"
     /// CPU the idle background sweeper uses, against the same wait with no cache open.
     case idle
+    /// 64 tasks on the async API against the same tasks on the synchronous one (which blocks
+    /// Swift's cooperative pool), with a probe task's wake-up lateness (`BenchAsync.swift`).
+    case async
 
     static let defaults: [BenchOperation] = [.put, .get, .mixed, .open, .sweep]
     /// The operations that fill a cache of --entries and measure the store beside the floor.
@@ -66,7 +69,7 @@ final class BenchRunner {
     /// Puts at the start of a fill whose rate is set against the steady state's.
     static let warmUpPuts = 1000
 
-    private func configuration(sweepInterval: Duration? = .seconds(10)) -> DiskCache.Configuration {
+    func configuration(sweepInterval: Duration? = .seconds(10)) -> DiskCache.Configuration {
         DiskCache.Configuration(diskCapacity: 1 << 50, durability: plan.durability,
                                 inlineThreshold: plan.inlineThreshold, minimumFreeSpace: 0, minimumFreeFraction: 0,
                                 sweepInterval: sweepInterval)
@@ -93,6 +96,7 @@ final class BenchRunner {
             if ops.contains(.open) { phases += subjects }
             if ops.contains(.sweep) { phases += 2 }
             if ops.contains(.sweepGet) { phases += 3 }
+            if ops.contains(.async) { phases += 4 }
             if plan.compareURLCache { phases += 6 }
         }
         if ops.contains(.idle) { phases += 2 }
@@ -127,6 +131,7 @@ final class BenchRunner {
             // Only the self-contained phases were asked for.
             var rows: [BenchRow] = []
             if ops.contains(.sweepGet) { rows += try runSweepGet(size: size, data: body(size)) }
+            if ops.contains(.async) { rows += try runAsync(size: size, data: body(size)) }
             if plan.compareURLCache { rows += try runURLCacheComparison(size: size, data: body(size), mainRows: []) }
             report.rows += rows
             return
@@ -386,6 +391,9 @@ final class BenchRunner {
         if ops.contains(.sweepGet) {
             rows += try runSweepGet(size: size, data: data)
         }
+        if ops.contains(.async) {
+            rows += try runAsync(size: size, data: data)
+        }
         if plan.compareURLCache {
             rows += try runURLCacheComparison(size: size, data: data, mainRows: rows)
         }
@@ -459,12 +467,12 @@ final class BenchRunner {
 
     /// Writes back what earlier phases left dirty, so that a timed phase does not pay for the
     /// writeback of another (the data stays in the page cache: reads stay warm).
-    private func settle() {
+    func settle() {
         sync()
     }
 
     /// Sets `path` aside until the run ends (``BenchTrash``).
-    private func removeTree(_ path: String) {
+    func removeTree(_ path: String) {
         BenchTrash.setAside(path, root: plan.root)
     }
 
