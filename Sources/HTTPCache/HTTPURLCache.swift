@@ -25,9 +25,9 @@ import DiskCache
 /// without its fragment, plus the body for POST (see ``DefaultCacheKeyProvider``).
 ///
 /// **The `URLCache` methods** behave as Foundation documents them:
-/// ``cachedResponse(for:)`` returns the stored response whose `Vary` matches the request
+/// ``cachedResponse(for:)-7d07k`` returns the stored response whose `Vary` matches the request
 /// (the most recent), fresh or not;
-/// ``storeCachedResponse(_:for:)-(CachedURLResponse,URLRequest)`` stores what it is given
+/// ``storeCachedResponse(_:for:)-9vcqg`` stores what it is given
 /// (unless its storage policy is `.notAllowed` or ``willStore`` vetoes it). Freshness,
 /// revalidation and the cache policies are applied by ``CachingHTTPClient`` and by the
 /// data-task variants that Linux's `URLSession` calls; see docs/http-semantics.md.
@@ -40,7 +40,7 @@ import DiskCache
 public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is an open NSObject class Foundation itself marks @unchecked Sendable; every stored property here is an immutable `let` of a Sendable type
     /// Edits or vetoes a response before it is stored: return it (changed or not) to store it,
     /// or `nil` to store nothing. Called on the storing thread, for every store from every path
-    /// (``storeCachedResponse(_:for:)-(CachedURLResponse,URLRequest)``, URLSession,
+    /// (``storeCachedResponse(_:for:)-9vcqg``, URLSession,
     /// ``CachingHTTPClient``), with the request the response answers. It must not call back into
     /// the cache.
     public typealias WillStoreHandler = @Sendable (CachedHTTPResponse, URLRequest) -> CachedHTTPResponse?
@@ -113,7 +113,7 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
         storedResponse(for: request).map(Self.cachedURLResponse)
     }
 
-    /// The stored response for `request` as a value; see ``cachedResponse(for:)``.
+    /// The stored response for `request` as a value; see ``cachedResponse(for:)-7d07k``.
     public func storedResponse(for request: URLRequest) -> CachedHTTPResponse? {
         guard let key = keyProvider.key(for: request), let cacheRequest = CacheRequest(request) else { return nil }
         let variants = responses.variants(forKey: key)
@@ -250,7 +250,7 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
 
     /// Stores the response of a finished data task when RFC 9111 allows it
     /// (``CachePolicyEngine/storability(ofStatus:headers:for:)``), then as
-    /// ``storeCachedResponse(_:for:)-(CachedURLResponse,URLRequest)`` does.
+    /// ``storeCachedResponse(_:for:)-9vcqg`` does.
     public override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for dataTask: URLSessionDataTask) {
         guard let request = dataTask.currentRequest, let cacheRequest = CacheRequest(request) else { return }
         if let http = cachedResponse.response as? HTTPURLResponse {

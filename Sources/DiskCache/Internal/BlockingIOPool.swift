@@ -16,10 +16,10 @@ import Darwin
 /// least 2 and at most 8, made on first use and kept for the life of the process (as
 /// `NIOThreadPool.singleton` is). Jobs run in the order they were submitted. The lock and the
 /// condition are `pthread` ones, which Thread Sanitizer sees.
-final class BlockingIOPool: @unchecked Sendable {  // every mutable field is guarded by `mutex`
+package final class BlockingIOPool: @unchecked Sendable {  // every mutable field is guarded by `mutex`
     typealias Job = @Sendable () -> Void
 
-    static let shared = BlockingIOPool(threads: min(8, max(2, ProcessInfo.processInfo.activeProcessorCount)),
+    package static let shared = BlockingIOPool(threads: min(8, max(2, ProcessInfo.processInfo.activeProcessorCount)),
                                        name: "DiskCache I/O")
 
     let threadCount: Int
@@ -91,7 +91,7 @@ final class BlockingIOPool: @unchecked Sendable {  // every mutable field is gua
     /// its job waits in the queue, gets `CancellationError` and `body` never runs. Once `body`
     /// has started it runs to the end (a file half written is not a state to leave behind) and
     /// its result is returned even if the task was cancelled meanwhile.
-    func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    package func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try Task.checkCancellation()
         let cancelled = PthreadMutex(false)  // set by the cancellation handler, read by the job
         return try await withTaskCancellationHandler {

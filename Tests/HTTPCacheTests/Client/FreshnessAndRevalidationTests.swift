@@ -121,7 +121,7 @@ struct FreshnessAndRevalidationTests {
         let second = try await fixture.get("/secret")
 
         #expect(second.source == .network)
-        #expect(fixture.cache.cachedResponse(for: fixture.request("/secret")) == nil)
+        #expect(try await fixture.cache.cachedResponse(for: fixture.request("/secret")) == nil)
         await fixture.finish()
     }
 
