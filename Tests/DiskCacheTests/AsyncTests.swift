@@ -38,11 +38,13 @@ struct AsyncTests {
         let dir = TemporaryDirectory()
         let cache = try DiskCache(directory: dir.cache, configuration: .testing())
         let root = dir.cache.path
-        // The name of the thread of every file this cache opens from here on.
+        // The thread of every entry file this cache opens from here on (the cache's own
+        // background work, which opens the journal, runs on threads of its own).
         let names = PthreadMutex<[String]>([])
         let token = FileSystemObservers.add { event in
-            if case .open(_, let path, _, _) = event, path.hasPrefix(root) {
-                names.withLock { $0.append(Thread.current.name ?? "") }
+            if case .open(_, let path, _, _) = event, path.hasPrefix(root),
+               path.hasSuffix(".meta") || path.hasSuffix(".body") {
+                names.withLock { $0.append((Thread.current.name ?? "") + " " + path) }
             }
         }
         defer { FileSystemObservers.remove(token) }
