@@ -34,25 +34,55 @@ struct AsyncTests {
         #expect(throws: DiskCacheError.self) { try cache.store(Data(), for: "c") }
     }
 
-    @Test func theIOHappensOnThePoolsThreadsNotTheCallers() async throws {
-        let dir = TemporaryDirectory()
-        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
-        let root = dir.cache.path
-        // The thread of every entry file this cache opens from here on (the cache's own
-        // background work, which opens the journal, runs on threads of its own).
-        let names = PthreadMutex<[String]>([])
-        let token = FileSystemObservers.add { event in
-            if case .open(_, let path, _, _) = event, path.hasPrefix(root),
-               path.hasSuffix(".meta") || path.hasSuffix(".body") {
-                names.withLock { $0.append((Thread.current.name ?? "") + " " + path) }
+    /// Every pool thread held until `body` returns, then released.
+    private func withPoolHeld(_ body: () async throws -> Void) async rethrows {
+        let pool = BlockingIOPool.shared
+        let release = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        for _ in 0..<pool.threadCount {
+            pool.submit {
+                started.signal()
+                release.wait()
             }
         }
-        defer { FileSystemObservers.remove(token) }
+        for _ in 0..<pool.threadCount { started.wait() }
+        defer { for _ in 0..<pool.threadCount { release.signal() } }
+        try await body()
+    }
+
+    /// A read and a write wait for a thread of the pool: while every one of them is held, the
+    /// call does not progress on the caller's thread; once released, it completes.
+    @Test func theIOWaitsForThePoolsThreadsNotTheCallers() async throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
         try await cache.store(Data("x".utf8), for: "k")
-        _ = try await cache.data(for: "k")
-        let seen = names.withLock { $0 }
-        #expect(seen.count >= 2)
-        #expect(seen.allSatisfy { $0.hasPrefix("DiskCache I/O") }, "\(seen)")
+        let pool = BlockingIOPool.shared
+        let finished = PthreadMutex(0)
+        var calls: [Task<Data?, any Error>] = []
+        try await withPoolHeld {
+            calls.append(Task {
+                let value = try await cache.data(for: "k")
+                finished.withLock { $0 += 1 }
+                return value
+            })
+            calls.append(Task {
+                try await cache.store(Data("y".utf8), for: "l")
+                finished.withLock { $0 += 1 }
+                return nil
+            })
+            // Until both calls wait in the queue (or one has finished without it), at most 5 s.
+            let deadline = ContinuousClock.now + .seconds(5)
+            while pool.queuedJobs < 2, finished.withLock({ $0 }) == 0, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(1))
+            }
+            try await Task.sleep(for: .milliseconds(50))
+            #expect(finished.withLock { $0 } == 0)
+            #expect(cache.count == 1)
+        }
+        #expect(try await calls[0].value == Data("x".utf8))
+        _ = try await calls[1].value
+        #expect(finished.withLock { $0 } == 2)
+        #expect(cache.count == 2)
     }
 
     @Test func aCallCancelledBeforeItStartsWritesNothing() async throws {
@@ -70,21 +100,16 @@ struct AsyncTests {
         let dir = TemporaryDirectory()
         let cache = try DiskCache(directory: dir.cache, configuration: .testing())
         let pool = BlockingIOPool.shared
-        // Every thread of the pool busy until released.
-        let release = DispatchSemaphore(value: 0)
-        let started = DispatchSemaphore(value: 0)
-        for _ in 0..<pool.threadCount {
-            pool.submit {
-                started.signal()
-                release.wait()
-            }
+        var task: Task<Void, any Error>?
+        try await withPoolHeld {
+            let call = Task { try await cache.store(Data("x".utf8), for: "k") }
+            task = call
+            let deadline = ContinuousClock.now + .seconds(5)
+            while pool.queuedJobs == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+            call.cancel()
         }
-        for _ in 0..<pool.threadCount { started.wait() }
-        let task = Task { try await cache.store(Data("x".utf8), for: "k") }
-        while pool.queuedJobs == 0 { try await Task.sleep(for: .milliseconds(1)) }
-        task.cancel()
-        for _ in 0..<pool.threadCount { release.signal() }
-        await #expect(throws: CancellationError.self) { try await task.value }
+        let cancelled = try #require(task)
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
         #expect(try await cache.data(for: "k") == nil)
         #expect(cache.statistics.writes == 0)
     }
