@@ -2,6 +2,7 @@
 public import FoundationNetworking
 #endif
 public import Foundation
+import DiskCache
 import DiskCacheLocking
 
 /// An HTTP client that answers from an ``HTTPURLCache`` as RFC 9111 and RFC 5861 allow, and goes
@@ -157,7 +158,11 @@ public final class CachingHTTPClient: Sendable {
         // still applies (the headers of `reloadIgnoringLocalAndRemoteCacheData`, the refusal of
         // `returnCacheDataDontLoad`), and nothing is stored from its answer.
         let key = cache.keyProvider.key(for: request)
-        let variants = (key.map { cache.responses.variants(forKey: $0) } ?? []).filter { !excluding.contains($0.recordKey) }
+        let responses = cache.responses
+        // The stored responses' metadata and the chosen one's body are read on the caches' I/O
+        // threads, never on the cooperative pool.
+        let variants = try await BlockingIOPool.shared.run { key.map { responses.variants(forKey: $0) } ?? [] }
+            .filter { !excluding.contains($0.recordKey) }
         let now = clock()
         let decision = cache.engine.decision(
             for: cacheRequest, storedResponses: variants.map(\.entry.response), at: now,
@@ -166,7 +171,8 @@ public final class CachingHTTPClient: Sendable {
         // The chosen response's body is read after the choice; if it cannot be (its record
         // went in between: evicted, replaced, found damaged, unreadable), decide again without it.
         let chosen = decision.storedResponse.flatMap { stored in variants.first { $0.entry.response == stored } }
-        let chosenEntry = chosen.flatMap(cache.responses.load)
+        var chosenEntry: CachedHTTPResponse?
+        if let chosen { chosenEntry = try await BlockingIOPool.shared.run { responses.load(chosen) } }
         if let chosen, chosenEntry == nil {
             return try await respond(to: request, excluding: excluding.union([chosen.recordKey]))
         }
@@ -282,8 +288,10 @@ public final class CachingHTTPClient: Sendable {
         let headers = Self.storedHeaderFields(of: http)
 
         if http.statusCode == 304, let validating = exchange.validatingEntry, let key = exchange.key {
-            let merged = mergeNotModified(headers, into: validating, key: key, request: exchange.request,
-                                          requestTime: requestTime, responseTime: responseTime)
+            let merged = try await BlockingIOPool.shared.run {
+                self.mergeNotModified(headers, into: validating, key: key, request: exchange.request,
+                                      requestTime: requestTime, responseTime: responseTime)
+            }
             return served(merged, at: responseTime, source: .revalidated)
         }
         if CachePolicyEngine.staleIfErrorStatusCodes.contains(http.statusCode),
@@ -292,28 +300,37 @@ public final class CachingHTTPClient: Sendable {
             return served(stale, at: responseTime, source: .staleAfterError)
         }
 
-        for url in CachePolicyEngine.urlsToInvalidate(after: exchange.cacheRequest, status: http.statusCode, headers: headers) {
-            for key in cache.keyProvider.invalidationKeys(for: url) {
-                try? cache.responses.removeAll(forKey: key)
-            }
-        }
-        if let key = exchange.key, exchange.cacheRequest.method == "HEAD", http.statusCode == 200 {
-            freshenStoredResponses(afterHEAD: headers, exchange: exchange, key: key,
-                                   requestTime: requestTime, responseTime: responseTime)
-        }
+        let invalidated = CachePolicyEngine.urlsToInvalidate(after: exchange.cacheRequest, status: http.statusCode, headers: headers)
+            .flatMap { cache.keyProvider.invalidationKeys(for: $0) }
+        var entry: CachedHTTPResponse?
         if exchange.key != nil,
            engine.storability(ofStatus: http.statusCode, headers: headers, for: exchange.cacheRequest).isStorable {
             let stored = StoredResponse(
                 request: exchange.cacheRequest, status: http.statusCode, headers: headers,
                 requestTime: requestTime, responseTime: responseTime
             )
-            let entry = CachedHTTPResponse(
+            entry = CachedHTTPResponse(
                 url: http.url ?? exchange.cacheRequest.url, response: stored, body: data,
                 mimeType: http.mimeType, textEncodingName: http.textEncodingName
             )
-            cache.store(entry, for: exchange.request)
         }
-        return Response(data: data, response: http, source: .network)
+        let response = Response(data: data, response: http, source: .network)
+        let freshensHEAD = exchange.key != nil && exchange.cacheRequest.method == "HEAD" && http.statusCode == 200
+        guard !invalidated.isEmpty || freshensHEAD || entry != nil else { return response }
+        // The cache is brought up to date on its I/O threads, in a task of its own: once the
+        // answer is here, cancelling the caller no longer keeps it from the cache.
+        let toStore = entry
+        try await Task.detached {
+            try await BlockingIOPool.shared.run {
+                for key in invalidated { try? self.cache.responses.removeAll(forKey: key) }
+                if freshensHEAD, let key = exchange.key {
+                    self.freshenStoredResponses(afterHEAD: headers, exchange: exchange, key: key,
+                                                requestTime: requestTime, responseTime: responseTime)
+                }
+                if let toStore { self.cache.store(toStore, for: exchange.request) }
+            }
+        }.value
+        return response
     }
 
     /// Applies a 304 to the stored responses it selects (RFC 9111 §4.3.4) and returns the

@@ -17,12 +17,12 @@ import Darwin
 /// `NIOThreadPool.singleton` is). Jobs run in the order they were submitted. The lock and the
 /// condition are `pthread` ones, which Thread Sanitizer sees.
 package final class BlockingIOPool: @unchecked Sendable {  // every mutable field is guarded by `mutex`
-    typealias Job = @Sendable () -> Void
+    package typealias Job = @Sendable () -> Void
 
     package static let shared = BlockingIOPool(threads: min(8, max(2, ProcessInfo.processInfo.activeProcessorCount)),
                                        name: "DiskCache I/O")
 
-    let threadCount: Int
+    package let threadCount: Int
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     /// Submitted jobs from `head` on; the slots before `head` are spent.
@@ -59,7 +59,7 @@ package final class BlockingIOPool: @unchecked Sendable {  // every mutable fiel
         return jobs.count - head
     }
 
-    func submit(_ job: @escaping Job) {
+    package func submit(_ job: @escaping Job) {
         pthread_mutex_lock(mutex)
         jobs.append(job)
         pthread_cond_signal(condition)

@@ -54,7 +54,7 @@ final class _HTTPResponseStore: Sendable {
     }
 
     /// A stored response and the record it is in. `entry.body` is empty until ``load(_:)``.
-    struct Variant {
+    struct Variant: Sendable {
         var entry: CachedHTTPResponse
         let recordKey: String
         let isLoaded: Bool

@@ -2,6 +2,8 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import DiskCache
+import DiskCacheLocking
 import Testing
 @testable import HTTPCache
 
@@ -33,6 +35,38 @@ struct AsyncURLCacheTests {
         try await cache.storeCachedResponse(response("three"), for: request)
         try await cache.removeAllCachedResponses()
         #expect(try await cache.storedResponse(for: request) == nil)
+    }
+
+    /// The client reads the cache on the I/O threads too: with every one of them held, even an
+    /// answer from a fresh stored response waits, and comes once they are released.
+    @Test func theClientReadsTheCacheOnTheIOThreads() async throws {
+        let fixture = try await ClientFixture()
+        fixture.server.respond { _ in ScriptedResponse([("Cache-Control", "max-age=3600")], body: "stored") }
+        _ = try await fixture.get("/fresh")
+        let pool = BlockingIOPool.shared
+        let release = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        for _ in 0..<pool.threadCount {
+            pool.submit {
+                started.signal()
+                release.wait()
+            }
+        }
+        for _ in 0..<pool.threadCount { started.wait() }
+        let answered = PthreadMutex(false)
+        let call = Task {
+            let response = try await fixture.get("/fresh")
+            answered.withLock { $0 = true }
+            return response
+        }
+        try await Task.sleep(for: .milliseconds(100))
+        let answeredWhileHeld = answered.withLock { $0 }
+        for _ in 0..<pool.threadCount { release.signal() }
+        #expect(!answeredWhileHeld)
+        let response = try await call.value
+        #expect(response.source == .cache)
+        #expect(response.text == "stored")
+        await fixture.finish()
     }
 
     @Test func aStoreCancelledBeforeItStartsStoresNothing() async throws {
