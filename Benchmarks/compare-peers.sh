@@ -9,13 +9,15 @@
 #
 # Needs: python3 with `pip install diskcache matplotlib`. Environment: SCRATCH (build directory,
 # default .build-bench), WORK (scratch files, default a new temporary directory), KEEP=1 to
-# keep WORK afterwards (the runs' JSON: ours-N.json from diskcache bench, peers-N.json).
+# keep WORK afterwards (the runs' JSON: ours-N.json from diskcache bench, peers-N.json),
+# SETTLE_SECONDS (default 65) to wait after a sync before each run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${1:-3}"
 scratch="${SCRATCH:-.build-bench}"
 work="${WORK:-$(mktemp -d /tmp/compare-peers-XXXXXX)}"
 [ "${KEEP:-0}" = 1 ] || trap 'rm -rf "$work"' EXIT
+mkdir -p "$work"
 
 python3 -c 'import diskcache, matplotlib' 2>/dev/null || {
     echo "compare-peers: needs python-diskcache and matplotlib: pip install diskcache matplotlib" >&2
@@ -26,9 +28,20 @@ tool="$scratch/release/diskcache"
 bench_args=(--json --compare sqlite,urlcache --urlcache-entries 1000)
 
 ours=() peers=()
+settle() {
+    # On ext4 without a journal, a file made within 60 s of a deletion (300 s while the inode
+    # table is not yet written back) pays for every recently freed inode of its group: the
+    # previous run's deletions would slow this run's puts, and whichever subject's directory
+    # sits in those groups (docs/benchmarks.md). Write everything back, then let 60 s pass.
+    echo "compare-peers: sync, then ${SETTLE_SECONDS:-65} s for the previous run's deletions to age" >&2
+    sync
+    sleep "${SETTLE_SECONDS:-65}"
+}
 for run in $(seq 1 "$runs"); do
+    settle
     echo "compare-peers: run $run of $runs: diskcache bench" >&2
     "$tool" bench "$work/bench" "${bench_args[@]}" > "$work/ours-$run.json"
+    settle
     echo "compare-peers: run $run of $runs: python-diskcache" >&2
     python3 Benchmarks/peers.py run --bench "$work/ours-$run.json" --out "$work/peers-$run.json" --dir "$work/peers"
     ours+=("$work/ours-$run.json") peers+=("$work/peers-$run.json")
