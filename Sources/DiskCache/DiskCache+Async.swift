@@ -104,8 +104,7 @@ extension TieredCache {
     /// one that must be read from disk is read on the cache's I/O threads.
     public func record(for key: String) async throws -> Record? {
         if let record = memoryRecord(for: key) { return record }
-        try Task.checkCancellation()
-        return try await BlockingIOPool.shared.run { self.record(for: key) }
+        return try await BlockingIOPool.shared.run { self.diskRecord(for: key) }
     }
 
     /// ``data(for:)``, as ``record(for:)-2w7bz`` async reads.

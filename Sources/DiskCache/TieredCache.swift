@@ -175,7 +175,12 @@ public final class TieredCache: Sendable {
     /// The record for `key`: from memory, else from disk (then kept in memory); nil on a miss
     /// or when it has expired.
     public func record(for key: String) -> Record? {
-        if let record = memoryRecord(for: key) { return record }
+        memoryRecord(for: key) ?? diskRecord(for: key)
+    }
+
+    /// ``record(for:)`` after the memory tier missed: from disk (then kept in memory), counted
+    /// as a disk hit or a miss.
+    func diskRecord(for key: String) -> Record? {
         // Read and promote under the key's lock, so that a store or removal of the key cannot
         // fall between the disk read and the promotion.
         let fromDisk: Record? = stripe(key).mutex.withLock { _ in

@@ -34,22 +34,6 @@ struct AsyncTests {
         #expect(throws: DiskCacheError.self) { try cache.store(Data(), for: "c") }
     }
 
-    /// Every pool thread held until `body` returns, then released.
-    private func withPoolHeld(_ body: () async throws -> Void) async rethrows {
-        let pool = BlockingIOPool.shared
-        let release = DispatchSemaphore(value: 0)
-        let started = DispatchSemaphore(value: 0)
-        for _ in 0..<pool.threadCount {
-            pool.submit {
-                started.signal()
-                release.wait()
-            }
-        }
-        for _ in 0..<pool.threadCount { started.wait() }
-        defer { for _ in 0..<pool.threadCount { release.signal() } }
-        try await body()
-    }
-
     /// A read and a write wait for a thread of the pool: while every one of them is held, the
     /// call does not progress on the caller's thread; once released, it completes.
     @Test func theIOWaitsForThePoolsThreadsNotTheCallers() async throws {
@@ -59,7 +43,7 @@ struct AsyncTests {
         let pool = BlockingIOPool.shared
         let finished = PthreadMutex(0)
         var calls: [Task<Data?, any Error>] = []
-        try await withPoolHeld {
+        try await pool.holdingEveryThread {
             calls.append(Task {
                 let value = try await cache.data(for: "k")
                 finished.withLock { $0 += 1 }
@@ -101,7 +85,7 @@ struct AsyncTests {
         let cache = try DiskCache(directory: dir.cache, configuration: .testing())
         let pool = BlockingIOPool.shared
         var task: Task<Void, any Error>?
-        try await withPoolHeld {
+        try await pool.holdingEveryThread {
             let call = Task { try await cache.store(Data("x".utf8), for: "k") }
             task = call
             let deadline = ContinuousClock.now + .seconds(5)

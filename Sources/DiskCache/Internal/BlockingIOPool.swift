@@ -66,6 +66,23 @@ package final class BlockingIOPool: @unchecked Sendable {  // every mutable fiel
         pthread_mutex_unlock(mutex)
     }
 
+    /// Runs `body` while every thread of the pool is held by a job that waits, so that no job
+    /// submitted meanwhile can start until `body` returns. For tests that show a call waits for
+    /// the pool instead of doing its I/O on the caller's thread.
+    package func holdingEveryThread<T>(_ body: () async throws -> T) async rethrows -> T {
+        let release = DispatchSemaphore(value: 0)
+        let started = DispatchSemaphore(value: 0)
+        for _ in 0..<threadCount {
+            submit {
+                started.signal()
+                release.wait()
+            }
+        }
+        for _ in 0..<threadCount { started.wait() }
+        defer { for _ in 0..<threadCount { release.signal() } }
+        return try await body()
+    }
+
     private func work() {
         while true {
             pthread_mutex_lock(mutex)

@@ -43,27 +43,19 @@ struct AsyncURLCacheTests {
         let fixture = try await ClientFixture()
         fixture.server.respond { _ in ScriptedResponse([("Cache-Control", "max-age=3600")], body: "stored") }
         _ = try await fixture.get("/fresh")
-        let pool = BlockingIOPool.shared
-        let release = DispatchSemaphore(value: 0)
-        let started = DispatchSemaphore(value: 0)
-        for _ in 0..<pool.threadCount {
-            pool.submit {
-                started.signal()
-                release.wait()
-            }
-        }
-        for _ in 0..<pool.threadCount { started.wait() }
         let answered = PthreadMutex(false)
-        let call = Task {
-            let response = try await fixture.get("/fresh")
-            answered.withLock { $0 = true }
-            return response
+        var call: Task<CachingHTTPClient.Response, any Error>?
+        let answeredWhileHeld = try await BlockingIOPool.shared.holdingEveryThread {
+            call = Task {
+                let response = try await fixture.get("/fresh")
+                answered.withLock { $0 = true }
+                return response
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            return answered.withLock { $0 }
         }
-        try await Task.sleep(for: .milliseconds(100))
-        let answeredWhileHeld = answered.withLock { $0 }
-        for _ in 0..<pool.threadCount { release.signal() }
         #expect(!answeredWhileHeld)
-        let response = try await call.value
+        let response = try await #require(call).value
         #expect(response.source == .cache)
         #expect(response.text == "stored")
         await fixture.finish()
