@@ -86,3 +86,34 @@ int cdiskcache_open_beneath(int directory, const char *path, int flags, mode_t m
 #endif
     return open_walking(directory, path, flags, mode);
 }
+
+#if defined(__linux__)
+#include <sys/ioctl.h>
+#include <linux/fs.h>
+#endif
+
+int cdiskcache_clone(int destination, int source) {
+#if defined(__linux__) && defined(FICLONE)
+    return ioctl(destination, FICLONE, source);
+#else
+    (void)destination; (void)source;
+    errno = EOPNOTSUPP;
+    return -1;
+#endif
+}
+
+ssize_t cdiskcache_copy_range(int source, int64_t *source_offset, int destination, int64_t *destination_offset, size_t count) {
+#if defined(__linux__)
+    loff_t in = (loff_t)*source_offset, out = (loff_t)*destination_offset;
+    ssize_t copied = copy_file_range(source, &in, destination, &out, count, 0);
+    if (copied > 0) {
+        *source_offset = (int64_t)in;
+        *destination_offset = (int64_t)out;
+    }
+    return copied;
+#else
+    (void)source; (void)source_offset; (void)destination; (void)destination_offset; (void)count;
+    errno = ENOSYS;
+    return -1;
+#endif
+}

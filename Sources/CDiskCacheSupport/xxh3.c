@@ -9,6 +9,8 @@
 uint64_t cdiskcache_xxh3_64_avx2(const void *bytes, size_t count);
 ssize_t cdiskcache_read_hashing_avx2(int fd, void *buffer, size_t count, uint64_t *hash);
 uint64_t cdiskcache_xxh3_64_avx512(const void *bytes, size_t count);
+void cdiskcache_xxh3_update_avx2(void *state, const void *bytes, size_t count);
+void cdiskcache_xxh3_update_avx512(void *state, const void *bytes, size_t count);
 ssize_t cdiskcache_read_hashing_avx512(int fd, void *buffer, size_t count, uint64_t *hash);
 
 enum { VECTOR_BASELINE = 0, VECTOR_AVX2 = 1, VECTOR_AVX512 = 2 };
@@ -55,4 +57,29 @@ ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *ha
     }
 #endif
     return read_hashing_baseline(fd, buffer, count, hash);
+}
+
+void *cdiskcache_xxh3_state_create(void) {
+    XXH3_state_t *state = XXH3_createState();
+    if (state != NULL) XXH3_64bits_reset(state);
+    return state;
+}
+
+void cdiskcache_xxh3_state_free(void *state) {
+    XXH3_freeState((XXH3_state_t *)state);
+}
+
+void cdiskcache_xxh3_update(void *state, const void *bytes, size_t count) {
+#if defined(__x86_64__) && defined(__clang__)
+    switch (vector_unit()) {
+    case VECTOR_AVX512: cdiskcache_xxh3_update_avx512(state, bytes, count); return;
+    case VECTOR_AVX2: cdiskcache_xxh3_update_avx2(state, bytes, count); return;
+    default: break;
+    }
+#endif
+    XXH3_64bits_update((XXH3_state_t *)state, bytes, count);
+}
+
+uint64_t cdiskcache_xxh3_digest(const void *state) {
+    return XXH3_64bits_digest((const XXH3_state_t *)state);
 }

@@ -3,5 +3,6 @@
 #define VECTOR_TARGET "avx2"
 #define XXH_VECTOR 2 /* XXH_AVX2 */
 #define VECTOR_XXH3 cdiskcache_xxh3_64_avx2
+#define VECTOR_UPDATE cdiskcache_xxh3_update_avx2
 #define READ_HASH_NAME cdiskcache_read_hashing_avx2
 #include "xxh3_vector.inc"

@@ -3,5 +3,6 @@
 #define VECTOR_TARGET "avx512f"
 #define XXH_VECTOR 3 /* XXH_AVX512 */
 #define VECTOR_XXH3 cdiskcache_xxh3_64_avx512
+#define VECTOR_UPDATE cdiskcache_xxh3_update_avx512
 #define READ_HASH_NAME cdiskcache_read_hashing_avx512
 #include "xxh3_vector.inc"

@@ -258,22 +258,71 @@ extension DiskCache {
         return true
     }
 
+    /// Commits a write whose files are in place in `put.slot`, the slot `current` (the committed
+    /// entry, if any) does not use: in `.immediate` syncs the shard directory first; appends the
+    /// PUT record and updates the index under one lock; in `.immediate` makes the record durable;
+    /// then unlinks `current`'s files. A failure before the append removes the new files and
+    /// leaves `current` committed. Called holding the key's stripe.
+    /// With `restoringBodyTo`, a failure before the append moves the body file back there
+    /// instead of removing it (a file the caller moved in, to be given back).
+    func commitPut(_ put: Journal.Put, replacing current: IndexEntry?, metaPath: String, bodyPath: String?,
+                   restoringBodyTo origin: String? = nil) throws(DiskCacheError) {
+        let immediate = configuration.durability.mode == .immediate
+        let position: (generation: Int, end: Int64)
+        do throws(DiskCacheError) {
+            if immediate {
+                let shard = layout.shardDirectory(put.hash)
+                try layout.directory.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
+            }
+            // Append and index update under one lock: a compaction snapshots the index and
+            // collects later appends, so it must never see one without the other.
+            position = try state.withLock { state throws(DiskCacheError) in
+                let position = try state.append(Journal.encode(.put(put)), records: 1, path: layout.journal)
+                let entry = IndexEntry(put)
+                state.index.insert(entry, for: put.hash)
+                state.noteExpiry(entry)
+                state.statistics.writes += 1
+                return position
+            }
+        } catch {
+            // Not committed: the new slot's files go, the committed entry stays.
+            _ = layout.directory.unlink(metaPath)
+            if let bodyPath {
+                if let origin { _ = layout.directory.rename(bodyPath, origin) } else { _ = layout.directory.unlink(bodyPath) }
+            }
+            throw error
+        }
+        // In `.immediate` mode the commit is made durable before the earlier value's files
+        // go, so that power loss cannot leave neither value.
+        if immediate { try syncJournal(through: position) }
+        // Committed: the other slot's files are garbage now.
+        if let current {
+            _ = layout.directory.unlink(layout.metaFile(put.hash, slot: current.slot))
+            if !current.isInline { _ = layout.directory.unlink(layout.bodyFile(put.hash, slot: current.slot)) }
+        }
+    }
+
     /// Creates an entry file in a slot no record vouches for (see `FileIO.writeEntryFile`). A
     /// shard directory that has gone (removed by hand while the cache was open) is made again.
     func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], hash: KeyHash, sync: Bool,
                         action: String) throws(DiskCacheError) {
         var result = FileIO.writeEntryFile(path, parts, sync: sync, in: layout.directory)
         if case .failure(.noSuchFileOrDirectory) = result {
-            let shard = layout.shardDirectory(hash)
-            switch layout.directory.mkdir(shard, 0o700) {
-            case .success, .failure(.fileExists): break
-            case .failure(let error): throw DiskCacheError.io(error, "create a shard directory", path: shard)
-            }
-            // The shard's name is durable before anything in it can be acknowledged.
-            try layout.directory.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
+            try restoreShard(hash)
             result = FileIO.writeEntryFile(path, parts, sync: sync, in: layout.directory)
         }
         try result.get(orThrow: action, path: path)
+    }
+
+    /// Makes the shard directory of `hash` again (removed by hand while the cache was open), durably.
+    func restoreShard(_ hash: KeyHash) throws(DiskCacheError) {
+        let shard = layout.shardDirectory(hash)
+        switch layout.directory.mkdir(shard, 0o700) {
+        case .success, .failure(.fileExists): break
+        case .failure(let error): throw DiskCacheError.io(error, "create a shard directory", path: shard)
+        }
+        // The shard's name is durable before anything in it can be acknowledged.
+        try layout.directory.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
     }
 
     /// A remove that finds nothing to remove may be the retry of one that removed the entry and

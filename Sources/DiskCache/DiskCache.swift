@@ -291,36 +291,7 @@ public final class DiskCache: Sendable {
             let put = Journal.Put(hash: hash, size: Int64(data.count), metaSize: UInt32(metaSize),
                                   isInline: isInline, slot: slot, checksum: checksum, created: now, accessed: now,
                                   expires: meta.expires)
-            let position: (generation: Int, end: Int64)
-            do throws(DiskCacheError) {
-                if immediate {
-                    let shard = layout.shardDirectory(hash)
-                    try layout.directory.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
-                }
-                // Append and index update under one lock: a compaction snapshots the index and
-                // collects later appends, so it must never see one without the other.
-                position = try state.withLock { state throws(DiskCacheError) in
-                    let position = try state.append(Journal.encode(.put(put)), records: 1, path: layout.journal)
-                    let entry = IndexEntry(put)
-                    state.index.insert(entry, for: hash)
-                    state.noteExpiry(entry)
-                    state.statistics.writes += 1
-                    return position
-                }
-            } catch {
-                // Not committed: the new slot's files go, the committed entry stays.
-                _ = layout.directory.unlink(metaPath)
-                if let bodyPath { _ = layout.directory.unlink(bodyPath) }
-                throw error
-            }
-            // In `.immediate` mode the commit is made durable before the earlier value's files
-            // go, so that power loss cannot leave neither value.
-            if immediate { try syncJournal(through: position) }
-            // Committed: the other slot's files are garbage now.
-            if let current {
-                _ = layout.directory.unlink(layout.metaFile(hash, slot: current.slot))
-                if !current.isInline { _ = layout.directory.unlink(layout.bodyFile(hash, slot: current.slot)) }
-            }
+            try commitPut(put, replacing: current, metaPath: metaPath, bodyPath: bodyPath)
         }
         maintenance.noteWrite(owner: self)
     }
@@ -349,7 +320,7 @@ public final class DiskCache: Sendable {
     /// at the next open, should the process stop first).
     public func removeAll() throws {
         let immediate = configuration.durability.mode == .immediate
-        let trash = layout.tempFile("trash-\(temporaryCounter.add(1, ordering: .relaxed).newValue)")
+        let trash = temporaryFile("trash")
         let position: (generation: Int, end: Int64) = try withAllStripes { () throws(DiskCacheError) in
             let position = try state.withLock { state throws(DiskCacheError) in
                 guard !state.isClosed else { throw DiskCacheError.closed() }

@@ -11,7 +11,7 @@ public struct DiskCacheError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Wrapped: Hashable, Sendable {
             case notFound, notADirectory, permissionDenied, notACache, locked, newerFormat
-            case diskFull, ioFailure, closed, invalidArgument, undecodableValue
+            case diskFull, ioFailure, closed, invalidArgument, undecodableValue, corruptEntry
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -40,6 +40,12 @@ public struct DiskCacheError: Error, Sendable, CustomStringConvertible {
         /// A stored value could not be decoded as the type asked for (``DiskCache/value(_:for:coder:removingIfUndecodable:)-4kx9e``).
         /// The entry stays unless the call asked for its removal.
         public static let undecodableValue = Code(.undecodableValue)
+
+        /// A body read in pieces (``DiskCache/chunks(for:chunkSize:)``) failed its checksum or was
+        /// shorter than its entry records, after some of it had been handed out: discard what was
+        /// received. The entry was removed. (Reads that return the whole value report such an
+        /// entry as a miss instead.)
+        public static let corruptEntry = Code(.corruptEntry)
 
         public var description: String { "\(wrapped)" }
 

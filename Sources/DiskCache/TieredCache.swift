@@ -49,26 +49,27 @@ public final class TieredCache: Sendable {
         public var diskEvictions = 0
     }
 
-    private struct State {
+    struct State {
         /// Creation date of every key the memory tier holds, for ``removeEntries(modifiedSince:)``.
         var memoryKeys: [String: Date] = [:]
         var statistics = Statistics()
         var memoryCapacity: Int
+        var largeBodyThreshold: Int?
     }
 
     /// The lock-protected state, in a class so that eviction callbacks can hold it.
-    private final class Shared: Sendable {
+    final class Shared: Sendable {
         let state: PthreadMutex<State>
         init(_ state: State) { self.state = PthreadMutex(state) }
     }
 
     /// The disk tier, nil for a memory-only cache.
     public let disk: DiskCache?
-    private let memory: MemoryCache<String, Record>
-    private let shared: Shared
+    let memory: MemoryCache<String, Record>
+    let shared: Shared
     private let stripes: [StripeLock] = (0..<64).map { _ in StripeLock() }
 
-    private func stripe(_ key: String) -> StripeLock {
+    func stripe(_ key: String) -> StripeLock {
         stripes[Int(UInt(bitPattern: key.hashValue) % UInt(stripes.count))]
     }
 
@@ -132,6 +133,23 @@ public final class TieredCache: Sendable {
         set { disk?.diskCapacity = newValue }
     }
 
+    /// Records whose body is larger than this many bytes are kept on disk only, never in the
+    /// memory tier (one of them would push out many small ones); they are read from disk each
+    /// time, or streamed with ``chunks(for:chunkSize:)`` and ``withFile(for:_:)-4x0ts``. `nil`
+    /// (the default) means 5 % of ``memoryCapacity``, `URLCache`'s rule. A cache without a disk
+    /// tier, and records stored `.allowedInMemoryOnly`, keep every body in memory: there is
+    /// nowhere else for it.
+    public var largeBodyThreshold: Int? {
+        get { shared.state.withLock { $0.largeBodyThreshold } }
+        set { shared.state.withLock { $0.largeBodyThreshold = newValue.map { max(0, $0) } } }
+    }
+
+    /// Whether a body of `size` bytes stays out of the memory tier (see ``largeBodyThreshold``).
+    func isLarge(_ size: Int) -> Bool {
+        let limit = shared.state.withLock { $0.largeBodyThreshold ?? $0.memoryCapacity / 20 }
+        return size > limit
+    }
+
     /// Bytes the memory tier holds now.
     public var currentMemoryUsage: Int { memory.totalCost }
 
@@ -152,7 +170,7 @@ public final class TieredCache: Sendable {
         try stripe(key).mutex.withLock { _ in try store(record, for: key, policy: policy) }
     }
 
-    private func store(_ record: Record, for key: String, policy: StoragePolicy) throws {
+    func store(_ record: Record, for key: String, policy: StoragePolicy) throws {
         let (data, metadata, expires) = (record.data, record.metadata, record.expires)
         switch policy {
         case .allowed:
@@ -162,7 +180,7 @@ public final class TieredCache: Sendable {
                 removeFromMemory(key)
                 throw error
             }
-            putInMemory(record, for: key)
+            if disk != nil && isLarge(data.count) { removeFromMemory(key) } else { putInMemory(record, for: key) }
         case .allowedInMemoryOnly:
             try disk?.removeValue(for: key)
             putInMemory(record, for: key)
@@ -187,7 +205,7 @@ public final class TieredCache: Sendable {
             if let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true { return record }
             guard let (data, entry) = disk?.dataAndEntry(for: key) else { return nil }
             let record = Record(data: data, metadata: entry.metadata, created: entry.created, expires: entry.expires)
-            putInMemory(record, for: key)
+            if !isLarge(data.count) { putInMemory(record, for: key) }
             return record
         }
         if let fromDisk {
@@ -281,14 +299,14 @@ public final class TieredCache: Sendable {
 
     // MARK: - Memory tier
 
-    private func putInMemory(_ record: Record, for key: String) {
+    func putInMemory(_ record: Record, for key: String) {
         guard shared.state.withLock({ $0.memoryCapacity }) > 0 else { return }
         let cost = record.data.count + record.metadata.reduce(key.utf8.count) { $0 + $1.key.utf8.count + $1.value.utf8.count }
         shared.state.withLock { $0.memoryKeys[key] = record.created }
         memory.store(record, for: key, cost: cost)
     }
 
-    private func removeFromMemory(_ key: String) {
+    func removeFromMemory(_ key: String) {
         memory.removeValue(for: key)
         _ = shared.state.withLock { $0.memoryKeys.removeValue(forKey: key) }
     }

@@ -7,6 +7,10 @@
 //   DiskCacheTestWorker hold DIR                    opens the cache, prints "OPEN", sleeps until killed
 //   DiskCacheTestWorker open DIR                    tries to open; prints "OPEN" or "ERROR <code>", exits
 //   DiskCacheTestWorker open-as-nobody DIR          the same as user nobody (run as root)
+//   DiskCacheTestWorker stream DIR                  stores "big" whole, prints "STORED", then appends to a
+//                                                   writer for "big" without committing, printing "APPENDED n"
+//   DiskCacheTestWorker large DIR BYTES             stores and reads a BYTES-long body each streaming way,
+//                                                   printing "PHASE name bytes peak-growth-bytes seconds"
 import DiskCache
 import Foundation
 
@@ -102,7 +106,122 @@ case "open", "open-as-nobody":
     } catch let error as DiskCacheError {
         say("ERROR \(error.code) \(error)")
     }
+case "stream":
+    let cache = try DiskCache(directory: directory, configuration: .init(durability: .immediate))
+    try cache.store(payload(k: 1, version: 1), for: "big")
+    say("STORED")
+    let writer = try cache.makeWriter(for: "big")
+    let piece = Data(repeating: 0x5A, count: 64 << 10)
+    var appended = 0
+    while true {
+        try writer.append(piece)
+        appended += 1
+        say("APPENDED \(appended)")
+    }
+case "large":
+    try await measureLargeBodies(directory, bytes: Int64(arguments[3]) ?? (1 << 30))
 default:
     say("unknown command \(arguments[1])")
     exit(2)
+}
+
+// MARK: - Large bodies
+
+/// The process's resident set now, and its peak since the last reset, in bytes (/proc/self/status).
+func residentMemory() -> (current: Int64, peak: Int64) {
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    func field(_ name: String) -> Int64 {
+        for line in status.split(separator: "\n") where line.hasPrefix(name + ":") {
+            return (Int64(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
+        }
+        return 0
+    }
+    return (field("VmRSS"), field("VmHWM"))
+}
+
+/// Runs `body`, then says how much the peak resident set grew over the resident set before it
+/// (the peak is reset first: `clear_refs` 5) and how long it took.
+func phase(_ name: String, bytes: Int64, _ body: () async throws -> Void) async throws {
+    try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+    let before = residentMemory().current
+    let start = Date()
+    try await body()
+    let seconds = Date().timeIntervalSince(start)
+    say("PHASE \(name) \(bytes) \(max(0, residentMemory().peak - before)) \(String(format: "%.3f", seconds))")
+}
+
+/// 1 MiB pieces of a body that differs at every offset: piece `i` of any body is the same bytes.
+func piece(_ i: Int64) -> Data {
+    var data = Data(count: 1 << 20)
+    data.withUnsafeMutableBytes { raw in
+        let words = raw.bindMemory(to: UInt64.self)
+        for w in 0..<words.count { words[w] = UInt64(i) &* 0x9E37_79B9_7F4A_7C15 &+ UInt64(w) }
+    }
+    return data
+}
+
+/// The pieces of a `bytes`-long body, as an async sequence.
+struct Pieces: AsyncSequence, Sendable {
+    let bytes: Int64
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let bytes: Int64
+        var next: Int64 = 0
+        mutating func next() async throws -> Data? {
+            let start = next << 20
+            guard start < bytes else { return nil }
+            defer { next += 1 }
+            let data = piece(next)
+            return start + Int64(data.count) <= bytes ? data : data.prefix(Int(bytes - start))
+        }
+    }
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(bytes: bytes) }
+}
+
+func measureLargeBodies(_ directory: URL, bytes: Int64) async throws {
+    var configuration = DiskCache.Configuration(diskCapacity: 4 * bytes + (64 << 20), durability: .none)
+    configuration.sweepInterval = nil
+    let cache = try DiskCache(directory: directory.appendingPathComponent("cache"), configuration: configuration)
+    let source = directory.appendingPathComponent("source.bin")
+    FileManager.default.createFile(atPath: source.path, contents: nil)
+    let handle = try FileHandle(forWritingTo: source)
+    for try await data in Pieces(bytes: bytes) { try handle.write(contentsOf: data) }
+    try handle.close()
+
+    try await phase("writer", bytes: bytes) {
+        let writer = try await cache.makeWriter(for: "writer")
+        for try await data in Pieces(bytes: bytes) { try await writer.append(data) }
+        try await writer.commit()
+    }
+    try await phase("async-sequence", bytes: bytes) {
+        try await cache.store(Pieces(bytes: bytes), for: "sequence")
+    }
+    try await phase("file-copy", bytes: bytes) {
+        try await cache.store(contentsOf: source, for: "copy")
+    }
+    try await phase("chunks", bytes: bytes) {
+        var expected = Pieces(bytes: bytes).makeAsyncIterator()
+        var total: Int64 = 0
+        guard let chunks = try await cache.chunks(for: "sequence") else { throw CocoaError(.fileNoSuchFile) }
+        for try await chunk in chunks {
+            guard let want = try await expected.next(), want == chunk else { throw CocoaError(.fileReadCorruptFile) }
+            total += Int64(chunk.count)
+        }
+        guard total == bytes else { throw CocoaError(.fileReadCorruptFile) }
+    }
+    try await phase("with-file", bytes: bytes) {
+        let read = try await cache.withFile(for: "copy") { file -> Int64 in
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            var offset: Int64 = 0
+            while true {
+                let count = buffer.withUnsafeMutableBytes { pread(file.fileDescriptor, $0.baseAddress, $0.count, off_t(offset)) }
+                if count <= 0 { return offset }
+                offset += Int64(count)
+            }
+        }
+        guard read == bytes else { throw CocoaError(.fileReadCorruptFile) }
+    }
+    try await phase("file-move", bytes: bytes) {
+        try await cache.store(contentsOf: source, for: "moved", transfer: .move)
+    }
+    try await cache.close()
 }

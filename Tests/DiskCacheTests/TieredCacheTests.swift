@@ -60,6 +60,7 @@ struct TieredCacheTests {
     @Test func memoryCapacityBoundsTheMemoryTier() throws {
         let dir = TemporaryDirectory()
         let cache = try makeCache(dir, memory: 10_000)
+        cache.largeBodyThreshold = 10_000  // not 5 % of the capacity: these bodies are what it bounds
         for i in 0..<10 { try cache.store(randomData(count: 2_000, seed: UInt64(i)), for: "k\(i)") }
         #expect(cache.currentMemoryUsage <= 10_000)
         #expect(cache.statistics.memoryEvictions >= 5)

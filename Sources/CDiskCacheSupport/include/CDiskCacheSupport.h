@@ -35,4 +35,24 @@ ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *ha
 /// descriptor, or -1 with errno set.
 int cdiskcache_open_beneath(int directory, const char *path, int flags, mode_t mode);
 
+/// An XXH3-64 computed piece by piece (libxxhash's streaming state, allocated aligned), for a
+/// body that arrives in chunks. `update` uses the widest vector unit this CPU has, as
+/// `cdiskcache_xxh3_64` does; the digest equals `XXH3_64bits` of the concatenated pieces.
+/// `create` returns NULL when out of memory.
+void *cdiskcache_xxh3_state_create(void);
+void cdiskcache_xxh3_state_free(void *state);
+void cdiskcache_xxh3_update(void *state, const void *bytes, size_t count);
+uint64_t cdiskcache_xxh3_digest(const void *state);
+
+/// Makes `destination` share `source`'s blocks (Linux `ioctl(FICLONE)`, a reflink on btrfs,
+/// XFS and others; no bytes are copied). Returns 0, or -1 with errno set (EOPNOTSUPP, EXDEV,
+/// EINVAL, ENOTTY where the filesystem or the pair cannot do it).
+int cdiskcache_clone(int destination, int source);
+
+/// Copies up to `count` bytes from `source` at `*source_offset` to `destination` at
+/// `*destination_offset` inside the kernel (Linux `copy_file_range`), advancing both offsets.
+/// Returns the number of bytes copied (0 at the source's end), or -1 with errno set (ENOSYS,
+/// EXDEV, EINVAL, EOPNOTSUPP where it cannot be used).
+ssize_t cdiskcache_copy_range(int source, int64_t *source_offset, int destination, int64_t *destination_offset, size_t count);
+
 #endif

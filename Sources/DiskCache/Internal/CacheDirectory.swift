@@ -91,6 +91,17 @@ final class CacheDirectory: Sendable {
         }
     }
 
+    /// Renames `outside` (a path outside the cache, links in it followed as the user's) to
+    /// `path` inside the cache; EXDEV when they are on different filesystems.
+    func moveIn(from outside: String, to path: String) -> Result<Void, Errno> {
+        inParent(path) { Syscall.renameat(AT_FDCWD, outside, $0, $1, reportingAs: (outside, path)) }
+    }
+
+    /// Renames `path` inside the cache back to `outside`, the way ``moveIn(from:to:)`` came.
+    func moveOut(from path: String, to outside: String) -> Result<Void, Errno> {
+        inParent(path) { Syscall.renameat($0, $1, AT_FDCWD, outside, reportingAs: (path, outside)) }
+    }
+
     /// A second name for a file (`linkat(2)`, never following a link at `existing`).
     func link(_ existing: String, _ new: String) -> Result<Void, Errno> {
         inParent(existing) { existingDirectory, existingName in

@@ -1,0 +1,788 @@
+public import Foundation
+import CDiskCacheSupport
+import DiskCacheLocking
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+// Bodies that need not fit in memory: written from a file, from chunks or through a writer;
+// read as chunks or as a file handed out for the length of a closure.
+//
+// A body that arrives in pieces is written to a file of its own in `tmp/` (which every open
+// empties, so an abort or a crash leaves no trace), hashed as it is written, and committed like
+// any store: under the key's lock the file is renamed into the slot the committed entry does not
+// use, its `.meta` is written beside it, and the journal record commits both. Such a body is
+// always a `.body` file, whatever its size.
+
+extension DiskCache {
+    /// How ``store(contentsOf:for:metadata:expires:transfer:)`` brings a file into the cache.
+    public enum FileTransfer: Sendable, Hashable {
+        /// The file is copied and left where it is. On filesystems that share blocks between
+        /// files (btrfs, XFS: `FICLONE`) no bytes are copied; elsewhere the kernel copies them
+        /// (`copy_file_range(2)`), or the cache reads and writes them.
+        case copy
+        /// The file is moved into the cache: renamed when it is on the cache's filesystem (no
+        /// bytes copied), copied and then removed when it is not. A file with more than one
+        /// name (hard links) is copied and its given name removed, so that nobody else can
+        /// change what the cache holds. If the store fails the file is put back where it was.
+        case move
+    }
+
+    /// A stored body handed out as a file by ``withFile(for:_:)``.
+    public struct File: Sendable {
+        /// A name for the file that stays valid until the closure returns, even if the entry is
+        /// replaced, removed or evicted meanwhile (it is a second name, in the cache's `tmp/`,
+        /// for the same bytes). Open it, map it, or hand it to an API that wants a URL; do not
+        /// write to it, rename it or delete it.
+        public let url: URL
+        /// The file, open for reading (`O_RDONLY`); valid until the closure returns. Do not close it.
+        public let fileDescriptor: Int32
+        /// The body's size in bytes.
+        public let size: Int64
+    }
+
+    // MARK: - Storing large bodies
+
+    /// Stores the contents of the file at `url` for `key`, without reading the whole file into
+    /// memory.
+    ///
+    /// The stored bytes are those the cache's own copy holds: the checksum is computed from the
+    /// copy after it was made, so a source that changes meanwhile never leaves a body that fails
+    /// its checksum.
+    ///
+    /// #### Errors
+    /// As ``store(_:for:metadata:expires:)-3d9hu``; ``DiskCacheError/Code/invalidArgument``
+    /// when `url` is not a file URL or names something other than a regular file;
+    /// ``DiskCacheError/Code/notFound`` when there is nothing at `url`. On failure the earlier
+    /// value of `key` stays, and a moved file is put back.
+    ///
+    /// #### Implementation details
+    /// `.move`: `rename(2)` into `tmp/` (EXDEV: copied instead). `.copy`: a new file in `tmp/`,
+    /// then `ioctl(FICLONE)`, else `copy_file_range(2)`, else `pread`/`pwrite` in 1 MiB pieces.
+    /// Then the copy is hashed in 1 MiB pieces, and committed as any store is (see the top of
+    /// this file). Memory used: one 1 MiB buffer, whatever the file's size.
+    public func store(contentsOf url: URL, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
+                      transfer: FileTransfer = .copy) throws {
+        guard url.isFileURL else {
+            throw DiskCacheError(code: .invalidArgument, message: "Only a file URL can be stored from: \(url)")
+        }
+        try throwIfClosed()
+        let source = url.path
+        let temp = temporaryFile("incoming")
+        var moved = false
+        if transfer == .move, case .success(let info) = Syscall.lstat(source),
+           info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 {
+            switch layout.directory.moveIn(from: source, to: temp) {
+            case .success: moved = true
+            case .failure(let error) where error.rawValue == EXDEV: break  // another filesystem: copied below
+            case .failure(let error): throw DiskCacheError.io(error, "move the file into the cache", path: source)
+            }
+        }
+        let fd: Int32
+        do throws(DiskCacheError) {
+            fd = moved ? try openMovedFile(temp) : try copyIntoCache(source, temp)
+        } catch {
+            if moved { _ = layout.directory.moveOut(from: temp, to: source) }
+            throw error
+        }
+        defer { Syscall.close(fd) }
+        do throws(DiskCacheError) {
+            let (size, checksum) = try Self.hashFile(fd, path: temp)
+            try commitBodyFile(temp, fd: fd, size: size, checksum: checksum, key: key, metadata: metadata, expires: expires)
+        } catch {
+            if moved { _ = layout.directory.moveOut(from: temp, to: source) } else { _ = layout.directory.unlink(temp) }
+            throw error
+        }
+        // Moved by copying (another filesystem, or several names): the original goes now that
+        // the copy is committed.
+        if transfer == .move && !moved { _ = Syscall.unlink(source) }
+    }
+
+    /// Stores the chunks `chunks` yields, one after the other, as `key`'s value, holding one
+    /// chunk in memory at a time. The value replaces the earlier one only once the sequence has
+    /// ended and the body is committed: if the sequence throws, or the task is cancelled, nothing
+    /// is stored, the earlier value stays and the partial file is removed.
+    ///
+    /// ```swift
+    /// try await cache.store(response.body, for: url.absoluteString)   // any AsyncSequence of bytes
+    /// ```
+    public func store<Chunks: AsyncSequence>(_ chunks: Chunks, for key: String, metadata: [String: String] = [:],
+                                             expires: Date? = nil) async throws
+        where Chunks.Element: DataProtocol & Sendable {
+        let writer = try await makeWriter(for: key, metadata: metadata, expires: expires)
+        do {
+            for try await chunk in chunks { try await writer.append(chunk) }
+            try await writer.commit()
+        } catch {
+            writer.abort()
+            throw error
+        }
+    }
+
+    /// A writer that builds `key`'s next value piece by piece: ``Writer/append(_:)-9e0zv``, then
+    /// ``Writer/commit()-5kqfa`` (or ``Writer/abort()``). Until the commit, readers see the
+    /// earlier value; a writer dropped without a commit aborts, and a crash leaves no trace
+    /// (its file is in `tmp/`, which the next open empties).
+    ///
+    /// #### Errors
+    /// ``DiskCacheError/Code/closed``, or the failure to create the writer's file.
+    public func makeWriter(for key: String, metadata: [String: String] = [:], expires: Date? = nil) throws -> Writer {
+        try throwIfClosed()
+        let temp = temporaryFile("incoming")
+        let fd = try createTemporaryFile(temp)
+        guard let hasher = StreamingChecksum() else {
+            Syscall.close(fd)
+            _ = layout.directory.unlink(temp)
+            throw DiskCacheError(code: .ioFailure, message: "Out of memory for a checksum state", errno: ENOMEM)
+        }
+        return Writer(cache: self, key: key, metadata: metadata, expires: expires, temp: temp, fd: fd, hasher: hasher)
+    }
+
+    /// A value being written piece by piece (see ``DiskCache/makeWriter(for:metadata:expires:)``).
+    /// Its methods may be called from any thread, one at a time.
+    public final class Writer: Sendable {
+        /// The key the value will be stored for.
+        public let key: String
+        private let cache: DiskCache
+        private let metadata: [String: String]
+        private let expires: Date?
+        private let temp: String
+        private let state: PthreadMutex<State>
+
+        private struct State {
+            var fd: Int32
+            var length: Int64 = 0
+            var hasher: StreamingChecksum
+            /// Committed or aborted (or failed): nothing more may be appended.
+            var isFinished = false
+        }
+
+        fileprivate init(cache: DiskCache, key: String, metadata: [String: String], expires: Date?, temp: String,
+                         fd: Int32, hasher: StreamingChecksum) {
+            self.cache = cache
+            self.key = key
+            self.metadata = metadata
+            self.expires = expires
+            self.temp = temp
+            self.state = PthreadMutex(State(fd: fd, hasher: hasher))
+        }
+
+        deinit { abort() }
+
+        /// Bytes appended so far.
+        public var count: Int64 { state.withLock { $0.length } }
+
+        /// Appends `bytes` to the value. A failure (a full disk, say) aborts the writer: its file
+        /// is removed and later calls throw.
+        public func append(_ bytes: some DataProtocol) throws {
+            try state.withLock { state throws(DiskCacheError) in
+                guard !state.isFinished else { throw Self.finished() }
+                for region in bytes.regions {
+                    let result = region.withUnsafeBytes { raw in
+                        Syscall.pwriteAll(state.fd, raw, at: state.length).map { state.hasher.update(raw) }
+                    }
+                    if case .failure(let error) = result {
+                        finish(&state, removing: true)
+                        throw DiskCacheError.io(error, "write the body", path: temp)
+                    }
+                    state.length += Int64(region.count)
+                }
+            }
+        }
+
+        /// Commits the value: from now on readers get it, and the earlier value is gone. A
+        /// failure leaves the earlier value (and aborts the writer).
+        public func commit() throws {
+            try state.withLock { state throws(DiskCacheError) in
+                guard !state.isFinished else { throw Self.finished() }
+                do throws(DiskCacheError) {
+                    try cache.commitBodyFile(temp, fd: state.fd, size: state.length, checksum: state.hasher.digest,
+                                             key: key, metadata: metadata, expires: expires)
+                    finish(&state, removing: false)
+                } catch {
+                    finish(&state, removing: true)
+                    throw error
+                }
+            }
+        }
+
+        /// Drops what was appended; the earlier value stays. Does nothing after a commit.
+        public func abort() {
+            state.withLock { state in
+                guard !state.isFinished else { return }
+                finish(&state, removing: true)
+            }
+        }
+
+        private func finish(_ state: inout State, removing: Bool) {
+            state.isFinished = true
+            Syscall.close(state.fd)
+            if removing { _ = cache.layout.directory.unlink(temp) }
+        }
+
+        private static func finished() -> DiskCacheError {
+            DiskCacheError(code: .invalidArgument, message: "The writer was already committed or aborted")
+        }
+    }
+
+    /// A name in `tmp/` no other file of this cache has: `<prefix>-<n>`.
+    func temporaryFile(_ prefix: String) -> String {
+        layout.tempFile("\(prefix)-\(temporaryCounter.add(1, ordering: .relaxed).newValue)")
+    }
+
+    /// Creates a file of the cache's own in `tmp/` (which must not exist), open for reading and writing.
+    private func createTemporaryFile(_ temp: String) throws(DiskCacheError) -> Int32 {
+        var opened = layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
+        if case .failure(let error) = opened, error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || error == .notDirectory {
+            // tmp/ removed, or replaced by a link: made a directory again, as removeAll does.
+            _ = restoreDirectory(layout.temp)
+            opened = layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
+        }
+        return try opened.get(orThrow: "create a file in tmp/", path: temp)
+    }
+
+    /// Opens a file just moved into `tmp/`, checks it is a regular file and makes it the cache's (mode 0600).
+    private func openMovedFile(_ temp: String) throws(DiskCacheError) -> Int32 {
+        let fd = try layout.directory.open(temp, FileIO.readFlags).get(orThrow: "open the moved file", path: temp)
+        guard case .success(let info) = Syscall.fstat(fd), info.st_mode & S_IFMT == S_IFREG else {
+            Syscall.close(fd)
+            throw DiskCacheError(code: .invalidArgument, message: "Only a regular file can be stored", path: temp)
+        }
+        _ = Syscall.fchmod(fd, 0o600, reportingAs: temp)
+        return fd
+    }
+
+    /// Copies the regular file at `source` to a new file `temp`; returns the copy, open.
+    private func copyIntoCache(_ source: String, _ temp: String) throws(DiskCacheError) -> Int32 {
+        let input: Int32
+        switch Syscall.open(source, O_RDONLY | O_NONBLOCK) {
+        case .success(let fd): input = fd
+        case .failure(.noSuchFileOrDirectory):
+            throw DiskCacheError(code: .notFound, message: "There is no file to store", path: source, errno: ENOENT)
+        case .failure(let error): throw DiskCacheError.io(error, "open the file to store", path: source)
+        }
+        defer { Syscall.close(input) }
+        guard case .success(let info) = Syscall.fstat(input), info.st_mode & S_IFMT == S_IFREG else {
+            throw DiskCacheError(code: .invalidArgument, message: "Only a regular file can be stored", path: source)
+        }
+        let output = try createTemporaryFile(temp)
+        if case .failure(let error) = Self.copyFile(from: input, to: output) {
+            Syscall.close(output)
+            _ = layout.directory.unlink(temp)
+            throw DiskCacheError.io(error, "copy the file into the cache", path: source)
+        }
+        return output
+    }
+
+    /// The size of the file open as `fd` and the XXH3-64 of its bytes, read in 1 MiB pieces.
+    static func hashFile(_ fd: Int32, path: String) throws(DiskCacheError) -> (size: Int64, checksum: UInt64) {
+        guard let hasher = StreamingChecksum() else {
+            throw DiskCacheError(code: .ioFailure, message: "Out of memory for a checksum state", errno: ENOMEM)
+        }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: pieceSize, alignment: 64)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while true {
+            let read = try Syscall.preadAll(fd, buffer, at: offset).get(orThrow: "read the body", path: path)
+            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<read]))
+            offset += Int64(read)
+            if read < buffer.count { return (offset, hasher.digest) }
+        }
+    }
+
+    /// How much a copy, a hash or a streamed read moves at a time.
+    static let pieceSize = 1 << 20
+
+    /// Copies all of `source` to the empty file `destination`: a shared-block clone where the
+    /// filesystem offers one, else an in-kernel copy, else `pread`/`pwrite`. While the file
+    /// system is observed (the power-loss tests) only the last, whose writes are reported.
+    static func copyFile(from source: Int32, to destination: Int32) -> Result<Void, Errno> {
+        var sourceOffset: Int64 = 0, destinationOffset: Int64 = 0
+        if !FileSystemObservers.isObserved {
+            if cdiskcache_clone(destination, source) == 0 { return .success(()) }
+            while true {
+                let copied = cdiskcache_copy_range(source, &sourceOffset, destination, &destinationOffset, 1 << 30)
+                if copied > 0 { continue }
+                if copied == 0 { return .success(()) }
+                let error = Errno.current
+                if error == .interrupted { continue }
+                // Not possible for this pair (another filesystem on an old kernel, a special file
+                // system): the plain copy below goes on from where this one stopped.
+                guard [EXDEV, ENOSYS, EINVAL, EOPNOTSUPP, EBADF, ETXTBSY].contains(error.rawValue) else { return .failure(error) }
+                break
+            }
+        }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: pieceSize, alignment: 64)
+        defer { buffer.deallocate() }
+        while true {
+            let read: Int
+            switch Syscall.preadAll(source, buffer, at: sourceOffset) {
+            case .success(let count): read = count
+            case .failure(let error): return .failure(error)
+            }
+            if read == 0 { return .success(()) }
+            if case .failure(let error) = Syscall.pwriteAll(destination, UnsafeRawBufferPointer(rebasing: buffer[0..<read]),
+                                                            at: destinationOffset) {
+                return .failure(error)
+            }
+            sourceOffset += Int64(read)
+            destinationOffset += Int64(read)
+        }
+    }
+
+    /// Commits the file `temp` (open as `fd`, `size` bytes hashing to `checksum`) as `key`'s
+    /// value: see the top of this file.
+    func commitBodyFile(_ temp: String, fd: Int32, size: Int64, checksum: UInt64, key: String,
+                        metadata: [String: String], expires: Date?) throws(DiskCacheError) {
+        let hash = configuration.keyHasher.hash(key)
+        let now = configuration.clock()
+        let meta = EntryMetadata(key: key, size: size, checksum: checksum, created: now, accessed: now,
+                                 expires: expires?.milliseconds, metadata: metadata, inlineBody: nil)
+        let parts = meta.encodedParts(inlineBodyCount: nil)
+        let metaSize = parts.head.count + parts.tail.count
+        guard metaSize <= IndexEntry.maximumMetaSize else {
+            throw DiskCacheError(code: .invalidArgument,
+                                 message: "The key and metadata take \(metaSize) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
+        }
+        let immediate = configuration.durability.mode == .immediate
+        // The bytes are durable before the name that makes them part of an entry can be.
+        if immediate { try Syscall.fsync(fd).get(orThrow: "sync the body", path: temp) }
+        try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
+            let current = try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
+                guard !state.isClosed else { throw DiskCacheError.closed() }
+                try state.reserveJournalSpace(Journal.putRecordSize, path: layout.journal)
+                return state.index[hash]
+            }
+            let slot: UInt8 = current?.slot == 0 ? 1 : 0
+            let metaPath = layout.metaFile(hash, slot: slot)
+            let bodyPath = layout.bodyFile(hash, slot: slot)
+            try moveIntoSlot(temp, bodyPath, hash: hash)
+            do throws(DiskCacheError) {
+                try parts.head.withUnsafeBytes { head in
+                    parts.tail.withUnsafeBytes { tail in
+                        Result { () throws(DiskCacheError) in
+                            try writeEntryFile(metaPath, [head, tail], hash: hash, sync: immediate, action: "write the metadata")
+                        }
+                    }
+                }.get()
+            } catch {
+                _ = layout.directory.rename(bodyPath, temp)  // back to the caller, who removes it or gives it back
+                throw error
+            }
+            let put = Journal.Put(hash: hash, size: size, metaSize: UInt32(metaSize), isInline: false, slot: slot,
+                                  checksum: checksum, created: now, accessed: now, expires: meta.expires)
+            try commitPut(put, replacing: current, metaPath: metaPath, bodyPath: bodyPath, restoringBodyTo: temp)
+        }
+        maintenance.noteWrite(owner: self)
+    }
+
+    /// Renames `temp` to the entry file `path` in a slot no record vouches for, replacing what an
+    /// interrupted write left there (a directory too), and making the shard again if it has gone.
+    private func moveIntoSlot(_ temp: String, _ path: String, hash: KeyHash) throws(DiskCacheError) {
+        var result = layout.directory.rename(temp, path)
+        switch result {
+        case .failure(.noSuchFileOrDirectory) where !layout.directory.lstat(layout.shardDirectory(hash)).isDirectory:
+            try restoreShard(hash)
+            result = layout.directory.rename(temp, path)
+        case .failure(let error) where error == .isDirectory || error == .fileExists || error.rawValue == ENOTEMPTY:
+            _ = layout.directory.removeEntryFile(path)
+            result = layout.directory.rename(temp, path)
+        default:
+            break
+        }
+        try result.get(orThrow: "move the body into place", path: path)
+    }
+
+    // MARK: - Reading large bodies
+
+    /// Calls `body` with `key`'s value as a file, and returns what it returns; nil (and `body`
+    /// is not called) on a miss, an expired entry or an entry that fails its checks.
+    ///
+    /// The file stays valid for the whole call even if the entry is replaced, removed or evicted
+    /// meanwhile. With ``Configuration/verifiesChecksums`` (the default) the file's bytes were
+    /// checked against the body's checksum before `body` is called: a mismatch is a miss, and the
+    /// entry is removed, as for ``data(for:)-7qmtl``.
+    ///
+    /// #### Implementation details
+    /// A second name for the `.body` file in `tmp/` (`linkat(2)`, no bytes copied), removed when
+    /// `body` returns (or at the next open, if the process stops first). An inline body is
+    /// written to a new file there instead. The check reads the file once, 1 MiB at a time.
+    public func withFile<R>(for key: String, _ body: (File) throws -> R) throws -> R? {
+        guard let handout = try openHandout(for: key) else { return nil }
+        defer { closeHandout(handout) }
+        return try body(handout)
+    }
+
+    /// ``withFile(for:_:)`` with the file prepared on the cache's I/O threads and `body` run
+    /// on the calling task.
+    public func withFile<R: Sendable>(for key: String, _ body: (File) async throws -> R) async throws -> R? {
+        guard let handout = try await BlockingIOPool.shared.run({ try self.openHandout(for: key) }) else { return nil }
+        defer { closeHandout(handout) }
+        return try await body(handout)
+    }
+
+    private func closeHandout(_ handout: File) {
+        Syscall.close(handout.fileDescriptor)
+        _ = layout.directory.unlink(handout.url.path)
+    }
+
+    /// Prepares the file ``withFile(for:_:)`` hands out: the read path of ``data(for:)-7qmtl``
+    /// (lookup, key check, retries when a writer replaced the entry meanwhile) ending in a file.
+    private func openHandout(for key: String) throws -> File? {
+        let hash = configuration.keyHasher.hash(key)
+        for _ in 0..<4 {
+            let now = configuration.clock()
+            guard let entry = lookupForRead(hash, at: now) else { return nil }
+            if entry.hasExpired(atMilliseconds: now) {
+                removeExpired(hash, entry, key: key)
+                return nil
+            }
+            let handout = temporaryFile("handout")
+            let result = readEntry(hash, key: key, expected: entry, wantBody: entry.isInline)
+            switch result {
+            case .found(let meta, let inline):
+                if let expires = meta.expires, expires <= now {
+                    undoHit()
+                    removeExpired(hash, entry, key: key)
+                    return nil
+                }
+                switch try handoutFile(hash, entry: entry, inline: inline, at: handout) {
+                case .some(let fd):
+                    return File(url: URL(fileURLWithPath: handout), fileDescriptor: fd, size: entry.size)
+                case .none:
+                    undoHit()
+                    if removeIfUnchanged(hash, entry, key: key) { return nil }
+                }
+            case .otherKey:
+                state.withLock {
+                    $0.statistics.hits -= 1
+                    $0.statistics.misses += 1
+                    $0.statistics.hashCollisions += 1
+                }
+                return nil
+            case .damaged:
+                undoHit()
+                if removeIfUnchanged(hash, entry, key: key) { return nil }
+            case .unavailable:
+                state.withLock {
+                    $0.statistics.hits -= 1
+                    $0.statistics.misses += 1
+                }
+                return nil
+            }
+        }
+        countMiss()
+        return nil
+    }
+
+    /// Makes the file `handout` hold the entry's body and opens it: a link to the `.body` file,
+    /// checked against the entry, or a new file holding the inline body. Nil when the body file
+    /// is missing or does not match (damage, or a writer replaced it meanwhile).
+    private func handoutFile(_ hash: KeyHash, entry: IndexEntry, inline: Data?, at handout: String) throws(DiskCacheError) -> Int32? {
+        if let inline {
+            let fd = try createTemporaryFile(handout)
+            let written = inline.withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 0) }
+            if case .failure(let error) = written {
+                Syscall.close(fd)
+                _ = layout.directory.unlink(handout)
+                throw DiskCacheError.io(error, "write the handed-out file", path: handout)
+            }
+            return fd
+        }
+        var linked = layout.directory.link(layout.bodyFile(hash, slot: entry.slot), handout)
+        if case .failure(let error) = linked, error == .tooManySymbolicLinks || error == .notDirectory
+                                              || (error == .noSuchFileOrDirectory && !layout.directory.lstat(layout.temp).isDirectory) {
+            _ = restoreDirectory(layout.temp)
+            linked = layout.directory.link(layout.bodyFile(hash, slot: entry.slot), handout)
+        }
+        switch linked {
+        case .success: break
+        case .failure(.noSuchFileOrDirectory): return nil
+        case .failure(let error): throw DiskCacheError.io(error, "link the body into tmp/", path: handout)
+        }
+        let fd: Int32
+        switch layout.directory.open(handout, FileIO.readFlags) {
+        case .success(let opened): fd = opened
+        case .failure(let error):
+            _ = layout.directory.unlink(handout)
+            if error == .tooManySymbolicLinks || FileIO.isNotAFile(error) { return nil }
+            throw DiskCacheError.io(error, "open the handed-out file", path: handout)
+        }
+        var matches = false
+        if case .success(let info) = Syscall.fstat(fd), info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == entry.size {
+            matches = !configuration.verifiesChecksums || (try? Self.hashFile(fd, path: handout))?.checksum == entry.checksum
+        }
+        guard matches else {
+            Syscall.close(fd)
+            _ = layout.directory.unlink(handout)
+            return nil
+        }
+        return fd
+    }
+
+    /// `key`'s value as a sequence of chunks of at most `chunkSize` bytes, read from disk as
+    /// they are asked for; nil on a miss or an expired entry. Each chunk is read on the cache's
+    /// I/O threads; a task cancelled between chunks gets `CancellationError` from the next one.
+    ///
+    /// **When a reader can tell the body is damaged.** The body's checksum covers the whole
+    /// body, so it can only be checked once the last byte has been read: the sequence delivers
+    /// the final chunk only after that check passed. A body that fails it (or a file shorter
+    /// than its entry records) ends the sequence with ``DiskCacheError/Code/corruptEntry``
+    /// *instead of* the final chunk, and the entry is removed. So a consumer that reaches the
+    /// end without an error received exactly the bytes stored; one that gets the error must
+    /// discard what it received. (A body that fits in one chunk is checked before it is
+    /// delivered.) Without ``Configuration/verifiesChecksums`` only the length is checked.
+    ///
+    /// The chunks come from the file that held the value when this call was made: an entry
+    /// replaced or evicted meanwhile does not change them.
+    public func chunks(for key: String, chunkSize: Int = 1 << 20) async throws -> Chunks? {
+        guard chunkSize > 0 else {
+            throw DiskCacheError(code: .invalidArgument, message: "A chunk size must be positive, not \(chunkSize)")
+        }
+        return try await BlockingIOPool.shared.run { try self.openChunks(for: key, chunkSize: chunkSize) }
+    }
+
+    /// Opens the reader behind ``chunks(for:chunkSize:)``: the read path of ``data(for:)-7qmtl``
+    /// up to the body, which is opened (or, inline, already in memory).
+    private func openChunks(for key: String, chunkSize: Int) throws -> Chunks? {
+        let hash = configuration.keyHasher.hash(key)
+        for _ in 0..<4 {
+            let now = configuration.clock()
+            guard let entry = lookupForRead(hash, at: now) else { return nil }
+            if entry.hasExpired(atMilliseconds: now) {
+                removeExpired(hash, entry, key: key)
+                return nil
+            }
+            switch readEntry(hash, key: key, expected: entry, wantBody: entry.isInline) {
+            case .found(let meta, let inline):
+                if let expires = meta.expires, expires <= now {
+                    undoHit()
+                    removeExpired(hash, entry, key: key)
+                    return nil
+                }
+                if let inline { return Chunks(inline, chunkSize: chunkSize) }
+                switch layout.directory.open(layout.bodyFile(hash, slot: entry.slot), FileIO.readFlags) {
+                case .success(let fd):
+                    guard let hasher = StreamingChecksum() else {
+                        Syscall.close(fd)
+                        throw DiskCacheError(code: .ioFailure, message: "Out of memory for a checksum state", errno: ENOMEM)
+                    }
+                    return Chunks(ChunkReader(cache: self, hash: hash, key: key, entry: entry, fd: fd,
+                                              hasher: configuration.verifiesChecksums ? hasher : nil, chunkSize: chunkSize))
+                case .failure(let error) where error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || FileIO.isNotAFile(error):
+                    undoHit()
+                    if removeIfUnchanged(hash, entry, key: key) { return nil }
+                case .failure(let error):
+                    undoHit()
+                    throw DiskCacheError.io(error, "open the body", path: layout.bodyFile(hash, slot: entry.slot))
+                }
+            case .otherKey:
+                state.withLock {
+                    $0.statistics.hits -= 1
+                    $0.statistics.misses += 1
+                    $0.statistics.hashCollisions += 1
+                }
+                return nil
+            case .damaged:
+                undoHit()
+                if removeIfUnchanged(hash, entry, key: key) { return nil }
+            case .unavailable:
+                state.withLock {
+                    $0.statistics.hits -= 1
+                    $0.statistics.misses += 1
+                }
+                return nil
+            }
+        }
+        countMiss()
+        return nil
+    }
+
+    /// A stored body read chunk by chunk (see ``DiskCache/chunks(for:chunkSize:)``).
+    public struct Chunks: AsyncSequence, Sendable {
+        public typealias Element = Data
+        private let reader: ChunkReader
+
+        fileprivate init(_ reader: ChunkReader) { self.reader = reader }
+
+        /// The chunks of a body already in memory, `chunkSize` bytes each (the last may be
+        /// shorter; an empty body is one empty chunk): what a memory tier hands out in place
+        /// of a file's chunks.
+        public init(_ bytes: Data, chunkSize: Int = 1 << 20) {
+            self.init(ChunkReader(bytes: bytes, chunkSize: Swift.max(1, chunkSize)))
+        }
+
+        /// The body's size in bytes.
+        public var count: Int64 { reader.size }
+
+        public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(reader: reader) }
+
+        public struct AsyncIterator: AsyncIteratorProtocol {
+            fileprivate let reader: ChunkReader
+
+            public mutating func next() async throws -> Data? {
+                if let chunk = reader.nextInMemory() { return chunk }
+                guard !reader.isFinished else { return nil }
+                return try await BlockingIOPool.shared.run { [reader] in try reader.next() }
+            }
+        }
+    }
+
+    /// The state behind ``Chunks``: an open body file, how far it was read and the checksum so
+    /// far; or an inline body already in memory.
+    fileprivate final class ChunkReader: Sendable {
+        let size: Int64
+        private let chunkSize: Int
+        private let source: Source
+        private let state: PthreadMutex<State>
+
+        private enum Source {
+            case memory(Data)
+            case file(cache: DiskCache, hash: KeyHash, key: String, entry: IndexEntry)
+        }
+
+        private struct State {
+            var fd: Int32 = -1
+            var offset: Int64 = 0
+            var hasher: StreamingChecksum?
+            var isFinished = false
+        }
+
+        init(bytes: Data, chunkSize: Int) {
+            size = Int64(bytes.count)
+            self.chunkSize = chunkSize
+            source = .memory(bytes)
+            state = PthreadMutex(State())
+        }
+
+        init(cache: DiskCache, hash: KeyHash, key: String, entry: IndexEntry, fd: Int32, hasher: StreamingChecksum?, chunkSize: Int) {
+            size = entry.size
+            self.chunkSize = chunkSize
+            source = .file(cache: cache, hash: hash, key: key, entry: entry)
+            state = PthreadMutex(State(fd: fd, hasher: hasher))
+        }
+
+        deinit {
+            state.withLock { if $0.fd >= 0 { Syscall.close($0.fd) } }
+        }
+
+        var isFinished: Bool { state.withLock { $0.isFinished } }
+
+        /// The next chunk of an in-memory body (no I/O, so no hop to the pool); nil otherwise.
+        func nextInMemory() -> Data? {
+            guard case .memory(let bytes) = source else { return nil }
+            return state.withLock { state in
+                guard !state.isFinished else { return nil }
+                let start = Int(state.offset), end = min(bytes.count, start + chunkSize)
+                state.offset = Int64(end)
+                if end == bytes.count { state.isFinished = true }
+                // An empty body is one empty chunk: a sequence that ends without one would look
+                // like a miss to a consumer that counts chunks.
+                return bytes.subdata(in: bytes.startIndex + start..<bytes.startIndex + end)
+            }
+        }
+
+        /// Reads the next chunk of the file; checks the whole body before returning the last one.
+        func next() throws -> Data? {
+            guard case .file(let cache, let hash, let key, let entry) = source else { return nil }
+            return try state.withLock { state throws(DiskCacheError) -> Data? in
+                guard !state.isFinished else { return nil }
+                let want = Int(min(Int64(chunkSize), size - state.offset))
+                var chunk = Data(count: want)
+                let read = chunk.withUnsafeMutableBytes { Syscall.preadAll(state.fd, $0, at: state.offset) }
+                switch read {
+                case .success(let count) where count == want:
+                    state.hasher?.update(chunk)
+                    state.offset += Int64(count)
+                case .success:
+                    throw damaged(&state, cache, hash, key, entry, "is shorter than its entry records")
+                case .failure(let error):
+                    finish(&state)
+                    throw DiskCacheError.io(error, "read the body", path: cache.layout.bodyFile(hash, slot: entry.slot))
+                }
+                if state.offset == size {
+                    if let hasher = state.hasher, hasher.digest != entry.checksum {
+                        throw damaged(&state, cache, hash, key, entry, "does not match its checksum")
+                    }
+                    finish(&state)
+                }
+                return chunk
+            }
+        }
+
+        private func finish(_ state: inout State) {
+            state.isFinished = true
+            if state.fd >= 0 { Syscall.close(state.fd) }
+            state.fd = -1
+        }
+
+        private func damaged(_ state: inout State, _ cache: DiskCache, _ hash: KeyHash, _ key: String,
+                             _ entry: IndexEntry, _ what: String) -> DiskCacheError {
+            finish(&state)
+            let path = cache.layout.bodyFile(hash, slot: entry.slot)
+            if cache.removeIfUnchanged(hash, entry, key: key) {
+                return DiskCacheError(code: .corruptEntry, message: "The stored body \(what); the entry was removed", path: path)
+            }
+            return DiskCacheError(code: .corruptEntry,
+                                  message: "The stored body \(what): the entry was replaced while it was read", path: path)
+        }
+    }
+}
+
+/// XXH3-64 computed piece by piece (libxxhash's streaming state). Not thread-safe: each user
+/// keeps it under its own lock.
+final class StreamingChecksum: @unchecked Sendable {
+    private let state: UnsafeMutableRawPointer
+
+    init?() {
+        guard let state = cdiskcache_xxh3_state_create() else { return nil }
+        self.state = state
+    }
+
+    deinit { cdiskcache_xxh3_state_free(state) }
+
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        cdiskcache_xxh3_update(state, bytes.baseAddress, bytes.count)
+    }
+
+    func update(_ bytes: Data) {
+        bytes.withUnsafeBytes { update($0) }
+    }
+
+    /// The checksum of everything given so far (more may still be given).
+    var digest: UInt64 { cdiskcache_xxh3_digest(state) }
+}
+
+// The async forms, on the cache's I/O threads (see DiskCache+Async.swift).
+extension DiskCache {
+    /// ``store(contentsOf:for:metadata:expires:transfer:)`` on the cache's I/O threads.
+    public func store(contentsOf url: URL, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
+                      transfer: FileTransfer = .copy) async throws {
+        try await BlockingIOPool.shared.run {
+            try self.store(contentsOf: url, for: key, metadata: metadata, expires: expires, transfer: transfer)
+        }
+    }
+
+    /// ``makeWriter(for:metadata:expires:)`` on the cache's I/O threads.
+    public func makeWriter(for key: String, metadata: [String: String] = [:], expires: Date? = nil) async throws -> Writer {
+        try await BlockingIOPool.shared.run { try self.makeWriter(for: key, metadata: metadata, expires: expires) }
+    }
+}
+
+extension DiskCache.Writer {
+    /// Appends `bytes` on the cache's I/O threads. A task cancelled before the write starts
+    /// gets `CancellationError` and the writer is unchanged (abort it, or go on).
+    public func append(_ bytes: some DataProtocol & Sendable) async throws {
+        try await BlockingIOPool.shared.run { try self.append(bytes) }
+    }
+
+    /// ``commit()`` on the cache's I/O threads.
+    public func commit() async throws {
+        try await BlockingIOPool.shared.run { try self.commit() }
+    }
+}

@@ -1,0 +1,144 @@
+public import Foundation
+import DiskCacheLocking
+import MemoryCache
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Large bodies through the two tiers: stored to disk without loading them, read from disk as
+// chunks or as a file. The memory tier never takes a body stored this way (the first ordinary
+// read of a small one promotes it, as for any disk hit); a memory-only record is handed out
+// from memory.
+
+extension TieredCache {
+    /// Stores the contents of the file at `url` for `key` (see
+    /// ``DiskCache/store(contentsOf:for:metadata:expires:transfer:)-5kk4q``): on disk without
+    /// loading it, and the memory tier drops the key. With `.allowedInMemoryOnly`, or without a
+    /// disk tier, the file is read into the memory tier instead (and, for `.move`, removed).
+    public func store(contentsOf url: URL, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
+                      transfer: DiskCache.FileTransfer = .copy, policy: StoragePolicy = .allowed) throws {
+        try stripe(key).mutex.withLock { _ in
+            if policy == .allowed, let disk {
+                removeFromMemory(key)
+                try disk.store(contentsOf: url, for: key, metadata: metadata, expires: expires, transfer: transfer)
+                return
+            }
+            let data = policy == .notAllowed ? Data() : try Self.readWholeFile(url)
+            try store(Record(data: data, metadata: metadata, created: Date(), expires: expires), for: key, policy: policy)
+            if transfer == .move && policy != .notAllowed { try? FileManager.default.removeItem(at: url) }
+        }
+    }
+
+    /// Stores the chunks `chunks` yields as `key`'s value (see
+    /// ``DiskCache/store(_:for:metadata:expires:)-4n3eg``): written to disk a chunk at a
+    /// time, committed when the sequence ends; the memory tier drops the key at the commit.
+    /// With `.allowedInMemoryOnly`, or without a disk tier, the chunks are gathered in memory.
+    public func store<Chunks: AsyncSequence>(_ chunks: Chunks, for key: String, metadata: [String: String] = [:],
+                                             expires: Date? = nil, policy: StoragePolicy = .allowed) async throws
+        where Chunks.Element: DataProtocol & Sendable {
+        guard policy == .allowed, let disk else {
+            var data = Data()
+            if policy != .notAllowed { for try await chunk in chunks { data.append(contentsOf: chunk) } }
+            try await store(data, for: key, metadata: metadata, expires: expires, policy: policy)
+            return
+        }
+        let writer = try await disk.makeWriter(for: key, metadata: metadata, expires: expires)
+        do {
+            for try await chunk in chunks { try await writer.append(chunk) }
+            // The commit and the memory tier's drop under the key's lock, as any store of the key.
+            try await BlockingIOPool.shared.run {
+                try self.stripe(key).mutex.withLock { _ in
+                    self.removeFromMemory(key)
+                    try writer.commit()
+                }
+            }
+        } catch {
+            writer.abort()
+            throw error
+        }
+    }
+
+    /// `key`'s value as chunks: a memory-tier record from memory, else read from disk a chunk at
+    /// a time (see ``DiskCache/chunks(for:chunkSize:)``, which says when a damaged body is
+    /// noticed). Counted as a memory hit, a disk hit or a miss. Nothing is promoted into memory.
+    public func chunks(for key: String, chunkSize: Int = 1 << 20) async throws -> DiskCache.Chunks? {
+        if let record = memoryRecord(for: key) { return DiskCache.Chunks(record.data, chunkSize: chunkSize) }
+        let chunks = try await disk?.chunks(for: key, chunkSize: chunkSize)
+        count(hit: chunks != nil)
+        return chunks
+    }
+
+    /// Calls `body` with `key`'s value as a file (see ``DiskCache/withFile(for:_:)-7ehhl``):
+    /// the disk tier's file; for a record only the memory tier holds, a temporary file with its
+    /// bytes, removed when `body` returns. Nil, and `body` is not called, on a miss.
+    public func withFile<R>(for key: String, _ body: (DiskCache.File) throws -> R) throws -> R? {
+        if let disk, let result = try disk.withFile(for: key, body) {
+            count(hit: true)
+            return result
+        }
+        guard let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true else {
+            count(hit: false)
+            return nil
+        }
+        shared.state.withLock { $0.statistics.memoryHits += 1 }
+        let file = try Self.temporaryFile(holding: record.data)
+        defer { Self.remove(file) }
+        return try body(file)
+    }
+
+    /// ``withFile(for:_:)-4x0ts`` with the file prepared on the cache's I/O threads and `body`
+    /// run on the calling task.
+    public func withFile<R: Sendable>(for key: String, _ body: (DiskCache.File) async throws -> R) async throws -> R? {
+        if let disk, let result = try await disk.withFile(for: key, body) {
+            count(hit: true)
+            return result
+        }
+        guard let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true else {
+            count(hit: false)
+            return nil
+        }
+        shared.state.withLock { $0.statistics.memoryHits += 1 }
+        let file = try await BlockingIOPool.shared.run { try Self.temporaryFile(holding: record.data) }
+        defer { Self.remove(file) }
+        return try await body(file)
+    }
+
+    /// ``store(contentsOf:for:metadata:expires:transfer:policy:)`` on the cache's I/O threads.
+    public func store(contentsOf url: URL, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
+                      transfer: DiskCache.FileTransfer = .copy, policy: StoragePolicy = .allowed) async throws {
+        try await BlockingIOPool.shared.run {
+            try self.store(contentsOf: url, for: key, metadata: metadata, expires: expires, transfer: transfer, policy: policy)
+        }
+    }
+
+    private func count(hit: Bool) {
+        shared.state.withLock { if hit { $0.statistics.diskHits += 1 } else { $0.statistics.misses += 1 } }
+    }
+
+    private static func readWholeFile(_ url: URL) throws -> Data {
+        do {
+            return try Data(contentsOf: url)
+        } catch {
+            throw DiskCacheError(code: .notFound, message: "Could not read the file to store: \(error)", path: url.path)
+        }
+    }
+
+    /// A file in the system's temporary directory holding `data`, open for reading, mode 0600.
+    private static func temporaryFile(holding data: Data) throws -> DiskCache.File {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("TieredCache-\(UUID().uuidString)")
+        guard FileManager.default.createFile(atPath: url.path, contents: data, attributes: [.posixPermissions: 0o600]) else {
+            throw DiskCacheError(code: .ioFailure, message: "Could not write a temporary file for a memory-only record", path: url.path)
+        }
+        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            try? FileManager.default.removeItem(at: url)
+            throw DiskCacheError(code: .ioFailure, message: "Could not open a temporary file", path: url.path, errno: errno)
+        }
+        return DiskCache.File(url: url, fileDescriptor: fd, size: Int64(data.count))
+    }
+
+    private static func remove(_ file: DiskCache.File) {
+        close(file.fileDescriptor)
+        try? FileManager.default.removeItem(at: file.url)
+    }
+}
