@@ -44,6 +44,8 @@ extension DiskCache {
         public let fileDescriptor: Int32
         /// The body's size in bytes.
         public let size: Int64
+        /// The metadata stored with the value, read together with the file it came with.
+        public let metadata: [String: String]
     }
 
     // MARK: - Storing large bodies
@@ -453,7 +455,7 @@ extension DiskCache {
                 }
                 switch try handoutFile(hash, entry: entry, inline: inline, at: handout) {
                 case .some(let fd):
-                    return File(url: URL(fileURLWithPath: handout), fileDescriptor: fd, size: entry.size)
+                    return File(url: URL(fileURLWithPath: handout), fileDescriptor: fd, size: entry.size, metadata: meta.metadata)
                 case .none:
                     undoHit()
                     if removeIfUnchanged(hash, entry, key: key) { return nil }
@@ -565,14 +567,14 @@ extension DiskCache {
                     removeExpired(hash, entry, key: key)
                     return nil
                 }
-                if let inline { return Chunks(inline, chunkSize: chunkSize) }
+                if let inline { return Chunks(inline, metadata: meta.metadata, chunkSize: chunkSize) }
                 switch layout.directory.open(layout.bodyFile(hash, slot: entry.slot), FileIO.readFlags) {
                 case .success(let fd):
                     guard let hasher = StreamingChecksum() else {
                         Syscall.close(fd)
                         throw DiskCacheError(code: .ioFailure, message: "Out of memory for a checksum state", errno: ENOMEM)
                     }
-                    return Chunks(ChunkReader(cache: self, hash: hash, key: key, entry: entry, fd: fd,
+                    return Chunks(ChunkReader(cache: self, hash: hash, key: key, entry: entry, metadata: meta.metadata, fd: fd,
                                               hasher: configuration.verifiesChecksums ? hasher : nil, chunkSize: chunkSize))
                 case .failure(let error) where error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || FileIO.isNotAFile(error):
                     undoHit()
@@ -613,12 +615,16 @@ extension DiskCache {
         /// The chunks of a body already in memory, `chunkSize` bytes each (the last may be
         /// shorter; an empty body is one empty chunk): what a memory tier hands out in place
         /// of a file's chunks.
-        public init(_ bytes: Data, chunkSize: Int = 1 << 20) {
-            self.init(ChunkReader(bytes: bytes, chunkSize: Swift.max(1, chunkSize)))
+        public init(_ bytes: Data, metadata: [String: String] = [:], chunkSize: Int = 1 << 20) {
+            self.init(ChunkReader(bytes: bytes, metadata: metadata, chunkSize: Swift.max(1, chunkSize)))
         }
 
         /// The body's size in bytes.
         public var count: Int64 { reader.size }
+
+        /// The metadata stored with the value, read together with the body's file (so it is the
+        /// metadata of these very bytes, whatever was stored for the key since).
+        public var metadata: [String: String] { reader.metadata }
 
         public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(reader: reader) }
 
@@ -637,6 +643,7 @@ extension DiskCache {
     /// far; or an inline body already in memory.
     fileprivate final class ChunkReader: Sendable {
         let size: Int64
+        let metadata: [String: String]
         private let chunkSize: Int
         private let source: Source
         private let state: PthreadMutex<State>
@@ -653,15 +660,18 @@ extension DiskCache {
             var isFinished = false
         }
 
-        init(bytes: Data, chunkSize: Int) {
+        init(bytes: Data, metadata: [String: String], chunkSize: Int) {
             size = Int64(bytes.count)
+            self.metadata = metadata
             self.chunkSize = chunkSize
             source = .memory(bytes)
             state = PthreadMutex(State())
         }
 
-        init(cache: DiskCache, hash: KeyHash, key: String, entry: IndexEntry, fd: Int32, hasher: StreamingChecksum?, chunkSize: Int) {
+        init(cache: DiskCache, hash: KeyHash, key: String, entry: IndexEntry, metadata: [String: String], fd: Int32,
+             hasher: StreamingChecksum?, chunkSize: Int) {
             size = entry.size
+            self.metadata = metadata
             self.chunkSize = chunkSize
             source = .file(cache: cache, hash: hash, key: key, entry: entry)
             state = PthreadMutex(State(fd: fd, hasher: hasher))

@@ -62,7 +62,7 @@ extension TieredCache {
     /// a time (see ``DiskCache/chunks(for:chunkSize:)``, which says when a damaged body is
     /// noticed). Counted as a memory hit, a disk hit or a miss. Nothing is promoted into memory.
     public func chunks(for key: String, chunkSize: Int = 1 << 20) async throws -> DiskCache.Chunks? {
-        if let record = memoryRecord(for: key) { return DiskCache.Chunks(record.data, chunkSize: chunkSize) }
+        if let record = memoryRecord(for: key) { return DiskCache.Chunks(record.data, metadata: record.metadata, chunkSize: chunkSize) }
         let chunks = try await disk?.chunks(for: key, chunkSize: chunkSize)
         count(hit: chunks != nil)
         return chunks
@@ -81,7 +81,7 @@ extension TieredCache {
             return nil
         }
         shared.state.withLock { $0.statistics.memoryHits += 1 }
-        let file = try Self.temporaryFile(holding: record.data)
+        let file = try Self.temporaryFile(holding: record)
         defer { Self.remove(file) }
         return try body(file)
     }
@@ -98,7 +98,7 @@ extension TieredCache {
             return nil
         }
         shared.state.withLock { $0.statistics.memoryHits += 1 }
-        let file = try await BlockingIOPool.shared.run { try Self.temporaryFile(holding: record.data) }
+        let file = try await BlockingIOPool.shared.run { try Self.temporaryFile(holding: record) }
         defer { Self.remove(file) }
         return try await body(file)
     }
@@ -123,8 +123,9 @@ extension TieredCache {
         }
     }
 
-    /// A file in the system's temporary directory holding `data`, open for reading, mode 0600.
-    private static func temporaryFile(holding data: Data) throws -> DiskCache.File {
+    /// A file in the system's temporary directory holding `record`'s body, open for reading, mode 0600.
+    private static func temporaryFile(holding record: Record) throws -> DiskCache.File {
+        let data = record.data
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("TieredCache-\(UUID().uuidString)")
         guard FileManager.default.createFile(atPath: url.path, contents: data, attributes: [.posixPermissions: 0o600]) else {
             throw DiskCacheError(code: .ioFailure, message: "Could not write a temporary file for a memory-only record", path: url.path)
@@ -134,7 +135,7 @@ extension TieredCache {
             try? FileManager.default.removeItem(at: url)
             throw DiskCacheError(code: .ioFailure, message: "Could not open a temporary file", path: url.path, errno: errno)
         }
-        return DiskCache.File(url: url, fileDescriptor: fd, size: Int64(data.count))
+        return DiskCache.File(url: url, fileDescriptor: fd, size: Int64(data.count), metadata: record.metadata)
     }
 
     private static func remove(_ file: DiskCache.File) {

@@ -45,7 +45,7 @@ extension HTTPURLCache {
 
 /// Carries a Foundation object that is not declared `Sendable` (`CachedURLResponse`, immutable
 /// once made) to or from the I/O thread, which uses it only while the caller waits.
-private struct UncheckedBox<Value>: @unchecked Sendable {
+struct UncheckedBox<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
 }

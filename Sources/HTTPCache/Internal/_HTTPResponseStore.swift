@@ -64,9 +64,12 @@ final class _HTTPResponseStore: Sendable {
     /// first. With several, only their metadata files are read (which hold small bodies too),
     /// so that choosing one counts as an access of that one alone on disk: ``load(_:)`` reads
     /// the record of the one chosen.
-    func variants(forKey primaryKey: String) -> [Variant] {
+    ///
+    /// With `loadingBodies` false no body is read, even of a single variant (for a caller that
+    /// streams the chosen one's body).
+    func variants(forKey primaryKey: String, loadingBodies: Bool = true) -> [Variant] {
         let keys = takenSlots(primaryKey).map { Self.variantKey(primaryKey, slot: $0) }
-        let loaded = keys.count == 1
+        let loaded = loadingBodies && keys.count == 1
         return keys
             .compactMap { key -> Variant? in
                 guard let record = loaded ? records.record(for: key) : records.recordWithoutBody(for: key),
@@ -97,8 +100,12 @@ final class _HTTPResponseStore: Sendable {
     /// kept whole, never given the old one's header fields. With `bodyUnchanged` as well, the
     /// record keeps its body on disk as it is and only its metadata is replaced (when its storage
     /// policy is the entry's), instead of being rewritten.
+    ///
+    /// With `bodyFile` the body is the contents of that file, brought in as `transfer` says
+    /// (``TieredCache/store(contentsOf:for:metadata:expires:transfer:policy:)-9yqhs``), and
+    /// `entry.body` is ignored.
     func store(_ entry: CachedHTTPResponse, forKey primaryKey: String, refreshing: Date? = nil,
-               bodyUnchanged: Bool = false) throws {
+               bodyUnchanged: Bool = false, bodyFile: (url: URL, transfer: DiskCache.FileTransfer)? = nil) throws {
         guard entry.storagePolicy != .notAllowed else { return }
         let id = entry.variantID
         try lock(primaryKey).withLock { _ in
@@ -131,7 +138,12 @@ final class _HTTPResponseStore: Sendable {
                try records.updateMetadata(entry.encodedMetadata(), for: key, policy: entry.storagePolicy.tiered) {
                 return
             }
-            try records.store(entry.body, for: key, metadata: entry.encodedMetadata(), policy: entry.storagePolicy.tiered)
+            if let bodyFile {
+                try records.store(contentsOf: bodyFile.url, for: key, metadata: entry.encodedMetadata(),
+                                  transfer: bodyFile.transfer, policy: entry.storagePolicy.tiered)
+            } else {
+                try records.store(entry.body, for: key, metadata: entry.encodedMetadata(), policy: entry.storagePolicy.tiered)
+            }
         }
     }
 
