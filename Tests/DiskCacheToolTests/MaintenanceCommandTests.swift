@@ -28,9 +28,10 @@ struct MaintenanceCommandTests {
     @Test func putReadsStandardInput() throws {
         let directory = TemporaryDirectory()
         _ = try SmallCache(at: directory.cache)
-        let body = binaryData(count: 1000)
+        let body = binaryData(count: 3 << 20 | 5)  // several of the 1 MiB pieces it is read in
         let result = try runTool(["put", directory.cache.path, "from stdin", "-", "--expires", "2h"], input: body)
         #expect(result.status == 0)
+        #expect(result.output == "stored \"from stdin\" (\(3 << 20 | 5) bytes)\n")
 
         let cache = try openCache(directory.cache)
         defer { try? closeCache(cache) }

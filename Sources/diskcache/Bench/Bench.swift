@@ -51,7 +51,11 @@ struct Bench: ParsableCommand {
         cache whose sweeper runs every --sweep-interval seconds, over --idle-seconds) and \
         async (64 tasks doing 90 % gets / 10 % puts with the async API, then with the \
         synchronous API called from the tasks, each beside a task that sleeps 1 ms in a loop \
-        and reports how late it wakes; throughput against the synchronous API on 2 threads).
+        and reports how late it wakes; throughput against the synchronous API on 2 threads) \
+        and streaming (one body of each size, e.g. --sizes 1G, written through a Writer, copied \
+        in with store(contentsOf:), read with chunks(for:), withFile(for:) and data(for:), and \
+        moved in, each beside plain pwrite/copy/pread of the same bytes, with the peak resident \
+        memory each grew the process by).
 
         Durability is `none` by default: the numbers are those of the page cache and the \
         filesystem, not of the device's flushes. With --durability immediate the floor fsyncs \
@@ -74,7 +78,7 @@ struct Bench: ParsableCommand {
     @Option(help: "Bytes of bodies per size when --entries is not given.")
     var byteBudget = "64M"
 
-    @Option(help: "Operations, comma-separated: put, get, mixed, open, sweep, sweep-get, idle, async, or all.")
+    @Option(help: "Operations, comma-separated: put, get, mixed, open, sweep, sweep-get, idle, async, streaming, or all.")
     var operations = "put,get,mixed,open,sweep"
 
     @Option(help: "Durability mode of the store: none, batched, batched:<milliseconds>, immediate.")

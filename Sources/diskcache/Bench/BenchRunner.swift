@@ -46,6 +46,9 @@ enum BenchOperation: String, CaseIterable {
     /// 64 tasks on the async API against the same tasks on the synchronous one (which blocks
     /// Swift's cooperative pool), with a probe task's wake-up lateness (`BenchAsync.swift`).
     case async
+    /// One large body stored and read each streaming way, beside plain file I/O, with peak
+    /// memory growth (`BenchStreaming.swift`).
+    case streaming
 
     static let defaults: [BenchOperation] = [.put, .get, .mixed, .open, .sweep]
     /// The operations that fill a cache of --entries and measure the store beside the floor.
@@ -97,6 +100,7 @@ final class BenchRunner {
             if ops.contains(.sweep) { phases += 2 }
             if ops.contains(.sweepGet) { phases += 3 }
             if ops.contains(.async) { phases += 4 }
+            if ops.contains(.streaming) { phases += 5 }
             if plan.compareURLCache { phases += 6 }
         }
         if ops.contains(.idle) { phases += 2 }
@@ -132,6 +136,7 @@ final class BenchRunner {
             var rows: [BenchRow] = []
             if ops.contains(.sweepGet) { rows += try runSweepGet(size: size, data: body(size)) }
             if ops.contains(.async) { rows += try runAsync(size: size, data: body(size)) }
+            if ops.contains(.streaming) { rows += try runStreaming(size: size) }
             if plan.compareURLCache { rows += try runURLCacheComparison(size: size, data: body(size), mainRows: []) }
             report.rows += rows
             return
@@ -393,6 +398,9 @@ final class BenchRunner {
         }
         if ops.contains(.async) {
             rows += try runAsync(size: size, data: data)
+        }
+        if ops.contains(.streaming) {
+            rows += try runStreaming(size: size)
         }
         if plan.compareURLCache {
             rows += try runURLCacheComparison(size: size, data: data, mainRows: rows)

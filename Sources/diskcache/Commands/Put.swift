@@ -7,7 +7,9 @@ struct Put: ParsableCommand {
         abstract: "Store a file (or standard input) under a key.",
         discussion: """
             Replaces any earlier value of the key. The write is durable (fsync) when the \
-            command returns. The directory must already be a cache unless --create is given.
+            command returns. The directory must already be a cache unless --create is given. \
+            A file is copied in (shared blocks where the filesystem offers them); standard \
+            input is written as it arrives. Neither is held in memory whole.
             """
     )
 
@@ -43,19 +45,40 @@ struct Put: ParsableCommand {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             fields[String(parts[0])] = String(parts[1])
         }
-        let data: Data
         if file == "-" {
-            data = FileHandle.standardInput.readDataToEndOfFile()
-        } else {
-            do {
-                data = try Data(contentsOf: URL(fileURLWithPath: file))
-            } catch {
-                throw ToolError("Could not read \(file): \(error.localizedDescription)")
+            // Standard input through a writer, 1 MiB at a time: a body of any size, in bounded memory.
+            let diskCache = try cache.open(create: create)
+            let writer = try diskCache.makeWriter(for: key, metadata: fields, expires: expires)
+            while let piece = try FileHandle.standardInput.read(upToCount: 1 << 20), !piece.isEmpty {
+                try writer.append(piece)
             }
+            let count = writer.count
+            try writer.commit()
+            try diskCache.close()
+            Terminal.writeLine("stored \(Terminal.quoted(key)) (\(count) bytes)")
+            return
+        }
+        // A file is copied in by the store itself (never read whole into memory); it is checked
+        // first, so that a missing file does not leave a new empty cache behind with --create.
+        let size: Int64
+        do {
+            let attributes = try FileManager.default.attributesOfItem(atPath: file)
+            guard attributes[.type] as? FileAttributeType == .typeRegular else {
+                throw ToolError("Could not read \(file): not a regular file")
+            }
+            guard FileManager.default.isReadableFile(atPath: file) else {
+                throw ToolError("Could not read \(file): permission denied")
+            }
+            size = (attributes[.size] as? NSNumber)?.int64Value ?? 0
+        } catch let error as ToolError {
+            throw error
+        } catch {
+            throw ToolError("Could not read \(file): \(error.localizedDescription)")
         }
         let diskCache = try cache.open(create: create)
-        try diskCache.store(data, for: key, metadata: fields, expires: expires)
+        try diskCache.store(contentsOf: URL(fileURLWithPath: file), for: key, metadata: fields, expires: expires)
+        let stored = diskCache.entry(for: key).map { Int64($0.size) } ?? size  // what was copied, should the file have changed since
         try diskCache.close()
-        Terminal.writeLine("stored \(Terminal.quoted(key)) (\(data.count) bytes)")
+        Terminal.writeLine("stored \(Terminal.quoted(key)) (\(stored) bytes)")
     }
 }
