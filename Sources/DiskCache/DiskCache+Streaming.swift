@@ -74,14 +74,24 @@ extension DiskCache {
             throw DiskCacheError(code: .invalidArgument, message: "Only a file URL can be stored from: \(url)")
         }
         try throwIfClosed()
+        try checkMetadataFits(key: key, metadata: metadata)
         let source = url.path
         let temp = temporaryFile("incoming")
         var moved = false
         if transfer == .move, case .success(let info) = Syscall.lstat(source),
            info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 {
-            switch layout.directory.moveIn(from: source, to: temp) {
+            var result = layout.directory.moveIn(from: source, to: temp)
+            if case .failure(let error) = result, error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || error == .notDirectory,
+               !layout.directory.lstat(layout.temp).isDirectory {
+                // tmp/ removed, or replaced by a link: made a directory again, as a copy would.
+                _ = restoreDirectory(layout.temp)
+                result = layout.directory.moveIn(from: source, to: temp)
+            }
+            switch result {
             case .success: moved = true
             case .failure(let error) where error.rawValue == EXDEV: break  // another filesystem: copied below
+            case .failure(.noSuchFileOrDirectory):
+                throw DiskCacheError(code: .notFound, message: "There is no file to store", path: source, errno: ENOENT)
             case .failure(let error): throw DiskCacheError.io(error, "move the file into the cache", path: source)
             }
         }
@@ -89,7 +99,7 @@ extension DiskCache {
         do throws(DiskCacheError) {
             fd = moved ? try openMovedFile(temp) : try copyIntoCache(source, temp)
         } catch {
-            if moved { _ = layout.directory.moveOut(from: temp, to: source) }
+            if moved { throw giveBack(temp, to: source, after: error) }
             throw error
         }
         defer { Syscall.close(fd) }
@@ -97,12 +107,55 @@ extension DiskCache {
             let (size, checksum) = try Self.hashFile(fd, path: temp)
             try commitBodyFile(temp, fd: fd, size: size, checksum: checksum, key: key, metadata: metadata, expires: expires)
         } catch {
-            if moved { _ = layout.directory.moveOut(from: temp, to: source) } else { _ = layout.directory.unlink(temp) }
+            if moved { throw giveBack(temp, to: source, after: error) }
+            _ = layout.directory.unlink(temp)
             throw error
         }
-        // Moved by copying (another filesystem, or several names): the original goes now that
-        // the copy is committed.
-        if transfer == .move && !moved { _ = Syscall.unlink(source) }
+        if moved {
+            // The cache's own now: nobody else's permissions on it.
+            _ = Syscall.fchmod(fd, 0o600, reportingAs: temp)
+            // In `.immediate`, the name the file had goes durably too, so that a power cut
+            // cannot bring it back as a second name for the cache's body.
+            if configuration.durability.mode == .immediate { _ = Syscall.fsyncDirectory((source as NSString).deletingLastPathComponent) }
+        } else if transfer == .move {
+            // Moved by copying (another filesystem, or several names): the original goes now
+            // that the copy is committed.
+            _ = Syscall.unlink(source)
+        }
+    }
+
+    /// Puts a moved-in file back at `source` after `error`, and says in the error where the file
+    /// is if it could not be put back.
+    private func giveBack(_ temp: String, to source: String, after error: DiskCacheError) -> DiskCacheError {
+        switch layout.directory.moveOut(from: temp, to: source) {
+        case .success:
+            return error
+        case .failure(.noSuchFileOrDirectory):
+            // Not in tmp/ any more: the store committed it before the error (a failed journal
+            // sync in `.immediate`), so it is the entry's body now.
+            var error = error
+            error.message += "; the file was stored as the entry's body before this failure and is no longer at its path"
+            return error
+        case .failure(let failure):
+            var error = error
+            error.message += "; the file could not be put back (\(failure)) and is at \(temp) until the cache is next opened"
+            return error
+        }
+    }
+
+    /// Throws `invalidArgument` when `key` and `metadata` cannot fit in an entry's `.meta` file:
+    /// checked before a body is streamed or copied, not after.
+    func checkMetadataFits(key: String, metadata: [String: String]) throws(DiskCacheError) {
+        let meta = EntryMetadata(key: key, size: 0, checksum: 0, created: 0, accessed: 0, expires: nil,
+                                 metadata: metadata, inlineBody: nil)
+        let parts = meta.encodedParts(inlineBodyCount: nil)
+        // Sizes, checksums and dates are written at a fixed width: only the expiry date can add
+        // to this (a date object and its key, well under 64 bytes).
+        let metaSize = parts.head.count + parts.tail.count + 64
+        guard metaSize <= IndexEntry.maximumMetaSize else {
+            throw DiskCacheError(code: .invalidArgument,
+                                 message: "The key and metadata take about \(metaSize) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
+        }
     }
 
     /// Stores the chunks `chunks` yields, one after the other, as `key`'s value, holding one
@@ -111,7 +164,12 @@ extension DiskCache {
     /// is stored, the earlier value stays and the partial file is removed.
     ///
     /// ```swift
-    /// try await cache.store(response.body, for: url.absoluteString)   // any AsyncSequence of bytes
+    /// // Any AsyncSequence of byte chunks (Data, [UInt8], ...): a download read in pieces, say.
+    /// let (pieces, continuation) = AsyncStream<Data>.makeStream()
+    /// async let stored: Void = cache.store(pieces, for: "video-42")
+    /// for piece in downloadedPieces { continuation.yield(piece) }
+    /// continuation.finish()
+    /// try await stored
     /// ```
     public func store<Chunks: AsyncSequence>(_ chunks: Chunks, for key: String, metadata: [String: String] = [:],
                                              expires: Date? = nil) async throws
@@ -132,9 +190,11 @@ extension DiskCache {
     /// (its file is in `tmp/`, which the next open empties).
     ///
     /// #### Errors
-    /// ``DiskCacheError/Code/closed``, or the failure to create the writer's file.
+    /// ``DiskCacheError/Code/closed``; ``DiskCacheError/Code/invalidArgument`` when the key and
+    /// metadata cannot fit in an entry; or the failure to create the writer's file.
     public func makeWriter(for key: String, metadata: [String: String] = [:], expires: Date? = nil) throws -> Writer {
         try throwIfClosed()
+        try checkMetadataFits(key: key, metadata: metadata)
         let temp = temporaryFile("incoming")
         let fd = try createTemporaryFile(temp)
         guard let hasher = StreamingChecksum() else {
@@ -177,7 +237,7 @@ extension DiskCache {
         deinit { abort() }
 
         /// Bytes appended so far.
-        public var count: Int64 { state.withLock { $0.length } }
+        public var size: Int64 { state.withLock { $0.length } }
 
         /// Appends `bytes` to the value. A failure (a full disk, say) aborts the writer: its file
         /// is removed and later calls throw.
@@ -232,9 +292,12 @@ extension DiskCache {
         }
     }
 
-    /// A name in `tmp/` no other file of this cache has: `<prefix>-<n>`.
+    /// A name in `tmp/` no other file has.
+    /// `<prefix>-<pid>-<tag>-<n>`: the tag is this instance's, so that a writer or handout
+    /// outliving its cache (closed, then the directory opened again) can never remove a file of
+    /// the next instance's.
     func temporaryFile(_ prefix: String) -> String {
-        layout.tempFile("\(prefix)-\(temporaryCounter.add(1, ordering: .relaxed).newValue)")
+        layout.tempFile("\(prefix)-\(getpid())-\(temporaryTag)-\(temporaryCounter.add(1, ordering: .relaxed).newValue)")
     }
 
     /// Creates a file of the cache's own in `tmp/` (which must not exist), open for reading and writing.
@@ -248,14 +311,14 @@ extension DiskCache {
         return try opened.get(orThrow: "create a file in tmp/", path: temp)
     }
 
-    /// Opens a file just moved into `tmp/`, checks it is a regular file and makes it the cache's (mode 0600).
+    /// Opens a file just moved into `tmp/` and checks it is a regular file. Its mode is left
+    /// as it was until the store commits (a file given back keeps it).
     private func openMovedFile(_ temp: String) throws(DiskCacheError) -> Int32 {
         let fd = try layout.directory.open(temp, FileIO.readFlags).get(orThrow: "open the moved file", path: temp)
         guard case .success(let info) = Syscall.fstat(fd), info.st_mode & S_IFMT == S_IFREG else {
             Syscall.close(fd)
             throw DiskCacheError(code: .invalidArgument, message: "Only a regular file can be stored", path: temp)
         }
-        _ = Syscall.fchmod(fd, 0o600, reportingAs: temp)
         return fd
     }
 
@@ -310,7 +373,9 @@ extension DiskCache {
             while true {
                 let copied = cdiskcache_copy_range(source, &sourceOffset, destination, &destinationOffset, 1 << 30)
                 if copied > 0 { continue }
-                if copied == 0 { return .success(()) }
+                // 0 is the end of the source, or a filesystem that copies nothing this way: the
+                // loop below finds which (its first read returns 0 at the end).
+                if copied == 0 { break }
                 let error = Errno.current
                 if error == .interrupted { continue }
                 // Not possible for this pair (another filesystem on an old kernel, a special file
@@ -421,8 +486,9 @@ extension DiskCache {
     }
 
     /// ``withFile(for:_:)`` with the file prepared on the cache's I/O threads and `body` run
-    /// on the calling task.
-    public func withFile<R: Sendable>(for key: String, _ body: (File) async throws -> R) async throws -> R? {
+    /// on the caller's isolation (an actor's code may pass a closure that uses its state).
+    public func withFile<R>(for key: String, isolation: isolated (any Actor)? = #isolation,
+                            _ body: (File) async throws -> R) async throws -> R? {
         guard let handout = try await BlockingIOPool.shared.run({ try self.openHandout(for: key) }) else { return nil }
         defer { closeHandout(handout) }
         return try await body(handout)
@@ -433,126 +499,32 @@ extension DiskCache {
         _ = layout.directory.unlink(handout.url.path)
     }
 
-    /// Prepares the file ``withFile(for:_:)`` hands out: the read path of ``data(for:)-7qmtl``
-    /// (lookup, key check, retries when a writer replaced the entry meanwhile) ending in a file.
-    private func openHandout(for key: String) throws -> File? {
+    /// What a reader made of an entry's body (see ``openBody(for:_:)``).
+    private enum BodyOpening<T> {
+        case opened(T)
+        /// The files do not match what the index vouches for: removed, a miss.
+        case damaged
+        /// The index moved on between the lookup and the open: look again.
+        case replaced
+        /// Failed for a reason that says nothing about the files: a miss, the entry kept.
+        case unavailable
+    }
+
+    /// The read path of ``data(for:)-7qmtl`` up to the body: the lookup (counting a hit), the
+    /// expiry, the metadata file and its key; then `open` makes what the caller hands out, from
+    /// the entry, its metadata and (when inline) its body. A hit that turns out a miss is taken
+    /// back, a damaged entry is removed, and the whole is tried again when a writer replaced the
+    /// entry meanwhile.
+    private func openBody<T>(for key: String,
+                             _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> BodyOpening<T>)
+        throws(DiskCacheError) -> T? {
         let hash = configuration.keyHasher.hash(key)
-        for _ in 0..<4 {
-            let now = configuration.clock()
-            guard let entry = lookupForRead(hash, at: now) else { return nil }
-            if entry.hasExpired(atMilliseconds: now) {
-                removeExpired(hash, entry, key: key)
-                return nil
-            }
-            let handout = temporaryFile("handout")
-            let result = readEntry(hash, key: key, expected: entry, wantBody: entry.isInline)
-            switch result {
-            case .found(let meta, let inline):
-                if let expires = meta.expires, expires <= now {
-                    undoHit()
-                    removeExpired(hash, entry, key: key)
-                    return nil
-                }
-                switch try handoutFile(hash, entry: entry, inline: inline, at: handout) {
-                case .some(let fd):
-                    return File(url: URL(fileURLWithPath: handout), fileDescriptor: fd, size: entry.size, metadata: meta.metadata)
-                case .none:
-                    undoHit()
-                    if removeIfUnchanged(hash, entry, key: key) { return nil }
-                }
-            case .otherKey:
-                state.withLock {
-                    $0.statistics.hits -= 1
-                    $0.statistics.misses += 1
-                    $0.statistics.hashCollisions += 1
-                }
-                return nil
-            case .damaged:
-                undoHit()
-                if removeIfUnchanged(hash, entry, key: key) { return nil }
-            case .unavailable:
-                state.withLock {
-                    $0.statistics.hits -= 1
-                    $0.statistics.misses += 1
-                }
-                return nil
+        func takeBackHit() {
+            state.withLock {
+                $0.statistics.hits -= 1
+                $0.statistics.misses += 1
             }
         }
-        countMiss()
-        return nil
-    }
-
-    /// Makes the file `handout` hold the entry's body and opens it: a link to the `.body` file,
-    /// checked against the entry, or a new file holding the inline body. Nil when the body file
-    /// is missing or does not match (damage, or a writer replaced it meanwhile).
-    private func handoutFile(_ hash: KeyHash, entry: IndexEntry, inline: Data?, at handout: String) throws(DiskCacheError) -> Int32? {
-        if let inline {
-            let fd = try createTemporaryFile(handout)
-            let written = inline.withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 0) }
-            if case .failure(let error) = written {
-                Syscall.close(fd)
-                _ = layout.directory.unlink(handout)
-                throw DiskCacheError.io(error, "write the handed-out file", path: handout)
-            }
-            return fd
-        }
-        var linked = layout.directory.link(layout.bodyFile(hash, slot: entry.slot), handout)
-        if case .failure(let error) = linked, error == .tooManySymbolicLinks || error == .notDirectory
-                                              || (error == .noSuchFileOrDirectory && !layout.directory.lstat(layout.temp).isDirectory) {
-            _ = restoreDirectory(layout.temp)
-            linked = layout.directory.link(layout.bodyFile(hash, slot: entry.slot), handout)
-        }
-        switch linked {
-        case .success: break
-        case .failure(.noSuchFileOrDirectory): return nil
-        case .failure(let error): throw DiskCacheError.io(error, "link the body into tmp/", path: handout)
-        }
-        let fd: Int32
-        switch layout.directory.open(handout, FileIO.readFlags) {
-        case .success(let opened): fd = opened
-        case .failure(let error):
-            _ = layout.directory.unlink(handout)
-            if error == .tooManySymbolicLinks || FileIO.isNotAFile(error) { return nil }
-            throw DiskCacheError.io(error, "open the handed-out file", path: handout)
-        }
-        var matches = false
-        if case .success(let info) = Syscall.fstat(fd), info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == entry.size {
-            matches = !configuration.verifiesChecksums || (try? Self.hashFile(fd, path: handout))?.checksum == entry.checksum
-        }
-        guard matches else {
-            Syscall.close(fd)
-            _ = layout.directory.unlink(handout)
-            return nil
-        }
-        return fd
-    }
-
-    /// `key`'s value as a sequence of chunks of at most `chunkSize` bytes, read from disk as
-    /// they are asked for; nil on a miss or an expired entry. Each chunk is read on the cache's
-    /// I/O threads; a task cancelled between chunks gets `CancellationError` from the next one.
-    ///
-    /// **When a reader can tell the body is damaged.** The body's checksum covers the whole
-    /// body, so it can only be checked once the last byte has been read: the sequence delivers
-    /// the final chunk only after that check passed. A body that fails it (or a file shorter
-    /// than its entry records) ends the sequence with ``DiskCacheError/Code/corruptEntry``
-    /// *instead of* the final chunk, and the entry is removed. So a consumer that reaches the
-    /// end without an error received exactly the bytes stored; one that gets the error must
-    /// discard what it received. (A body that fits in one chunk is checked before it is
-    /// delivered.) Without ``Configuration/verifiesChecksums`` only the length is checked.
-    ///
-    /// The chunks come from the file that held the value when this call was made: an entry
-    /// replaced or evicted meanwhile does not change them.
-    public func chunks(for key: String, chunkSize: Int = 1 << 20) async throws -> Chunks? {
-        guard chunkSize > 0 else {
-            throw DiskCacheError(code: .invalidArgument, message: "A chunk size must be positive, not \(chunkSize)")
-        }
-        return try await BlockingIOPool.shared.run { try self.openChunks(for: key, chunkSize: chunkSize) }
-    }
-
-    /// Opens the reader behind ``chunks(for:chunkSize:)``: the read path of ``data(for:)-7qmtl``
-    /// up to the body, which is opened (or, inline, already in memory).
-    private func openChunks(for key: String, chunkSize: Int) throws -> Chunks? {
-        let hash = configuration.keyHasher.hash(key)
         for _ in 0..<4 {
             let now = configuration.clock()
             guard let entry = lookupForRead(hash, at: now) else { return nil }
@@ -567,42 +539,172 @@ extension DiskCache {
                     removeExpired(hash, entry, key: key)
                     return nil
                 }
-                if let inline { return Chunks(inline, metadata: meta.metadata, chunkSize: chunkSize) }
-                switch layout.directory.open(layout.bodyFile(hash, slot: entry.slot), FileIO.readFlags) {
-                case .success(let fd):
-                    guard let hasher = StreamingChecksum() else {
-                        Syscall.close(fd)
-                        throw DiskCacheError(code: .ioFailure, message: "Out of memory for a checksum state", errno: ENOMEM)
-                    }
-                    return Chunks(ChunkReader(cache: self, hash: hash, key: key, entry: entry, metadata: meta.metadata, fd: fd,
-                                              hasher: configuration.verifiesChecksums ? hasher : nil, chunkSize: chunkSize))
-                case .failure(let error) where error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || FileIO.isNotAFile(error):
+                let opening: BodyOpening<T>
+                do throws(DiskCacheError) {
+                    opening = try open(hash, entry, meta, inline)
+                } catch {
+                    takeBackHit()
+                    throw error
+                }
+                switch opening {
+                case .opened(let value): return value
+                case .damaged:
                     undoHit()
                     if removeIfUnchanged(hash, entry, key: key) { return nil }
-                case .failure(let error):
+                case .replaced:
                     undoHit()
-                    throw DiskCacheError.io(error, "open the body", path: layout.bodyFile(hash, slot: entry.slot))
+                case .unavailable:
+                    takeBackHit()
+                    return nil
                 }
             case .otherKey:
-                state.withLock {
-                    $0.statistics.hits -= 1
-                    $0.statistics.misses += 1
-                    $0.statistics.hashCollisions += 1
-                }
+                takeBackHit()
+                state.withLock { $0.statistics.hashCollisions += 1 }
                 return nil
             case .damaged:
                 undoHit()
                 if removeIfUnchanged(hash, entry, key: key) { return nil }
             case .unavailable:
-                state.withLock {
-                    $0.statistics.hits -= 1
-                    $0.statistics.misses += 1
-                }
+                takeBackHit()
                 return nil
             }
         }
         countMiss()
         return nil
+    }
+
+    /// Whether the index still holds `entry` for `hash`. A body file opened (or linked) while
+    /// it does is that entry's: nothing writes to a committed slot's files, and a slot is reused
+    /// only after its entry was replaced.
+    private func isCurrent(_ hash: KeyHash, _ entry: IndexEntry) -> Bool {
+        state.withLock { $0.index[hash] == entry }
+    }
+
+    /// A missing body file is damage if the entry is still the one looked up, else a replacement.
+    private func missing<T>(_ hash: KeyHash, _ entry: IndexEntry) -> BodyOpening<T> {
+        isCurrent(hash, entry) ? .damaged : .replaced
+    }
+
+    /// Prepares the file ``withFile(for:_:)`` hands out: a second name in `tmp/` for the entry's
+    /// `.body` file, checked against the entry; or, for an inline body, a new file holding it.
+    private func openHandout(for key: String) throws(DiskCacheError) -> File? {
+        try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> BodyOpening<File> in
+            let handout = temporaryFile("handout")
+            func opened(_ fd: Int32) -> BodyOpening<File> {
+                .opened(File(url: URL(fileURLWithPath: handout), fileDescriptor: fd, size: entry.size, metadata: meta.metadata))
+            }
+            if let inline {
+                let fd = try createTemporaryFile(handout)
+                let written = inline.withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 0) }
+                Syscall.close(fd)
+                // Handed out read-only, as a body file is.
+                let reopened = written.flatMap { layout.directory.open(handout, FileIO.readFlags) }
+                guard case .success(let readOnly) = reopened else {
+                    _ = layout.directory.unlink(handout)
+                    if case .failure(let error) = reopened { throw DiskCacheError.io(error, "write the handed-out file", path: handout) }
+                    return .unavailable
+                }
+                return opened(readOnly)
+            }
+            let body = layout.bodyFile(hash, slot: entry.slot)
+            var linked = layout.directory.link(body, handout)
+            if case .failure(let error) = linked, error == .tooManySymbolicLinks || error == .notDirectory
+                                                  || error == .noSuchFileOrDirectory, !layout.directory.lstat(layout.temp).isDirectory {
+                _ = restoreDirectory(layout.temp)
+                linked = layout.directory.link(body, handout)
+            }
+            switch linked {
+            case .success: break
+            case .failure(.noSuchFileOrDirectory): return missing(hash, entry)
+            case .failure(let error): throw DiskCacheError.io(error, "link the body into tmp/", path: handout)
+            }
+            guard isCurrent(hash, entry) else {
+                _ = layout.directory.unlink(handout)
+                return .replaced
+            }
+            let fd: Int32
+            switch layout.directory.open(handout, FileIO.readFlags) {
+            case .success(let value): fd = value
+            case .failure(let error):
+                _ = layout.directory.unlink(handout)
+                return error == .tooManySymbolicLinks || FileIO.isNotAFile(error) ? .damaged : .unavailable
+            }
+            let verdict: BodyOpening<File>
+            switch Syscall.fstat(fd) {
+            case .success(let info) where info.st_mode & S_IFMT != S_IFREG || Int64(info.st_size) != entry.size:
+                verdict = .damaged
+            case .success where !configuration.verifiesChecksums:
+                return opened(fd)
+            case .success:
+                switch Result(catching: { () throws(DiskCacheError) in try Self.hashFile(fd, path: handout) }) {
+                case .success(let (_, checksum)) where checksum == entry.checksum: return opened(fd)
+                case .success: verdict = .damaged
+                case .failure: verdict = .unavailable
+                }
+            case .failure:
+                verdict = .unavailable
+            }
+            Syscall.close(fd)
+            _ = layout.directory.unlink(handout)
+            return verdict
+        }
+    }
+
+    /// `key`'s value as a sequence of chunks of at most `chunkSize` bytes (1 byte to 1 GiB), read
+    /// from disk as they are asked for; nil on a miss or an expired entry. Each chunk is read on
+    /// the cache's I/O threads; a task cancelled between chunks gets `CancellationError` from
+    /// the next one.
+    ///
+    /// **When a reader can tell the body is damaged.** The body's checksum covers the whole
+    /// body, so it can only be checked once the last byte has been read: the sequence delivers
+    /// the final chunk only after that check passed. A body that fails it (or a file shorter
+    /// than its entry records) ends the sequence with ``DiskCacheError/Code/corruptEntry``
+    /// *instead of* the final chunk, and the entry is removed. So a consumer that reaches the
+    /// end without an error received exactly the bytes stored; one that gets the error must
+    /// discard what it received. (A body that fits in one chunk is checked before it is
+    /// delivered.) Without ``Configuration/verifiesChecksums`` only the length is checked.
+    ///
+    /// The chunks come from the file that held the value when this call was made: an entry
+    /// replaced or evicted meanwhile does not change them.
+    public func chunks(for key: String, chunkSize: Int = 1 << 20) async throws -> Chunks? {
+        try Self.checkChunkSize(chunkSize)
+        return try await BlockingIOPool.shared.run { try self.openChunks(for: key, chunkSize: chunkSize) }
+    }
+
+    /// Throws `invalidArgument` unless `chunkSize` is 1 byte to 1 GiB.
+    static func checkChunkSize(_ chunkSize: Int) throws(DiskCacheError) {
+        guard chunkSize > 0 && chunkSize <= 1 << 30 else {
+            throw DiskCacheError(code: .invalidArgument, message: "A chunk size must be 1 byte to 1 GiB, not \(chunkSize)")
+        }
+    }
+
+    /// Opens the reader behind ``chunks(for:chunkSize:)``: the body file, open (or, inline,
+    /// the body already in memory).
+    private func openChunks(for key: String, chunkSize: Int) throws(DiskCacheError) -> Chunks? {
+        try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> BodyOpening<Chunks> in
+            if let inline { return .opened(Chunks(inline, metadata: meta.metadata, chunkSize: chunkSize)) }
+            let fd: Int32
+            switch layout.directory.open(layout.bodyFile(hash, slot: entry.slot), FileIO.readFlags) {
+            case .success(let value): fd = value
+            case .failure(.noSuchFileOrDirectory): return missing(hash, entry)
+            case .failure(let error) where error == .tooManySymbolicLinks || FileIO.isNotAFile(error): return .damaged
+            case .failure: return .unavailable
+            }
+            guard isCurrent(hash, entry) else {
+                Syscall.close(fd)
+                return .replaced
+            }
+            var hasher: StreamingChecksum?
+            if configuration.verifiesChecksums {
+                hasher = StreamingChecksum()
+                if hasher == nil {
+                    Syscall.close(fd)
+                    return .unavailable
+                }
+            }
+            return .opened(Chunks(ChunkReader(cache: self, hash: hash, key: key, entry: entry, metadata: meta.metadata,
+                                              fd: fd, hasher: hasher, chunkSize: chunkSize)))
+        }
     }
 
     /// A stored body read chunk by chunk (see ``DiskCache/chunks(for:chunkSize:)``).
@@ -620,7 +722,7 @@ extension DiskCache {
         }
 
         /// The body's size in bytes.
-        public var count: Int64 { reader.size }
+        public var size: Int64 { reader.size }
 
         /// The metadata stored with the value, read together with the body's file (so it is the
         /// metadata of these very bytes, whatever was stored for the key since).

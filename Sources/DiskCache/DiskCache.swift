@@ -61,6 +61,8 @@ public final class DiskCache: Sendable {
     /// `LOCK` and the directory, `flock`ed while the cache is open; emptied by `close()`.
     let locks: PthreadMutex<[FileDescriptor]>
     let temporaryCounter = Atomic<UInt64>(0)
+    /// Names this instance's files in `tmp/` apart from any other's (see `temporaryFile`).
+    let temporaryTag = String(UInt32.random(in: 0...UInt32.max), radix: 36)
     let maintenance: Maintenance
     let logger: Logger
 

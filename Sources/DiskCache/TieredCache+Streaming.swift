@@ -14,19 +14,23 @@ extension TieredCache {
     /// Stores the contents of the file at `url` for `key` (see
     /// ``DiskCache/store(contentsOf:for:metadata:expires:transfer:)-5kk4q``): on disk without
     /// loading it, and the memory tier drops the key. With `.allowedInMemoryOnly`, or without a
-    /// disk tier, the file is read into the memory tier instead (and, for `.move`, removed).
+    /// disk tier, the file is read into the memory tier instead, and left where it is whatever
+    /// `transfer` says (the memory tier may not keep it).
     public func store(contentsOf url: URL, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
                       transfer: DiskCache.FileTransfer = .copy, policy: StoragePolicy = .allowed) throws {
-        try stripe(key).mutex.withLock { _ in
-            if policy == .allowed, let disk {
-                removeFromMemory(key)
-                try disk.store(contentsOf: url, for: key, metadata: metadata, expires: expires, transfer: transfer)
-                return
-            }
+        guard policy == .allowed, let disk else {
             let data = policy == .notAllowed ? Data() : try Self.readWholeFile(url)
-            try store(Record(data: data, metadata: metadata, created: Date(), expires: expires), for: key, policy: policy)
-            if transfer == .move && policy != .notAllowed { try? FileManager.default.removeItem(at: url) }
+            try stripe(key).mutex.withLock { _ in
+                try store(Record(data: data, metadata: metadata, created: Date(), expires: expires), for: key, policy: policy)
+            }
+            return
         }
+        // The copy and its hash run without the key's lock (they may take seconds); the memory
+        // tier drops the key before and again after, so that a read that promoted the earlier
+        // value meanwhile does not keep it.
+        stripe(key).mutex.withLock { _ in removeFromMemory(key) }
+        defer { stripe(key).mutex.withLock { _ in removeFromMemory(key) } }
+        try disk.store(contentsOf: url, for: key, metadata: metadata, expires: expires, transfer: transfer)
     }
 
     /// Stores the chunks `chunks` yields as `key`'s value (see
@@ -62,6 +66,7 @@ extension TieredCache {
     /// a time (see ``DiskCache/chunks(for:chunkSize:)``, which says when a damaged body is
     /// noticed). Counted as a memory hit, a disk hit or a miss. Nothing is promoted into memory.
     public func chunks(for key: String, chunkSize: Int = 1 << 20) async throws -> DiskCache.Chunks? {
+        try DiskCache.checkChunkSize(chunkSize)
         if let record = memoryRecord(for: key) { return DiskCache.Chunks(record.data, metadata: record.metadata, chunkSize: chunkSize) }
         let chunks = try await disk?.chunks(for: key, chunkSize: chunkSize)
         count(hit: chunks != nil)
@@ -87,8 +92,9 @@ extension TieredCache {
     }
 
     /// ``withFile(for:_:)-4x0ts`` with the file prepared on the cache's I/O threads and `body`
-    /// run on the calling task.
-    public func withFile<R: Sendable>(for key: String, _ body: (DiskCache.File) async throws -> R) async throws -> R? {
+    /// run on the caller's isolation.
+    public func withFile<R>(for key: String, isolation: isolated (any Actor)? = #isolation,
+                            _ body: (DiskCache.File) async throws -> R) async throws -> R? {
         if let disk, let result = try await disk.withFile(for: key, body) {
             count(hit: true)
             return result
@@ -115,11 +121,24 @@ extension TieredCache {
         shared.state.withLock { if hit { $0.statistics.diskHits += 1 } else { $0.statistics.misses += 1 } }
     }
 
+    /// The whole file at `url` (a regular file, no FIFO waited on), for a memory-only store.
     private static func readWholeFile(_ url: URL) throws -> Data {
+        let path = url.path
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            let code = errno
+            throw DiskCacheError(code: code == ENOENT ? .notFound : code == EACCES ? .permissionDenied : .ioFailure,
+                                 message: "Could not open the file to store", path: path, errno: code)
+        }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            throw DiskCacheError(code: .invalidArgument, message: "Only a regular file can be stored", path: path)
+        }
         do {
-            return try Data(contentsOf: url)
+            return try handle.readToEnd() ?? Data()
         } catch {
-            throw DiskCacheError(code: .notFound, message: "Could not read the file to store: \(error)", path: url.path)
+            throw DiskCacheError(code: .ioFailure, message: "Could not read the file to store: \(error)", path: path)
         }
     }
 

@@ -66,9 +66,9 @@ extension HTTPURLCache {
     }
 
     /// ``withCachedResponseFile(for:_:)-1k8xl`` with the lookup on the caches' I/O threads and
-    /// `body` run on the calling task.
-    public func withCachedResponseFile<R: Sendable>(for request: URLRequest,
-                                                    _ body: (CachedHTTPResponse, DiskCache.File) async throws -> R)
+    /// `body` run on the caller's isolation.
+    public func withCachedResponseFile<R>(for request: URLRequest, isolation: isolated (any Actor)? = #isolation,
+                                          _ body: (CachedHTTPResponse, DiskCache.File) async throws -> R)
         async throws -> R? {
         guard let chosen = try await BlockingIOPool.shared.run({ self.chosenVariant(for: request) }) else { return nil }
         let result: R?? = try await responses.records.withFile(for: chosen.recordKey) { file in

@@ -153,6 +153,10 @@ struct PowerLossScenario {
         case open
         case close
         case store(key: Int, size: Int)
+        /// The same value written through a `Writer` in two appends, then committed.
+        case storeStreamed(key: Int, size: Int)
+        /// The same value copied in from a file outside the cache (`store(contentsOf:)`).
+        case storeFile(key: Int, size: Int)
         case remove(key: Int)
         case removeAll
         case updateMetadata(key: Int)
@@ -167,6 +171,8 @@ struct PowerLossScenario {
             case .open: return "open"
             case .close: return "close"
             case .store(let key, let size): return "store(\(PowerLossScenario.key(key)), \(size) bytes)"
+            case .storeStreamed(let key, let size): return "Writer(\(PowerLossScenario.key(key)), \(size) bytes)"
+            case .storeFile(let key, let size): return "store(contentsOf:, \(PowerLossScenario.key(key)), \(size) bytes)"
             case .remove(let key): return "removeValue(\(PowerLossScenario.key(key)))"
             case .removeAll: return "removeAll"
             case .updateMetadata(let key): return "updateMetadata(\(PowerLossScenario.key(key)))"
@@ -217,7 +223,9 @@ struct PowerLossScenario {
             }
             switch random.next() % 100 {
             case 0..<30: operations.append(.store(key: key(), size: 1 + Int(random.next() % 60)))
-            case 30..<50: operations.append(.store(key: key(), size: 200 + Int(random.next() % 3000)))
+            case 30..<40: operations.append(.store(key: key(), size: 200 + Int(random.next() % 3000)))
+            case 40..<45: operations.append(.storeStreamed(key: key(), size: 1 + Int(random.next() % 3000)))
+            case 45..<50: operations.append(.storeFile(key: key(), size: 1 + Int(random.next() % 3000)))
             case 50..<62: operations.append(.remove(key: key()))
             case 62..<67: operations.append(.updateMetadata(key: key()))
             case 67..<71: operations.append(.removeAll)
@@ -278,6 +286,9 @@ struct PowerLossScenario {
 
     func record(base: String) throws -> Recording {
         let cacheURL = URL(fileURLWithPath: base + "/" + cachePath)
+        let sourceDirectory = URL(fileURLWithPath: base + "-sources")
+        try FileManager.default.createDirectory(at: sourceDirectory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: sourceDirectory) }
         if cacheDirectoryExists {
             try FileManager.default.createDirectory(at: cacheURL, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
@@ -310,14 +321,27 @@ struct PowerLossScenario {
                     try cache?.close()
                     cache = nil
                     isBarrier = mode != .none
-                case .store(let key, let size):
+                case .store(let key, let size), .storeStreamed(let key, let size), .storeFile(let key, let size):
                     let version = nextVersion
                     nextVersion += 1
                     var data = Data("\(Self.key(key))|\(version)|".utf8)
                     data.append(randomData(count: size, seed: seed &* 1_000_003 &+ UInt64(version)))
                     values[version] = (key, data)
                     effects[key] = version
-                    try cache?.store(data, for: Self.key(key))
+                    switch operation {
+                    case .storeStreamed:
+                        let writer = try cache?.makeWriter(for: Self.key(key))
+                        try writer?.append(data.prefix(data.count / 2))
+                        try writer?.append(data.dropFirst(data.count / 2))
+                        try writer?.commit()
+                    case .storeFile:
+                        // Outside the recorded base directory: only the cache's own files are modelled.
+                        let source = sourceDirectory.appendingPathComponent("source-\(version)")
+                        try data.write(to: source)
+                        try cache?.store(contentsOf: source, for: Self.key(key))
+                    default:
+                        try cache?.store(data, for: Self.key(key))
+                    }
                 case .remove(let key):
                     effects[key] = .some(nil)
                     try cache?.removeValue(for: Self.key(key))

@@ -67,6 +67,46 @@ struct RealVolumeTests {
         }
     }
 
+    /// On a full disk, a file moved in is given back (same bytes, same mode) and one copied in
+    /// leaves nothing behind; every earlier entry stays.
+    @Test func aFullDiskGivesAMovedFileBackAndLeavesNoCopy() throws {
+        try withSmallVolume(size: "2m") { url in
+            let moved = url.deletingLastPathComponent().appendingPathComponent("moved.bin")
+            let body = randomData(count: 150_000, seed: 77)
+            try body.write(to: moved)
+            try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: moved.path)
+            let cache = try DiskCache(directory: url, configuration: configuration())
+            var stored = 0
+            while stored < 100, (try? cache.store(randomData(count: 100_000, seed: UInt64(stored)), for: "k\(stored)")) != nil {
+                stored += 1
+            }
+            // The last pages too, so that not even a metadata file fits.
+            let fillerPath = url.deletingLastPathComponent().path + "/filler"
+            FileManager.default.createFile(atPath: fillerPath, contents: nil)
+            let filler = try #require(FileHandle(forWritingAtPath: fillerPath))
+            while (try? filler.write(contentsOf: Data(count: 4096))) != nil {}
+            try? filler.close()
+            do {
+                try cache.store(contentsOf: moved, for: "moved", transfer: .move)
+                Issue.record("a store succeeded on a full disk")
+            } catch let error as DiskCacheError {
+                #expect(error.code == .diskFull, "\(error)")
+            }
+            #expect(try Data(contentsOf: moved) == body)
+            #expect(try FileManager.default.attributesOfItem(atPath: moved.path)[.posixPermissions] as? Int == 0o640)
+
+            let elsewhere = TemporaryDirectory()
+            try FileManager.default.createDirectory(at: elsewhere.url, withIntermediateDirectories: true)
+            let copied = elsewhere.url.appendingPathComponent("copied.bin")
+            try body.write(to: copied)
+            #expect(throws: DiskCacheError.self) { try cache.store(contentsOf: copied, for: "copied") }
+            #expect(try Data(contentsOf: copied) == body)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: url.appendingPathComponent("tmp").path).isEmpty)
+            for i in 0..<stored { #expect(cache.data(for: "k\(i)") == randomData(count: 100_000, seed: UInt64(i)), "k\(i)") }
+            #expect(!cache.contains("moved") && !cache.contains("copied"))
+        }
+    }
+
     @Test func freeSpacePurgeFreesRoomOnARealVolumeAndLaterStoresSucceed() throws {
         try withSmallVolume(size: "4m") { url in
             var config = configuration()

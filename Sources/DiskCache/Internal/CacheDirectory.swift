@@ -97,9 +97,16 @@ final class CacheDirectory: Sendable {
         inParent(path) { Syscall.renameat(AT_FDCWD, outside, $0, $1, reportingAs: (outside, path)) }
     }
 
-    /// Renames `path` inside the cache back to `outside`, the way ``moveIn(from:to:)`` came.
+    /// Renames `path` inside the cache back to `outside`, the way ``moveIn(from:to:)`` came,
+    /// never replacing what has been put at `outside` since (EEXIST then).
     func moveOut(from path: String, to outside: String) -> Result<Void, Errno> {
-        inParent(path) { Syscall.renameat($0, $1, AT_FDCWD, outside, reportingAs: (path, outside)) }
+        inParent(path) { directory, name in
+            let result = Syscall.renameatNoReplace(directory, name, AT_FDCWD, outside, reportingAs: (path, outside))
+            guard case .failure(let error) = result, error == .notImplemented || error.rawValue == EINVAL else { return result }
+            // No RENAME_NOREPLACE here: look first (a narrow race instead of none).
+            if case .success = Syscall.lstat(outside) { return .failure(.fileExists) }
+            return Syscall.renameat(directory, name, AT_FDCWD, outside, reportingAs: (path, outside))
+        }
     }
 
     /// A second name for a file (`linkat(2)`, never following a link at `existing`).

@@ -52,7 +52,7 @@ struct Put: ParsableCommand {
             while let piece = try FileHandle.standardInput.read(upToCount: 1 << 20), !piece.isEmpty {
                 try writer.append(piece)
             }
-            let count = writer.count
+            let count = writer.size
             try writer.commit()
             try diskCache.close()
             Terminal.writeLine("stored \(Terminal.quoted(key)) (\(count) bytes)")
