@@ -20,7 +20,7 @@ import Darwin
 // always a `.body` file, whatever its size.
 
 extension DiskCache {
-    /// How ``store(contentsOf:for:metadata:expires:transfer:)`` brings a file into the cache.
+    /// How ``DiskCache/store(contentsOf:for:metadata:expires:transfer:)-5h4kl`` brings a file into the cache.
     public enum FileTransfer: Sendable, Hashable {
         /// The file is copied and left where it is. On filesystems that share blocks between
         /// files (btrfs, XFS: `FICLONE`) no bytes are copied; elsewhere the kernel copies them
@@ -184,8 +184,8 @@ extension DiskCache {
         }
     }
 
-    /// A writer that builds `key`'s next value piece by piece: ``Writer/append(_:)-9e0zv``, then
-    /// ``Writer/commit()-5kqfa`` (or ``Writer/abort()``). Until the commit, readers see the
+    /// A writer that builds `key`'s next value piece by piece: ``Writer/append(_:)-(DataProtocol)``, then
+    /// ``Writer/commit()-cvw1`` (or ``Writer/abort()``). Until the commit, readers see the
     /// earlier value; a writer dropped without a commit aborts, and a crash leaves no trace
     /// (its file is in `tmp/`, which the next open empties).
     ///
@@ -205,7 +205,7 @@ extension DiskCache {
         return Writer(cache: self, key: key, metadata: metadata, expires: expires, temp: temp, fd: fd, hasher: hasher)
     }
 
-    /// A value being written piece by piece (see ``DiskCache/makeWriter(for:metadata:expires:)``).
+    /// A value being written piece by piece (see ``DiskCache/makeWriter(for:metadata:expires:)-8wrae``).
     /// Its methods may be called from any thread, one at a time.
     public final class Writer: Sendable {
         /// The key the value will be stored for.
@@ -872,7 +872,7 @@ final class StreamingChecksum: @unchecked Sendable {
 
 // The async forms, on the cache's I/O threads (see DiskCache+Async.swift).
 extension DiskCache {
-    /// ``store(contentsOf:for:metadata:expires:transfer:)`` on the cache's I/O threads.
+    /// ``store(contentsOf:for:metadata:expires:transfer:)-5h4kl`` on the cache's I/O threads.
     public func store(contentsOf url: URL, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
                       transfer: FileTransfer = .copy) async throws {
         try await BlockingIOPool.shared.run {
@@ -880,7 +880,7 @@ extension DiskCache {
         }
     }
 
-    /// ``makeWriter(for:metadata:expires:)`` on the cache's I/O threads.
+    /// ``makeWriter(for:metadata:expires:)-8wrae`` on the cache's I/O threads.
     public func makeWriter(for key: String, metadata: [String: String] = [:], expires: Date? = nil) async throws -> Writer {
         try await BlockingIOPool.shared.run { try self.makeWriter(for: key, metadata: metadata, expires: expires) }
     }

@@ -21,17 +21,19 @@ import Darwin
 /// ```
 ///
 /// **Layout.** A key (any string) is hashed with XXH3-128; the hash names the entry's files
-/// in two levels of shard directories: `ab/cd/<hash>.meta`, a binary property list holding
-/// the full key, sizes, dates, the body's XXH3-64 checksum and the caller's metadata, and
-/// `ab/cd/<hash>.body`, the raw bytes (bodies up to ``Configuration/inlineThreshold`` live
-/// inside the `.meta` file instead). See docs/on-disk-format.md.
+/// in one of 256 shard directories made when the cache is created: `ab/<hash>.meta`, a binary
+/// property list holding the full key, sizes, dates, the body's XXH3-64 checksum and the
+/// caller's metadata, and `ab/<hash>.body`, the raw bytes (bodies up to
+/// ``Configuration/inlineThreshold`` live inside the `.meta` file instead). See
+/// docs/on-disk-format.md.
 ///
-/// **Commit and recovery.** A write lands in `tmp/`, is renamed into place, then a record is
-/// appended to the journal: that record is the commit point. Opening replays the journal to
-/// rebuild the in-memory index without listing directories. A torn or corrupt journal tail
-/// is cut at the last good record; a damaged record in the middle costs only the entries it
-/// described; a missing journal is rebuilt by scanning the shards. After an unclean shutdown
-/// a background scan removes files no record vouches for.
+/// **Commit and recovery.** A write creates its files in the slot the committed entry does not
+/// use, then appends a record to the journal: that record is the commit point, and only then
+/// are the earlier value's files unlinked. Opening replays the journal to rebuild the in-memory
+/// index without listing directories. A torn or corrupt journal tail is cut at the last good
+/// record; a damaged record in the middle costs only the entries it described; a missing
+/// journal is rebuilt by scanning the shards. After an unclean shutdown a background scan
+/// removes files no record vouches for.
 ///
 /// **Integrity.** Every read compares the full key and (by default) the body checksum, so a
 /// read never returns bytes that were not stored for its key: a hash collision is a miss, and
@@ -39,14 +41,19 @@ import Darwin
 ///
 /// **Durability.** See ``Durability`` and docs/durability.md.
 ///
+/// **Large bodies.** ``store(contentsOf:for:metadata:expires:transfer:)-5h4kl``,
+/// ``makeWriter(for:metadata:expires:)-8wrae`` and ``store(_:for:metadata:expires:)-(Chunks,_,_,_)``
+/// store a body without holding it in memory; ``chunks(for:chunkSize:)`` and
+/// ``withFile(for:_:)`` read one the same way.
+///
 /// **Ownership.** One `DiskCache` owns a directory at a time (an `flock` on `LOCK`); a second
 /// one, in this process or another, fails to open with ``DiskCacheError/Code/locked``.
 ///
 /// **Threads.** All methods may be called from any thread. Reads run in parallel; writes of
-/// different keys do their file I/O in parallel. Blocking I/O happens on the caller's thread
-/// (do not call from Swift's cooperative pool in a hot loop; hop to your own executor), and
-/// background work (group commit, access-time batches, compaction, sweeping) runs on a
-/// dispatch queue the cache owns.
+/// different keys do their file I/O in parallel. The synchronous calls do their I/O on the
+/// caller's thread; in an `async` context the same calls are `async` and do it on a small pool
+/// of threads the caches share, never on Swift's cooperative pool. Background work (group
+/// commit, access-time batches, compaction, sweeping) runs on a dispatch queue the cache owns.
 public final class DiskCache: Sendable {
     /// The cache directory.
     public let directory: URL

@@ -12,7 +12,7 @@ import Glibc
 
 extension TieredCache {
     /// Stores the contents of the file at `url` for `key` (see
-    /// ``DiskCache/store(contentsOf:for:metadata:expires:transfer:)-5kk4q``): on disk without
+    /// ``DiskCache/store(contentsOf:for:metadata:expires:transfer:)-5h4kl``): on disk without
     /// loading it, and the memory tier drops the key. With `.allowedInMemoryOnly`, or without a
     /// disk tier, the file is read into the memory tier instead, and left where it is whatever
     /// `transfer` says (the memory tier may not keep it).
@@ -34,7 +34,7 @@ extension TieredCache {
     }
 
     /// Stores the chunks `chunks` yields as `key`'s value (see
-    /// ``DiskCache/store(_:for:metadata:expires:)-4n3eg``): written to disk a chunk at a
+    /// ``DiskCache/store(_:for:metadata:expires:)-(Chunks,_,_,_)``): written to disk a chunk at a
     /// time, committed when the sequence ends; the memory tier drops the key at the commit.
     /// With `.allowedInMemoryOnly`, or without a disk tier, the chunks are gathered in memory.
     public func store<Chunks: AsyncSequence>(_ chunks: Chunks, for key: String, metadata: [String: String] = [:],
@@ -73,7 +73,7 @@ extension TieredCache {
         return chunks
     }
 
-    /// Calls `body` with `key`'s value as a file (see ``DiskCache/withFile(for:_:)-7ehhl``):
+    /// Calls `body` with `key`'s value as a file (see ``DiskCache/withFile(for:_:)``):
     /// the disk tier's file; for a record only the memory tier holds, a temporary file with its
     /// bytes, removed when `body` returns. Nil, and `body` is not called, on a miss.
     public func withFile<R>(for key: String, _ body: (DiskCache.File) throws -> R) throws -> R? {
@@ -91,7 +91,7 @@ extension TieredCache {
         return try body(file)
     }
 
-    /// ``withFile(for:_:)-4x0ts`` with the file prepared on the cache's I/O threads and `body`
+    /// ``withFile(for:_:)`` with the file prepared on the cache's I/O threads and `body`
     /// run on the caller's isolation.
     public func withFile<R>(for key: String, isolation: isolated (any Actor)? = #isolation,
                             _ body: (DiskCache.File) async throws -> R) async throws -> R? {

@@ -9,7 +9,12 @@ import DiskCacheLocking
 /// - Reads try memory, then disk; a disk hit is promoted into memory.
 /// - Expiry is checked in both tiers: an expired record is never returned.
 ///
-/// **Threads.** All methods may be called from any thread. Disk I/O runs on the caller's thread.
+/// - Bodies larger than ``largeBodyThreshold`` are kept on disk only; large bodies can be
+///   stored and read without loading them (``store(contentsOf:for:metadata:expires:transfer:policy:)-5brdm``,
+///   ``chunks(for:chunkSize:)``, ``withFile(for:_:)``).
+///
+/// **Threads.** All methods may be called from any thread. The synchronous calls do their disk
+/// I/O on the caller's thread, the `async` ones on the caches' I/O threads.
 /// Writes, removals and the promotion of a disk hit into memory are serialised per key (by a
 /// lock per group of keys), so memory never holds a value the disk has since replaced or lost.
 public final class TieredCache: Sendable {
@@ -135,7 +140,7 @@ public final class TieredCache: Sendable {
 
     /// Records whose body is larger than this many bytes are kept on disk only, never in the
     /// memory tier (one of them would push out many small ones); they are read from disk each
-    /// time, or streamed with ``chunks(for:chunkSize:)`` and ``withFile(for:_:)-4x0ts``. `nil`
+    /// time, or streamed with ``chunks(for:chunkSize:)`` and ``withFile(for:_:)``. `nil`
     /// (the default) means 5 % of ``memoryCapacity``, `URLCache`'s rule. A cache without a disk
     /// tier, and records stored `.allowedInMemoryOnly`, keep every body in memory: there is
     /// nowhere else for it.

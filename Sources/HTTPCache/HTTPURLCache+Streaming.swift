@@ -20,9 +20,14 @@ extension HTTPURLCache {
     /// knows whether a moved file is still where it was.
     ///
     /// - Parameters:
+    ///   - response: the response, as a download task returns it.
+    ///   - bodyFile: the file holding its body.
+    ///   - request: the request it answers (its key and its `Vary` values).
+    ///   - userInfo: kept with the response, as `CachedURLResponse.userInfo` (property-list values only).
+    ///   - storagePolicy: where it may be kept, as for `CachedURLResponse`.
     ///   - transfer: `.copy` leaves the file where it is; `.move` takes it (renamed into the
-    ///     cache when it is on the same filesystem, no bytes copied). See ``DiskCache/FileTransfer``.
-    /// - Throws: ``DiskCacheError`` (a missing file is ``DiskCacheError/Code/notFound``); the
+    ///     cache when it is on the same filesystem, no bytes copied). See `DiskCache.FileTransfer`.
+    /// - Throws: `DiskCacheError` (a missing file is `DiskCacheError.Code.notFound`); the
     ///   earlier response stays, and a moved file is put back.
     public func storeCachedResponse(_ response: URLResponse, bodyContentsOf bodyFile: URL, for request: URLRequest,
                                     userInfo: [AnyHashable: Any]? = nil,
@@ -40,7 +45,7 @@ extension HTTPURLCache {
 
     /// The stored response for `request` (chosen as ``cachedResponse(for:)-7d07k`` chooses it),
     /// with an empty `body`, and its body as chunks read from disk as they are asked for; `nil`
-    /// when there is none. See ``DiskCache/chunks(for:chunkSize:)`` for when a damaged body is
+    /// when there is none. See `DiskCache.chunks(for:chunkSize:)` for when a damaged body is
     /// noticed: the last chunk comes only after the whole body matched its checksum.
     public func cachedResponseBody(for request: URLRequest, chunkSize: Int = 1 << 20) async throws
         -> (response: CachedHTTPResponse, body: DiskCache.Chunks)? {
@@ -53,7 +58,7 @@ extension HTTPURLCache {
 
     /// Calls `body` with the stored response for `request` (chosen as ``cachedResponse(for:)-7d07k``
     /// chooses it, with an empty `body`) and its body as a file that stays valid until `body`
-    /// returns (see ``DiskCache/withFile(for:_:)-7ehhl``), and returns what `body` returns; `nil`,
+    /// returns (see `DiskCache.withFile(for:_:)`), and returns what `body` returns; `nil`,
     /// and `body` is not called, when there is none.
     public func withCachedResponseFile<R>(for request: URLRequest,
                                           _ body: (CachedHTTPResponse, DiskCache.File) throws -> R) throws -> R? {
@@ -65,7 +70,7 @@ extension HTTPURLCache {
         return result.flatMap { $0 }
     }
 
-    /// ``withCachedResponseFile(for:_:)-1k8xl`` with the lookup on the caches' I/O threads and
+    /// ``withCachedResponseFile(for:_:)`` with the lookup on the caches' I/O threads and
     /// `body` run on the caller's isolation.
     public func withCachedResponseFile<R>(for request: URLRequest, isolation: isolated (any Actor)? = #isolation,
                                           _ body: (CachedHTTPResponse, DiskCache.File) async throws -> R)
@@ -78,7 +83,7 @@ extension HTTPURLCache {
         return result.flatMap { $0 }
     }
 
-    /// ``storeCachedResponse(_:bodyContentsOf:for:userInfo:storagePolicy:transfer:)`` on the
+    /// ``storeCachedResponse(_:bodyContentsOf:for:userInfo:storagePolicy:transfer:)-20uba`` on the
     /// caches' I/O threads.
     public func storeCachedResponse(_ response: URLResponse, bodyContentsOf bodyFile: URL, for request: URLRequest,
                                     userInfo: [AnyHashable: Any]? = nil,

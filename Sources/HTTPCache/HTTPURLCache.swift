@@ -35,8 +35,15 @@ import DiskCache
 /// **Capacities.** `memoryCapacity` and `diskCapacity` are in bytes; changes apply to the
 /// store at once. Foundation's defaults are 4 MiB and 20 MiB.
 ///
-/// **Threads.** Every method may be called from any thread. Disk I/O runs on the caller's
-/// thread. Failed writes are dropped (a cache write is best effort, as in `URLCache`).
+/// **Large bodies.** A body larger than the store's large-body threshold (5 % of
+/// `memoryCapacity`, as `URLCache` does) is kept on disk only.
+/// ``storeCachedResponse(_:bodyContentsOf:for:userInfo:storagePolicy:transfer:)-20uba`` stores
+/// a download's file without reading it into memory, and ``cachedResponseBody(for:chunkSize:)``
+/// and ``withCachedResponseFile(for:_:)`` read a body as chunks or as a file.
+///
+/// **Threads.** Every method may be called from any thread. The synchronous calls do their disk
+/// I/O on the caller's thread, the `async` ones on the caches' I/O threads. Failed writes are
+/// dropped (a cache write is best effort, as in `URLCache`); the file-based store throws.
 public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is an open NSObject class Foundation itself marks @unchecked Sendable; every stored property here is an immutable `let` of a Sendable type
     /// Edits or vetoes a response before it is stored: return it (changed or not) to store it,
     /// or `nil` to store nothing. Called on the storing thread, for every store from every path

@@ -6,7 +6,8 @@
 ///   VERSION       "2\n": the cache format version
 ///   journal       append-only, checksummed records (see `Journal`)
 ///   journal.tmp   only while compacting
-///   tmp/          the trash of `removeAll`, emptied at every open
+///   tmp/          emptied at every open: `removeAll`'s trash, bodies being streamed or
+///                 copied in, bodies handed out as files (see `DiskCache+Streaming.swift`)
 ///   00/ … ff/     256 shard directories, all made when the cache is created
 ///   ab/<32 hex digits>.meta     binary property list (see `EntryMetadata`), slot 0; holds
 ///                               the body too when it is at most the inline threshold

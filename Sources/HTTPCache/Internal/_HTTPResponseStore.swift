@@ -102,7 +102,7 @@ final class _HTTPResponseStore: Sendable {
     /// policy is the entry's), instead of being rewritten.
     ///
     /// With `bodyFile` the body is the contents of that file, brought in as `transfer` says
-    /// (``TieredCache/store(contentsOf:for:metadata:expires:transfer:policy:)-9yqhs``), and
+    /// (``TieredCache/store(contentsOf:for:metadata:expires:transfer:policy:)-5brdm``), and
     /// `entry.body` is ignored.
     func store(_ entry: CachedHTTPResponse, forKey primaryKey: String, refreshing: Date? = nil,
                bodyUnchanged: Bool = false, bodyFile: (url: URL, transfer: DiskCache.FileTransfer)? = nil) throws {
