@@ -3,7 +3,10 @@ public import Foundation
 // The async API: the same calls as the synchronous one, run on the threads of a pool the caches
 // own (as many as the machine has cores, 2 to 8, shared by every cache of the process), never
 // on Swift's cooperative pool, so that a task waiting for the disk leaves the pool's threads to
-// the others. In an async context Swift picks these overloads, and asks for `await`.
+// the others. In an async function Swift picks these overloads, and asks for `await` (calls that
+// take a closure, `withFile`, too: their blocking forms are disfavoured). Top-level code in a
+// `main.swift` is the exception: there Swift picks the blocking forms, so put async work in an
+// async function.
 //
 // Cancellation is honoured until the I/O starts: a task cancelled before the call, or while
 // its call waits for a thread, throws `CancellationError` and nothing is read or written. A

@@ -258,6 +258,18 @@ extension DiskCache {
         return true
     }
 
+    /// The first step of every write of `hash`, holding its stripe: throws `closed` when the
+    /// cache is, reserves room for one PUT record in the journal (so that a full disk fails the
+    /// write before anything is written), and returns the committed entry, whose slot the new
+    /// files must not use.
+    func beginWrite(_ hash: KeyHash) throws(DiskCacheError) -> IndexEntry? {
+        try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
+            guard !state.isClosed else { throw DiskCacheError.closed() }
+            try state.reserveJournalSpace(Journal.putRecordSize, path: layout.journal)
+            return state.index[hash]
+        }
+    }
+
     /// Commits a write whose files are in place in `put.slot`, the slot `current` (the committed
     /// entry, if any) does not use: in `.immediate` syncs the shard directory first; appends the
     /// PUT record and updates the index under one lock; in `.immediate` makes the record durable;

@@ -420,11 +420,7 @@ extension DiskCache {
         // The bytes are durable before the name that makes them part of an entry can be.
         if immediate { try Syscall.fsync(fd).get(orThrow: "sync the body", path: temp) }
         try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
-            let current = try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
-                guard !state.isClosed else { throw DiskCacheError.closed() }
-                try state.reserveJournalSpace(Journal.putRecordSize, path: layout.journal)
-                return state.index[hash]
-            }
+            let current = try beginWrite(hash)
             let slot: UInt8 = current?.slot == 0 ? 1 : 0
             let metaPath = layout.metaFile(hash, slot: slot)
             let bodyPath = layout.bodyFile(hash, slot: slot)
@@ -479,6 +475,9 @@ extension DiskCache {
     /// A second name for the `.body` file in `tmp/` (`linkat(2)`, no bytes copied), removed when
     /// `body` returns (or at the next open, if the process stops first). An inline body is
     /// written to a new file there instead. The check reads the file once, 1 MiB at a time.
+    // Disfavoured so that in an async context a plain closure picks the async form (whose
+    // preparation runs on the I/O threads), not this blocking one; elsewhere this is the only fit.
+    @_disfavoredOverload
     public func withFile<R>(for key: String, _ body: (File) throws -> R) throws -> R? {
         guard let handout = try openHandout(for: key) else { return nil }
         defer { closeHandout(handout) }

@@ -270,11 +270,7 @@ public final class DiskCache: Sendable {
         try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
             // The new files go to the slot the current entry does not use, so the committed
             // value stays intact until the journal record below replaces it.
-            let current = try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
-                guard !state.isClosed else { throw DiskCacheError.closed() }
-                try state.reserveJournalSpace(Journal.putRecordSize, path: layout.journal)
-                return state.index[hash]
-            }
+            let current = try beginWrite(hash)
             let slot: UInt8 = current?.slot == 0 ? 1 : 0
             let metaPath = layout.metaFile(hash, slot: slot)
             let bodyPath = isInline ? nil : layout.bodyFile(hash, slot: slot)
@@ -447,11 +443,7 @@ extension DiskCache {
         let now = configuration.clock()
         let immediate = configuration.durability.mode == .immediate
         let committed: (generation: Int, end: Int64)? = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
-            let current = try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
-                guard !state.isClosed else { throw DiskCacheError.closed() }
-                try state.reserveJournalSpace(Journal.putRecordSize, path: layout.journal)
-                return state.index[hash]
-            }
+            let current = try beginWrite(hash)
             guard let current,
                   case .success(let buffer?) = FileIO.read(layout.metaFile(hash, slot: current.slot), count: Int(current.metaSize), in: layout.directory)
             else { return nil }

@@ -76,16 +76,15 @@ extension TieredCache {
     /// Calls `body` with `key`'s value as a file (see ``DiskCache/withFile(for:_:)``):
     /// the disk tier's file; for a record only the memory tier holds, a temporary file with its
     /// bytes, removed when `body` returns. Nil, and `body` is not called, on a miss.
+    // Disfavoured so that in an async context a plain closure picks the async form (whose
+    // preparation runs on the I/O threads), not this blocking one; elsewhere this is the only fit.
+    @_disfavoredOverload
     public func withFile<R>(for key: String, _ body: (DiskCache.File) throws -> R) throws -> R? {
         if let disk, let result = try disk.withFile(for: key, body) {
             count(hit: true)
             return result
         }
-        guard let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true else {
-            count(hit: false)
-            return nil
-        }
-        shared.state.withLock { $0.statistics.memoryHits += 1 }
+        guard let record = memoryOnlyRecord(for: key) else { return nil }
         let file = try Self.temporaryFile(holding: record)
         defer { Self.remove(file) }
         return try body(file)
@@ -99,11 +98,7 @@ extension TieredCache {
             count(hit: true)
             return result
         }
-        guard let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true else {
-            count(hit: false)
-            return nil
-        }
-        shared.state.withLock { $0.statistics.memoryHits += 1 }
+        guard let record = memoryOnlyRecord(for: key) else { return nil }
         let file = try await BlockingIOPool.shared.run { try Self.temporaryFile(holding: record) }
         defer { Self.remove(file) }
         return try await body(file)
@@ -115,6 +110,17 @@ extension TieredCache {
         try await BlockingIOPool.shared.run {
             try self.store(contentsOf: url, for: key, metadata: metadata, expires: expires, transfer: transfer, policy: policy)
         }
+    }
+
+    /// After the disk tier missed: the record only the memory tier holds (counted as a memory
+    /// hit), or nil (counted as a miss).
+    private func memoryOnlyRecord(for key: String) -> Record? {
+        guard let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true else {
+            count(hit: false)
+            return nil
+        }
+        shared.state.withLock { $0.statistics.memoryHits += 1 }
+        return record
     }
 
     private func count(hit: Bool) {

@@ -60,6 +60,9 @@ extension HTTPURLCache {
     /// chooses it, with an empty `body`) and its body as a file that stays valid until `body`
     /// returns (see `DiskCache.withFile(for:_:)`), and returns what `body` returns; `nil`,
     /// and `body` is not called, when there is none.
+    // Disfavoured so that in an async context a plain closure picks the async form (whose
+    // preparation runs on the I/O threads), not this blocking one; elsewhere this is the only fit.
+    @_disfavoredOverload
     public func withCachedResponseFile<R>(for request: URLRequest,
                                           _ body: (CachedHTTPResponse, DiskCache.File) throws -> R) throws -> R? {
         guard let chosen = chosenVariant(for: request) else { return nil }

@@ -112,4 +112,26 @@ struct AsyncTests {
         try await tiered.removeAll()
         #expect(try await tiered.data(for: "m") == nil)
     }
+
+    /// In async code a plain closure picks the async `withFile` (its blocking form is
+    /// disfavoured): the file is prepared on the pool's threads, so while every one of them is
+    /// held the call does not finish.
+    @Test func withFileInAsyncCodeWaitsForThePool() async throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+        try await cache.store(Data(repeating: 7, count: 100_000), for: "k")
+        let finished = PthreadMutex(false)
+        var call: Task<Int64?, any Error>?
+        let finishedWhileHeld = try await BlockingIOPool.shared.holdingEveryThread {
+            call = Task {
+                let size = try await cache.withFile(for: "k") { file in file.size }
+                finished.withLock { $0 = true }
+                return size
+            }
+            try await Task.sleep(for: .milliseconds(100))
+            return finished.withLock { $0 }
+        }
+        #expect(!finishedWhileHeld)
+        #expect(try await #require(call).value == 100_000)
+    }
 }
