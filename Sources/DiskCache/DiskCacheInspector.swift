@@ -166,6 +166,64 @@ public final class DiskCacheInspector: Sendable {
         return Data(body)
     }
 
+    /// Hands `key`'s value (expired or not) to `consume` in pieces of at most `pieceSize` bytes,
+    /// holding no more than one piece in memory; false when there is no such entry or its
+    /// metadata does not check out. As with ``DiskCache/chunks(for:chunkSize:)``, the body's
+    /// checksum is checked before the **last** piece is handed over: a mismatch, or a body file
+    /// shorter than recorded, throws ``DiskCacheError/Code/corruptEntry`` instead, after the
+    /// other pieces went (discard them).
+    public func readValue(for key: String, pieceSize: Int = 1 << 20,
+                          _ consume: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+        try DiskCache.checkChunkSize(pieceSize)
+        guard let (hash, entry) = lookup(key), let meta = metadata(hash, entry), meta.key == key,
+              meta.checksum == entry.checksum, meta.size == entry.size else { return false }
+        if let inline = meta.inlineBody {
+            guard inline.withUnsafeBytes({ Checksum.xxh3($0) }) == meta.checksum else {
+                throw DiskCacheError(code: .corruptEntry, message: "The stored body does not match its checksum",
+                                     path: layout.metaFile(hash, slot: entry.slot))
+            }
+            try inline.withUnsafeBytes { all in
+                var start = 0
+                repeat {
+                    let end = min(all.count, start + pieceSize)
+                    try consume(UnsafeRawBufferPointer(rebasing: all[start..<end]))
+                    start = end
+                } while start < all.count
+            }
+            return true
+        }
+        let path = layout.bodyFile(hash, slot: entry.slot)
+        let fd: Int32
+        switch layout.directory.open(path, FileIO.readFlags) {
+        case .success(let value): fd = value
+        case .failure(.noSuchFileOrDirectory): return false
+        case .failure(let error): throw DiskCacheError.io(error, "open the body", path: path)
+        }
+        defer { Syscall.close(fd) }
+        guard let hasher = StreamingChecksum() else {
+            throw DiskCacheError(code: .ioFailure, message: "Out of memory for a checksum state", errno: ENOMEM)
+        }
+        let size = Int64(meta.size)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(min(Int64(pieceSize), max(1, size))), alignment: 64)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        repeat {
+            let want = Int(min(Int64(buffer.count), size - offset))
+            let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want])
+            let read = try Syscall.preadAll(fd, piece, at: offset).get(orThrow: "read the body", path: path)
+            guard read == want else {
+                throw DiskCacheError(code: .corruptEntry, message: "The stored body is shorter than its entry records", path: path)
+            }
+            hasher.update(UnsafeRawBufferPointer(piece))
+            offset += Int64(want)
+            if offset == size, hasher.digest != meta.checksum {
+                throw DiskCacheError(code: .corruptEntry, message: "The stored body does not match its checksum", path: path)
+            }
+            try consume(UnsafeRawBufferPointer(piece))
+        } while offset < size
+        return true
+    }
+
     /// The raw `.meta` file of `key`'s entry: a binary property list.
     public func metadataPropertyList(for key: String) -> Data? {
         guard let (hash, entry) = lookup(key),

@@ -134,6 +134,28 @@ struct InspectionCommandTests {
         #expect(try Data(contentsOf: file) == SmallCache.beta)
     }
 
+    /// A body of several 1 MiB pieces comes out whole; a damaged one fails with status 5, and a
+    /// file named with -o keeps what it held.
+    @Test func getStreamsLargeBodiesAndRefusesDamagedOnes() throws {
+        let directory = TemporaryDirectory()
+        let small = try SmallCache(at: directory.cache)
+        let large = binaryData(count: 3 << 20 | 7)
+        #expect(try runTool(["put", directory.cache.path, "large", "-"], input: large).status == 0)
+        #expect(try runTool(["get", directory.cache.path, "large"]).stdout == large)
+
+        var damaged = [UInt8](try Data(contentsOf: URL(fileURLWithPath: small.betaBody)))
+        damaged[damaged.count - 1] ^= 0xFF
+        try Data(damaged).write(to: URL(fileURLWithPath: small.betaBody))
+        let file = directory.url.appendingPathComponent("out.bin")
+        try Data("earlier".utf8).write(to: file)
+        let toFile = try runTool(["get", directory.cache.path, "beta", "-o", file.path])
+        #expect(toFile.status == 5)
+        #expect(toFile.stderr.contains("damaged"))
+        #expect(try Data(contentsOf: file) == Data("earlier".utf8))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0.hasPrefix(".out.bin") }.isEmpty)
+        #expect(try runTool(["get", directory.cache.path, "beta"]).status == 5)
+    }
+
     @Test func readOnlyCommandsChangeNothing() throws {
         let directory = TemporaryDirectory()
         _ = try SmallCache(at: directory.cache)

@@ -1,11 +1,18 @@
 import ArgumentParser
 import DiskCache
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 struct Get: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write an entry's body to standard output or a file (read-only).",
-        discussion: "The bytes are written exactly as stored, after their checksum is verified."
+        discussion: """
+            The bytes are written exactly as stored, 1 MiB at a time, and their checksum is \
+            verified before the last piece is written: a damaged entry fails with exit status 5 \
+            (with -o, the file is then left as it was).
+            """
     )
 
     @OptionGroup var cache: CacheOptions
@@ -19,15 +26,35 @@ struct Get: ParsableCommand {
 
     func run() throws {
         let inspector = try cache.inspect()
-        guard let data = inspector.data(for: key) else { throw ToolError.noSuchEntry(key) }
-        if let output {
-            do {
-                try data.write(to: URL(fileURLWithPath: output), options: .atomic)
-            } catch {
-                throw ToolError("Could not write \(output): \(error.localizedDescription)")
-            }
-        } else {
-            try Terminal.writeData(data)
+        guard let output else {
+            // Piece by piece: a body of any size in 1 MiB of memory. A damaged body fails before
+            // its last piece is written, and the exit status says so.
+            guard try readValue(inspector, into: STDOUT_FILENO, naming: "standard output") else { throw ToolError.noSuchEntry(key) }
+            return
+        }
+        // Into a temporary file beside the output, renamed over it only once the whole body
+        // checked out: the output is the value or is left as it was.
+        let url = URL(fileURLWithPath: output)
+        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).diskcache-\(getpid())")
+        let fd = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw ToolError("Could not write \(output): \(String(cString: strerror(errno)))") }
+        var renamed = false
+        defer {
+            if !renamed { unlink(temporary.path) }
+        }
+        do {
+            defer { close(fd) }
+            guard try readValue(inspector, into: fd, naming: output) else { throw ToolError.noSuchEntry(key) }
+        }
+        guard rename(temporary.path, output) == 0 else { throw ToolError("Could not write \(output): \(String(cString: strerror(errno)))") }
+        renamed = true
+    }
+
+    private func readValue(_ inspector: DiskCacheInspector, into fd: Int32, naming name: String) throws -> Bool {
+        do {
+            return try inspector.readValue(for: key) { piece in try Terminal.write(piece, to: fd, naming: name) }
+        } catch let error as DiskCacheError where error.code == .corruptEntry {
+            throw ToolError("The entry for \(Terminal.quoted(key)) is damaged (\(error.message)); what was written is not its value")
         }
     }
 }

@@ -27,6 +27,11 @@ enum Terminal {
         if !ok { throw ToolError("Could not write to standard output: \(String(cString: strerror(errno)))") }
     }
 
+    /// Writes all of `bytes` to `fd` (standard output, or a file the tool opened).
+    static func write(_ bytes: UnsafeRawBufferPointer, to fd: Int32, naming name: String) throws {
+        if !writeAll(fd, bytes) { throw ToolError("Could not write to \(name): \(String(cString: strerror(errno)))") }
+    }
+
     @discardableResult
     private static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         bytes.withUnsafeBytes { writeAll(fd, $0) }
