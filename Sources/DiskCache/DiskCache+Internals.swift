@@ -199,18 +199,49 @@ extension DiskCache {
         return .found(meta, Data(bytesNoCopy: bodyBuffer.baseAddress!, count: size, deallocator: .custom { pointer, _ in pointer.deallocate() }))
     }
 
-    /// Removes a damaged entry if the index still holds what the reader saw; false if a
-    /// writer replaced it meanwhile (the reader should look again).
+    /// Removes a damaged entry if the index still holds what the reader saw and its files are
+    /// still damaged when read again under the key's lock; false if a writer replaced it
+    /// meanwhile, or if it reads well now (the first read met a write of the same value into the
+    /// same slot: the reader should look again).
+    ///
+    /// The second read is what makes this safe: writers of a key hold its stripe for the whole
+    /// write, so under the stripe the committed entry's files are exactly what a read must find.
+    /// Comparing index entries alone is not enough, since two commits of one value into one slot
+    /// within a millisecond are equal.
     func removeIfUnchanged(_ hash: KeyHash, _ seen: IndexEntry, key: String) -> Bool {
-        let unchanged = (try? remove(hash, reason: .corrupt, key: key) { $0 == seen }) ?? true
-        if unchanged {
+        let confirmDamage: (IndexEntry) -> Bool = { entry in
+            switch self.readEntry(hash, key: key, expected: entry, wantBody: entry.isInline) {
+            case .damaged: return true
+            case .found where !entry.isInline: return self.bodyFileIsDamaged(hash, entry)
+            default: return false
+            }
+        }
+        let removed = (try? remove(hash, reason: .corrupt, key: key, confirming: confirmDamage) { $0.isSameCommit(as: seen) }) ?? true
+        if removed {
             logger.warning("Removed a damaged entry", metadata: ["hash": "\(hash)"])
         }
-        return unchanged
+        return removed
+    }
+
+    /// Whether `entry`'s body file is missing, of the wrong size or (with checksums on) fails
+    /// its checksum, read 1 MiB at a time: a body of any size is checked in bounded memory. A
+    /// read that fails for another reason says nothing about the file: false.
+    private func bodyFileIsDamaged(_ hash: KeyHash, _ entry: IndexEntry) -> Bool {
+        let path = layout.bodyFile(hash, slot: entry.slot)
+        let fd: Int32
+        switch layout.directory.open(path, FileIO.readFlags) {
+        case .success(let value): fd = value
+        case .failure(let error): return error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || FileIO.isNotAFile(error)
+        }
+        defer { Syscall.close(fd) }
+        guard case .success(let info) = Syscall.fstat(fd) else { return false }
+        guard info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == entry.size else { return true }
+        guard configuration.verifiesChecksums, let (_, checksum) = try? Self.hashFile(fd, path: path) else { return false }
+        return checksum != entry.checksum
     }
 
     func removeExpired(_ hash: KeyHash, _ seen: IndexEntry, key: String) {
-        _ = try? remove(hash, reason: .expired, key: key) { $0 == seen }
+        _ = try? remove(hash, reason: .expired, key: key) { $0.isSameCommit(as: seen) }
         state.withLock {
             $0.statistics.misses += 1
             $0.statistics.expiredReads += 1
@@ -221,13 +252,19 @@ extension DiskCache {
     /// the removal to `onEviction` with `key` (read from the metadata file when nil and a
     /// callback is set).
     @discardableResult
-    func remove(_ hash: KeyHash, reason: RemovalReason, key: String?,
+    ///
+    /// `confirming`, when given, is asked about the entry holding the key's stripe (so with no
+    /// write of the key part way), before anything is removed: false keeps the entry.
+    func remove(_ hash: KeyHash, reason: RemovalReason, key: String?, confirming: ((IndexEntry) -> Bool)? = nil,
                 where predicate: (IndexEntry) -> Bool = { _ in true }) throws(DiskCacheError) -> Bool {
         var key = key
         if key == nil, configuration.onEviction != nil, let entry = state.withLock({ $0.index[hash] }) {
             key = keyOfEntry(hash, entry)
         }
         let position: (generation: Int, end: Int64, size: Int64)? = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
+            if let confirming {
+                guard let entry = state.withLock({ $0.index[hash] }), predicate(entry), confirming(entry) else { return nil }
+            }
             let removed = try state.withLock { state throws(DiskCacheError) -> (generation: Int, end: Int64, entry: IndexEntry)? in
                 guard !state.isClosed else { throw DiskCacheError.closed() }
                 guard let entry = state.index[hash], predicate(entry) else { return nil }

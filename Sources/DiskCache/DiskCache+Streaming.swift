@@ -576,7 +576,7 @@ extension DiskCache {
     /// it does is that entry's: nothing writes to a committed slot's files, and a slot is reused
     /// only after its entry was replaced.
     private func isCurrent(_ hash: KeyHash, _ entry: IndexEntry) -> Bool {
-        state.withLock { $0.index[hash] == entry }
+        state.withLock { $0.index[hash]?.isSameCommit(as: entry) ?? false }
     }
 
     /// A missing body file is damage if the entry is still the one looked up, else a replacement.

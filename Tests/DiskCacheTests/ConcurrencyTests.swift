@@ -1,4 +1,5 @@
 @testable import DiskCache
+import DiskCacheLocking
 import Foundation
 import Testing
 
@@ -57,6 +58,39 @@ struct ConcurrencyTests {
         let reopened = try DiskCache(directory: dir.cache, configuration: .testing())
         #expect(reopened.count == live.count)
         #expect(reopened.logicalSize == logical)
+    }
+
+    /// A read that found a slot's file part way through being written (by a write of the same
+    /// value into the same slot in the same millisecond, whose commit equals the one the reader
+    /// looked up) must not remove the entry once that write has finished: the damage is
+    /// confirmed by reading again under the key's lock. Played step by step: the half-written
+    /// file is made by hand, then "finished".
+    @Test(arguments: [0, 1 << 20])
+    func aReadThatMetAWriteInProgressDoesNotRemoveTheEntry(inlineThreshold: Int) throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache,
+                                  configuration: .testing(inlineThreshold: inlineThreshold, clock: ManualClock()))
+        let value = randomData(count: 20_000, seed: 1)
+        try cache.store(value, for: "k")
+        let hash = cache.configuration.keyHasher.hash("k")
+        let seen = try #require(cache.state.withLock { $0.index[hash] })
+        let files = EntryFiles(cache, key: "k")
+        let path = seen.isInline ? files.meta : files.body
+        let whole = try readFile(path)
+        try writeFile(path, Array(whole.prefix(100)))  // the write, part way
+        guard case .damaged = cache.readValue(hash, key: "k", expected: seen) else {
+            Issue.record("a half-written file read as whole")
+            return
+        }
+        try writeFile(path, whole)  // the write, finished
+        #expect(!cache.removeIfUnchanged(hash, seen, key: "k"))
+        #expect(cache.data(for: "k") == value)
+        #expect(cache.statistics.corruptEntriesRemoved == 0)
+
+        // Damage that is still there when read again is removed.
+        try writeFile(path, Array(whole.prefix(100)))
+        #expect(cache.data(for: "k") == nil)
+        #expect(cache.statistics.corruptEntriesRemoved == 1)
     }
 }
 

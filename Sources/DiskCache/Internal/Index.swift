@@ -53,6 +53,16 @@ struct IndexEntry: Equatable, Sendable {
     var metaSize: UInt32 { UInt32(createdAndMetaSize & UInt64(Self.maximumMetaSize)) }
     var accessedMilliseconds: Int64 { Int64(accessedSeconds) * 1000 }
 
+    /// True when `other` records the same commit as this entry (size, slot, placement, creation,
+    /// checksum, expiry): the access time, which every read moves, is left out. Two commits of the
+    /// same value into the same slot in the same millisecond compare equal, which is why a read
+    /// that finds damage confirms it under the key's lock before removing anything
+    /// (``DiskCache/removeIfUnchanged(_:_:key:)``).
+    func isSameCommit(as other: IndexEntry) -> Bool {
+        sizeAndFlags == other.sizeAndFlags && createdAndMetaSize == other.createdAndMetaSize
+            && checksum == other.checksum && expiresSeconds == other.expiresSeconds
+    }
+
     /// True when the entry has certainly expired at `nowMilliseconds`.
     func hasExpired(atMilliseconds now: Int64) -> Bool {
         expiresSeconds != 0 && Int64(expiresSeconds) * 1000 <= now
