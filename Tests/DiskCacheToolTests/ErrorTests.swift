@@ -69,8 +69,15 @@ struct ErrorTests {
         let cache = try openCache(directory.cache)
         defer { try? closeCache(cache) }
         let before = snapshot(directory.cache)
-        let result = try run(command, directory.cache)
+        // Commands that write wait for the cache (10 s unless told): a short wait here.
+        let writes = Self.modifying.contains(command)
+        let started = Date()
+        let result = try run(writes ? command + ["--wait", "0.3"] : command, directory.cache)
         expectOneLineError(result, containing: "process \(getpid())")
+        if writes {
+            #expect(Date().timeIntervalSince(started) >= 0.3)
+            #expect(result.stderr.contains("waited 0.3 s"), "\(result.stderr)")
+        }
         #expect(snapshot(directory.cache) == before)
         #expect(cache.data(for: "alpha") == SmallCache.alpha)
     }
@@ -101,4 +108,32 @@ struct ErrorTests {
         #expect(result.status == 4)
         #expect(result.stderr == "diskcache: error: No entry for key \"two\\nlines\"\n")
     }
+
+    /// Twenty `put`s started at once on one cache all succeed: each waits its turn for the
+    /// cache instead of failing because another has it open.
+    @Test func commandsStartedTogetherTakeTurns() throws {
+        let directory = TemporaryDirectory()
+        _ = try SmallCache(at: directory.cache)
+        let statuses = LockedStatuses()
+        let group = DispatchGroup()
+        let path = directory.cache.path
+        for i in 0..<20 {
+            DispatchQueue.global().async(group: group) {
+                let result = try? runTool(["put", path, "key-\(i)", "-"], input: Data("value \(i)".utf8))
+                statuses.append(result?.status ?? -1)
+            }
+        }
+        group.wait()
+        #expect(statuses.values == Array(repeating: 0, count: 20))
+        let cache = try openCache(directory.cache)
+        defer { try? closeCache(cache) }
+        for i in 0..<20 { #expect(cache.data(for: "key-\(i)") == Data("value \(i)".utf8)) }
+    }
+}
+
+final class LockedStatuses: @unchecked Sendable {  // unchecked: `statuses` is guarded by `lock`
+    private let lock = NSLock()
+    private var statuses: [Int32] = []
+    func append(_ status: Int32) { lock.withLock { statuses.append(status) } }
+    var values: [Int32] { lock.withLock { statuses } }
 }

@@ -8,9 +8,10 @@ struct Clear: ParsableCommand {
     )
 
     @OptionGroup var cache: CacheOptions
+    @OptionGroup var lockWait: LockWaitOptions
 
     func run() throws {
-        let diskCache = try cache.open()
+        let diskCache = try cache.open(waiting: lockWait.wait)
         defer { try? diskCache.close() }
         let removed = diskCache.count
         try diskCache.removeAll()

@@ -9,9 +9,10 @@ struct Compact: ParsableCommand {
     )
 
     @OptionGroup var cache: CacheOptions
+    @OptionGroup var lockWait: LockWaitOptions
 
     func run() throws {
-        let diskCache = try cache.open()
+        let diskCache = try cache.open(waiting: lockWait.wait)
         defer { try? diskCache.close() }
         let journal = cache.url.appendingPathComponent("journal").path
         let before = Self.fileSize(journal)

@@ -14,6 +14,7 @@ struct Put: ParsableCommand {
     )
 
     @OptionGroup var cache: CacheOptions
+    @OptionGroup var lockWait: LockWaitOptions
 
     @Argument(help: "The key to store under.")
     var key: String
@@ -47,7 +48,7 @@ struct Put: ParsableCommand {
         }
         if file == "-" {
             // Standard input through a writer, 1 MiB at a time: a body of any size, in bounded memory.
-            let diskCache = try cache.open(create: create)
+            let diskCache = try cache.open(create: create, waiting: lockWait.wait)
             let writer = try diskCache.makeWriter(for: key, metadata: fields, expires: expires)
             while let piece = try FileHandle.standardInput.read(upToCount: 1 << 20), !piece.isEmpty {
                 try writer.append(piece)
@@ -75,7 +76,7 @@ struct Put: ParsableCommand {
         } catch {
             throw ToolError("Could not read \(file): \(error.localizedDescription)")
         }
-        let diskCache = try cache.open(create: create)
+        let diskCache = try cache.open(create: create, waiting: lockWait.wait)
         try diskCache.store(contentsOf: URL(fileURLWithPath: file), for: key, metadata: fields, expires: expires)
         let stored = diskCache.entry(for: key).map { Int64($0.size) } ?? size  // what was copied, should the file have changed since
         try diskCache.close()

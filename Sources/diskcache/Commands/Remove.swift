@@ -15,6 +15,7 @@ struct Remove: ParsableCommand {
     )
 
     @OptionGroup var cache: CacheOptions
+    @OptionGroup var lockWait: LockWaitOptions
 
     @Argument(help: "The keys to remove.")
     var keys: [String] = []
@@ -32,7 +33,7 @@ struct Remove: ParsableCommand {
     }
 
     func run() throws {
-        let diskCache = try cache.open()
+        let diskCache = try cache.open(waiting: lockWait.wait)
         defer { try? diskCache.close() }
         if let since {
             let before = diskCache.count

@@ -13,13 +13,14 @@ struct Sweep: ParsableCommand {
     )
 
     @OptionGroup var cache: CacheOptions
+    @OptionGroup var lockWait: LockWaitOptions
 
     @Option(help: ArgumentHelp("Evict least recently used entries down to this size (512K, 64M, 2G).", valueName: "size"),
             transform: ByteSize.argument)
     var capacity: ByteSize?
 
     func run() throws {
-        let diskCache = try cache.open()
+        let diskCache = try cache.open(waiting: lockWait.wait)
         defer { try? diskCache.close() }
         var removed: [(DiskCache.RemovalReason, Int, Int64)] = []
         let expired = diskCache.sweep()

@@ -31,6 +31,7 @@ struct Verify: ParsableCommand {
     )
 
     @OptionGroup var cache: CacheOptions
+    @OptionGroup var lockWait: LockWaitOptions
 
     @Flag(help: "Fix what can be fixed: drop bad entries, remove orphans, rewrite the journal.")
     var repair = false
@@ -86,7 +87,8 @@ struct Verify: ParsableCommand {
 
     /// The read-only check; the inspector (and the lock it holds) is gone when this returns.
     private func check(label: String) throws -> Check {
-        let inspector = try cache.inspect()
+        // With --repair the command will write: it waits for the cache, as the other writers do.
+        let inspector = try repair ? cache.inspect(waiting: lockWait.wait) : cache.inspect()
         let bar = ProgressBar(label: label)
         let report = inspector.verify { done, total in bar.update(done: done, total: total) }
         bar.finish()
@@ -96,7 +98,7 @@ struct Verify: ParsableCommand {
 
     /// Opens the cache read-write and repairs it; returns what was done, one sentence each.
     private func runRepair(removing unreachable: [HTTPURLCache.UnreachableRecord]) throws -> [String] {
-        let diskCache = try cache.open(reportsRecovery: false)
+        let diskCache = try cache.open(reportsRecovery: false, waiting: lockWait.wait)
         defer { try? diskCache.close() }
         let bar = ProgressBar(label: "repairing")
         var report = try diskCache.verify(repair: true) { done, total in bar.update(done: done, total: total) }

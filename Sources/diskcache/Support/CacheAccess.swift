@@ -10,6 +10,17 @@ import Musl
 import Darwin
 #endif
 
+/// How long a command that writes waits for a cache another process has open.
+struct LockWaitOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("Seconds to wait while another process has the cache open (0: fail at once).",
+                               valueName: "seconds"))
+    var wait: Double = 10
+
+    func validate() throws {
+        guard wait >= 0, wait.isFinite else { throw ValidationError("--wait must be 0 or more seconds") }
+    }
+}
+
 /// The cache directory every subcommand takes as its first argument.
 struct CacheOptions: ParsableArguments {
     @Argument(help: ArgumentHelp("The cache directory.", valueName: "directory"), completion: .directory)
@@ -31,7 +42,39 @@ struct CacheOptions: ParsableArguments {
     ///
     /// With `reportsRecovery` false, what opening repairs (a torn journal tail) is not logged:
     /// the caller reports it itself.
-    func open(create: Bool = false, reportsRecovery: Bool = true) throws -> DiskCache {
+    ///
+    /// A cache another process has open (``DiskCacheError/Code/locked``) is tried again every few
+    /// milliseconds for up to `waiting` seconds, so that commands started together (twenty
+    /// `diskcache put` from a script) take turns instead of failing.
+    func open(create: Bool = false, reportsRecovery: Bool = true, waiting: Double = 0) throws -> DiskCache {
+        try Self.retryingWhileLocked(waiting: waiting) { try openOnce(create: create, reportsRecovery: reportsRecovery) }
+    }
+
+    /// ``inspect()``, tried again while another process has the cache open, for up to `waiting` seconds.
+    func inspect(waiting: Double) throws -> DiskCacheInspector {
+        try Self.retryingWhileLocked(waiting: waiting) { try inspect() }
+    }
+
+    /// Runs `body` again, after short jittered pauses, while it throws ``DiskCacheError/Code/locked``
+    /// and `waiting` seconds have not passed; the last error then says how long it waited.
+    private static func retryingWhileLocked<T>(waiting: Double, _ body: () throws -> T) throws -> T {
+        let deadline = Date().addingTimeInterval(max(0, waiting))
+        var pause = 0.002
+        while true {
+            do {
+                return try body()
+            } catch let error as DiskCacheError where error.code == .locked && Date() < deadline {
+                // Growing pauses: the holders are other short commands, as a rule.
+                Thread.sleep(forTimeInterval: min(pause * Double.random(in: 0.5...1.5), max(0, deadline.timeIntervalSinceNow)))
+                pause = min(pause * 2, 0.05)
+            } catch let error as DiskCacheError where error.code == .locked && waiting > 0 {
+                throw DiskCacheError(code: .locked, message: error.message + " (waited \(String(format: "%g", waiting)) s; --wait sets how long)",
+                                     path: error.path, errno: error.errno)
+            }
+        }
+    }
+
+    private func openOnce(create: Bool, reportsRecovery: Bool) throws -> DiskCache {
         if !create { try checkIsCache() }
         var configuration = DiskCache.Configuration(
             diskCapacity: .max,

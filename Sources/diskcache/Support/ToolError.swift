@@ -50,7 +50,7 @@ extension DiskCacheError {
     /// Failures of the operation itself; every other code means the cache could not be opened.
     var exitStatus: Int32 {
         switch code {
-        case .diskFull, .ioFailure, .closed, .invalidArgument: ExitStatus.failed
+        case .diskFull, .ioFailure, .closed, .invalidArgument, .corruptEntry, .undecodableValue: ExitStatus.failed
         default: ExitStatus.cannotOpen
         }
     }
