@@ -117,13 +117,3 @@ ssize_t cdiskcache_copy_range(int source, int64_t *source_offset, int destinatio
     return -1;
 #endif
 }
-
-int cdiskcache_rename_noreplace(int from_directory, const char *from, int to_directory, const char *to) {
-#if defined(__linux__) && defined(SYS_renameat2)
-    return (int)syscall(SYS_renameat2, from_directory, from, to_directory, to, 1 /* RENAME_NOREPLACE */);
-#else
-    (void)from_directory; (void)from; (void)to_directory; (void)to;
-    errno = ENOSYS;
-    return -1;
-#endif
-}

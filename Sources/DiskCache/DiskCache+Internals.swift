@@ -216,7 +216,12 @@ extension DiskCache {
             default: return false
             }
         }
-        let removed = (try? remove(hash, reason: .corrupt, key: key, confirming: confirmDamage) { $0.isSameCommit(as: seen) }) ?? true
+        // A removal that throws (a closed cache, a failed journal append) ends the read as a miss.
+        guard let removed = try? remove(hash, reason: .corrupt, key: key, confirming: confirmDamage, where: { $0.isSameCommit(as: seen) })
+        else {
+            countMiss()
+            return true
+        }
         if removed {
             logger.warning("Removed a damaged entry", metadata: ["hash": "\(hash)"])
         }
@@ -313,7 +318,7 @@ extension DiskCache {
     /// then unlinks `current`'s files. A failure before the append removes the new files and
     /// leaves `current` committed. Called holding the key's stripe.
     /// With `restoringBodyTo`, a failure before the append moves the body file back there
-    /// instead of removing it (a file the caller moved in, to be given back).
+    /// instead of removing it (a file the caller streamed or linked in, which it removes itself).
     func commitPut(_ put: Journal.Put, replacing current: IndexEntry?, metaPath: String, bodyPath: String?,
                    restoringBodyTo origin: String? = nil) throws(DiskCacheError) {
         let immediate = configuration.durability.mode == .immediate

@@ -1,6 +1,7 @@
 public import Foundation
 import CDiskCacheSupport
 import DiskCacheLocking
+import Logging
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -26,10 +27,14 @@ extension DiskCache {
         /// files (btrfs, XFS: `FICLONE`) no bytes are copied; elsewhere the kernel copies them
         /// (`copy_file_range(2)`), or the cache reads and writes them.
         case copy
-        /// The file is moved into the cache: renamed when it is on the cache's filesystem (no
-        /// bytes copied), copied and then removed when it is not. A file with more than one
-        /// name (hard links) is copied and its given name removed, so that nobody else can
-        /// change what the cache holds. If the store fails the file is put back where it was.
+        /// The file is moved into the cache: on the cache's filesystem it gets a second name in
+        /// the cache (`link(2)`, no bytes copied) and loses its own once the store has committed;
+        /// elsewhere it is copied, then removed. Until the commit the file stays where it was, so
+        /// a store that fails, or a process that dies part way, leaves it there untouched. A file
+        /// with more than one name already is copied (and its given name removed), so that
+        /// nobody can change what the cache holds through another name. (A process that still
+        /// has the file open for writing can; the cache's checksum then turns its reads into
+        /// misses.)
         case move
     }
 
@@ -53,21 +58,21 @@ extension DiskCache {
     /// Stores the contents of the file at `url` for `key`, without reading the whole file into
     /// memory.
     ///
-    /// The stored bytes are those the cache's own copy holds: the checksum is computed from the
-    /// copy after it was made, so a source that changes meanwhile never leaves a body that fails
-    /// its checksum.
+    /// The checksum is computed from the cache's own copy after it was made, so a source that
+    /// changes during a copy never leaves a body that fails its checksum.
     ///
     /// #### Errors
     /// As ``store(_:for:metadata:expires:)-3d9hu``; ``DiskCacheError/Code/invalidArgument``
     /// when `url` is not a file URL or names something other than a regular file;
     /// ``DiskCacheError/Code/notFound`` when there is nothing at `url`. On failure the earlier
-    /// value of `key` stays, and a moved file is put back.
+    /// value of `key` stays, and the file is where it was, untouched.
     ///
     /// #### Implementation details
-    /// `.move`: `rename(2)` into `tmp/` (EXDEV: copied instead). `.copy`: a new file in `tmp/`,
-    /// then `ioctl(FICLONE)`, else `copy_file_range(2)`, else `pread`/`pwrite` in 1 MiB pieces.
-    /// Then the copy is hashed in 1 MiB pieces, and committed as any store is (see the top of
-    /// this file). Memory used: one 1 MiB buffer, whatever the file's size.
+    /// `.move`: `linkat(2)` into `tmp/` (EXDEV, EPERM, EMLINK: copied instead), and the file's
+    /// own name unlinked after the commit. `.copy`: a new file in `tmp/`, then `ioctl(FICLONE)`,
+    /// else `copy_file_range(2)`, else `pread`/`pwrite` in 1 MiB pieces. Then the cache's file
+    /// is hashed in 1 MiB pieces, and committed as any store is (see the top of this file).
+    /// Memory used: one 1 MiB buffer, whatever the file's size.
     public func store(contentsOf url: URL, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
                       transfer: FileTransfer = .copy) throws {
         guard url.isFileURL else {
@@ -77,29 +82,34 @@ extension DiskCache {
         try checkMetadataFits(key: key, metadata: metadata)
         let source = url.path
         let temp = temporaryFile("incoming")
-        var moved = false
+        // A move on the cache's filesystem: a second name for the file, the first removed only
+        // after the commit. Not for a file with other names, nor one whose name this process
+        // could not remove afterwards: those are copied.
+        var linked = false
         if transfer == .move, case .success(let info) = Syscall.lstat(source),
-           info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 {
-            var result = layout.directory.moveIn(from: source, to: temp)
+           info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1,
+           Syscall.access((source as NSString).deletingLastPathComponent, W_OK | X_OK) {
+            var result = layout.directory.linkIn(from: source, to: temp)
             if case .failure(let error) = result, error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || error == .notDirectory,
                !layout.directory.lstat(layout.temp).isDirectory {
                 // tmp/ removed, or replaced by a link: made a directory again, as a copy would.
                 _ = restoreDirectory(layout.temp)
-                result = layout.directory.moveIn(from: source, to: temp)
+                result = layout.directory.linkIn(from: source, to: temp)
             }
             switch result {
-            case .success: moved = true
-            case .failure(let error) where error.rawValue == EXDEV: break  // another filesystem: copied below
+            case .success: linked = true
+            case .failure(let error) where error.rawValue == EXDEV || error == .notPermitted || error.rawValue == EMLINK:
+                break  // another filesystem, or one without hard links: copied below
             case .failure(.noSuchFileOrDirectory):
                 throw DiskCacheError(code: .notFound, message: "There is no file to store", path: source, errno: ENOENT)
-            case .failure(let error): throw DiskCacheError.io(error, "move the file into the cache", path: source)
+            case .failure(let error): throw DiskCacheError.io(error, "link the file into the cache", path: source)
             }
         }
         let fd: Int32
         do throws(DiskCacheError) {
-            fd = moved ? try openMovedFile(temp) : try copyIntoCache(source, temp)
+            fd = linked ? try openLinkedFile(temp) : try copyIntoCache(source, temp)
         } catch {
-            if moved { throw giveBack(temp, to: source, after: error) }
+            if linked { _ = layout.directory.unlink(temp) }
             throw error
         }
         defer { Syscall.close(fd) }
@@ -107,39 +117,21 @@ extension DiskCache {
             let (size, checksum) = try Self.hashFile(fd, path: temp)
             try commitBodyFile(temp, fd: fd, size: size, checksum: checksum, key: key, metadata: metadata, expires: expires)
         } catch {
-            if moved { throw giveBack(temp, to: source, after: error) }
+            // Not committed (the file is still in tmp/), or committed and then not made durable
+            // (it is the entry's body): either way the caller's file is where it was.
             _ = layout.directory.unlink(temp)
             throw error
         }
-        if moved {
-            // The cache's own now: nobody else's permissions on it.
-            _ = Syscall.fchmod(fd, 0o600, reportingAs: temp)
-            // In `.immediate`, the name the file had goes durably too, so that a power cut
-            // cannot bring it back as a second name for the cache's body.
-            if configuration.durability.mode == .immediate { _ = Syscall.fsyncDirectory((source as NSString).deletingLastPathComponent) }
-        } else if transfer == .move {
-            // Moved by copying (another filesystem, or several names): the original goes now
-            // that the copy is committed.
-            _ = Syscall.unlink(source)
-        }
-    }
-
-    /// Puts a moved-in file back at `source` after `error`, and says in the error where the file
-    /// is if it could not be put back.
-    private func giveBack(_ temp: String, to source: String, after error: DiskCacheError) -> DiskCacheError {
-        switch layout.directory.moveOut(from: temp, to: source) {
-        case .success:
-            return error
-        case .failure(.noSuchFileOrDirectory):
-            // Not in tmp/ any more: the store committed it before the error (a failed journal
-            // sync in `.immediate`), so it is the entry's body now.
-            var error = error
-            error.message += "; the file was stored as the entry's body before this failure and is no longer at its path"
-            return error
-        case .failure(let failure):
-            var error = error
-            error.message += "; the file could not be put back (\(failure)) and is at \(temp) until the cache is next opened"
-            return error
+        guard transfer == .move else { return }
+        // Committed: the file's own name goes (a copy's original too). Its inode, if linked, is
+        // the cache's now: nobody else's permissions on it.
+        if linked { _ = Syscall.fchmod(fd, 0o600, reportingAs: temp) }
+        if case .failure(let error) = Syscall.unlink(source) {
+            logger.warning("Stored a moved file but could not remove its name", metadata: ["path": "\(source)", "error": "\(error)"])
+        } else if configuration.durability.mode == .immediate {
+            // The name's removal is durable too, so that a power cut cannot bring it back as a
+            // second name for the cache's body.
+            _ = Syscall.fsyncDirectory((source as NSString).deletingLastPathComponent)
         }
     }
 
@@ -311,10 +303,11 @@ extension DiskCache {
         return try opened.get(orThrow: "create a file in tmp/", path: temp)
     }
 
-    /// Opens a file just moved into `tmp/` and checks it is a regular file. Its mode is left
-    /// as it was until the store commits (a file given back keeps it).
-    private func openMovedFile(_ temp: String) throws(DiskCacheError) -> Int32 {
-        let fd = try layout.directory.open(temp, FileIO.readFlags).get(orThrow: "open the moved file", path: temp)
+    /// Opens a file just linked into `tmp/` and checks it is a regular file (a link put at the
+    /// source meanwhile is refused here: `O_NOFOLLOW`). Its mode is left as it was until the
+    /// store commits.
+    private func openLinkedFile(_ temp: String) throws(DiskCacheError) -> Int32 {
+        let fd = try layout.directory.open(temp, FileIO.readFlags).get(orThrow: "open the file to store", path: temp)
         guard case .success(let info) = Syscall.fstat(fd), info.st_mode & S_IFMT == S_IFREG else {
             Syscall.close(fd)
             throw DiskCacheError(code: .invalidArgument, message: "Only a regular file can be stored", path: temp)
@@ -706,7 +699,9 @@ extension DiskCache {
         }
     }
 
-    /// A stored body read chunk by chunk (see ``DiskCache/chunks(for:chunkSize:)``).
+    /// A stored body read chunk by chunk (see ``DiskCache/chunks(for:chunkSize:)``). It can be
+    /// iterated once: its iterators share one reader, so a second one continues where the first
+    /// stopped (or yields nothing after the end).
     public struct Chunks: AsyncSequence, Sendable {
         public typealias Element = Data
         private let reader: ChunkReader
@@ -835,12 +830,16 @@ extension DiskCache {
         private func damaged(_ state: inout State, _ cache: DiskCache, _ hash: KeyHash, _ key: String,
                              _ entry: IndexEntry, _ what: String) -> DiskCacheError {
             finish(&state)
+            // The open counted a hit; the removal (if any) counts the miss, as for `data(for:)`.
+            cache.undoHit()
             let path = cache.layout.bodyFile(hash, slot: entry.slot)
             if cache.removeIfUnchanged(hash, entry, key: key) {
                 return DiskCacheError(code: .corruptEntry, message: "The stored body \(what); the entry was removed", path: path)
             }
+            cache.countMiss()
             return DiskCacheError(code: .corruptEntry,
-                                  message: "The stored body \(what): the entry was replaced while it was read", path: path)
+                                  message: "The stored body \(what) as it was read; the entry was replaced meanwhile, or reads well now, and was kept",
+                                  path: path)
         }
     }
 }

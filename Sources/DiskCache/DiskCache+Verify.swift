@@ -87,7 +87,7 @@ extension DiskCache {
         guard repair else { return report }
 
         for (hash, entry) in findings.badEntries {
-            if try remove(hash, reason: .corrupt, key: nil, where: { $0 == entry }) {
+            if try remove(hash, reason: .corrupt, key: nil, where: { $0.isSameCommit(as: entry) }) {
                 report.repairs.append("Removed the damaged entry \(hash.hexName)")
             }
         }

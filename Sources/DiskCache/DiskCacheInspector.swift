@@ -168,15 +168,24 @@ public final class DiskCacheInspector: Sendable {
 
     /// Hands `key`'s value (expired or not) to `consume` in pieces of at most `pieceSize` bytes,
     /// holding no more than one piece in memory; false when there is no such entry or its
-    /// metadata does not check out. As with ``DiskCache/chunks(for:chunkSize:)``, the body's
-    /// checksum is checked before the **last** piece is handed over: a mismatch, or a body file
-    /// shorter than recorded, throws ``DiskCacheError/Code/corruptEntry`` instead, after the
-    /// other pieces went (discard them).
+    /// files belong to another key with the same hash. As with ``DiskCache/chunks(for:chunkSize:)``,
+    /// the body's checksum is checked before the **last** piece is handed over: a mismatch, or a
+    /// body file shorter than recorded, throws ``DiskCacheError/Code/corruptEntry`` instead, after
+    /// the other pieces went (discard them). Metadata or a body file that is missing or does not
+    /// match the journal throws it before anything is handed over.
     public func readValue(for key: String, pieceSize: Int = 1 << 20,
                           _ consume: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
         try DiskCache.checkChunkSize(pieceSize)
-        guard let (hash, entry) = lookup(key), let meta = metadata(hash, entry), meta.key == key,
-              meta.checksum == entry.checksum, meta.size == entry.size else { return false }
+        guard let (hash, entry) = lookup(key) else { return false }
+        guard let meta = metadata(hash, entry) else {
+            throw DiskCacheError(code: .corruptEntry, message: "The entry's metadata file is missing or damaged",
+                                 path: layout.metaFile(hash, slot: entry.slot))
+        }
+        guard meta.key == key else { return false }
+        guard meta.checksum == entry.checksum, meta.size == entry.size else {
+            throw DiskCacheError(code: .corruptEntry, message: "The entry's metadata is not what the journal recorded",
+                                 path: layout.metaFile(hash, slot: entry.slot))
+        }
         if let inline = meta.inlineBody {
             guard inline.withUnsafeBytes({ Checksum.xxh3($0) }) == meta.checksum else {
                 throw DiskCacheError(code: .corruptEntry, message: "The stored body does not match its checksum",
@@ -196,7 +205,8 @@ public final class DiskCacheInspector: Sendable {
         let fd: Int32
         switch layout.directory.open(path, FileIO.readFlags) {
         case .success(let value): fd = value
-        case .failure(.noSuchFileOrDirectory): return false
+        case .failure(let error) where error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || FileIO.isNotAFile(error):
+            throw DiskCacheError(code: .corruptEntry, message: "The entry's body file is missing or not a file", path: path)
         case .failure(let error): throw DiskCacheError.io(error, "open the body", path: path)
         }
         defer { Syscall.close(fd) }

@@ -17,7 +17,9 @@ extension HTTPURLCache {
     /// `.notAllowed`, when ``willStore`` returns `nil` (it sees the response with an empty body;
     /// a body it returns is stored in place of the file's), or when the key provider bypasses the
     /// request; the file is then left as it is. Unlike it, a failure throws, so that a caller
-    /// knows whether a moved file is still where it was.
+    /// knows the response was not stored (the file is then where it was, untouched).
+    ///
+    /// A response stored `.allowedInMemoryOnly` is necessarily read into memory.
     ///
     /// - Parameters:
     ///   - response: the response, as a download task returns it.
@@ -25,10 +27,10 @@ extension HTTPURLCache {
     ///   - request: the request it answers (its key and its `Vary` values).
     ///   - userInfo: kept with the response, as `CachedURLResponse.userInfo` (property-list values only).
     ///   - storagePolicy: where it may be kept, as for `CachedURLResponse`.
-    ///   - transfer: `.copy` leaves the file where it is; `.move` takes it (renamed into the
+    ///   - transfer: `.copy` leaves the file where it is; `.move` takes it (linked into the
     ///     cache when it is on the same filesystem, no bytes copied). See `DiskCache.FileTransfer`.
     /// - Throws: `DiskCacheError` (a missing file is `DiskCacheError.Code.notFound`); the
-    ///   earlier response stays, and a moved file is put back.
+    ///   earlier response stays, and the file is where it was.
     public func storeCachedResponse(_ response: URLResponse, bodyContentsOf bodyFile: URL, for request: URLRequest,
                                     userInfo: [AnyHashable: Any]? = nil,
                                     storagePolicy: URLCache.StoragePolicy = .allowed,

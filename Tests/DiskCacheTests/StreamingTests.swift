@@ -210,6 +210,7 @@ struct StreamingTests {
         damaged[5000] ^= 0x01
         try writeFile(path, damaged)
 
+        let before = cache.statistics
         let chunks = try #require(try await cache.chunks(for: "k", chunkSize: 4096))
         var received: [Data] = []
         do {
@@ -221,6 +222,9 @@ struct StreamingTests {
         #expect(received.count == 9)
         #expect(!cache.contains("k"))
         #expect(cache.statistics.corruptEntriesRemoved == 1)
+        // Counted as data(for:) counts a damaged entry: a miss, not a hit.
+        #expect(cache.statistics.hits == before.hits)
+        #expect(cache.statistics.misses == before.misses + 1)
 
         // Shorter than its entry records: the same.
         try await cache.store(body, for: "short")

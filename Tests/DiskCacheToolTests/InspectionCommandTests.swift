@@ -154,6 +154,13 @@ struct InspectionCommandTests {
         #expect(try Data(contentsOf: file) == Data("earlier".utf8))
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0.hasPrefix(".out.bin") }.isEmpty)
         #expect(try runTool(["get", directory.cache.path, "beta"]).status == 5)
+        try FileManager.default.removeItem(atPath: small.betaBody)  // a missing body is damage too, not "no entry"
+        #expect(try runTool(["get", directory.cache.path, "beta"]).status == 5)
+
+        // An output that is not a regular file is written to, never replaced.
+        #expect(try runTool(["get", directory.cache.path, "large", "-o", "/dev/null"]).status == 0)
+        var info = stat()
+        #expect(stat("/dev/null", &info) == 0 && info.st_mode & S_IFMT == S_IFCHR)
     }
 
     @Test func readOnlyCommandsChangeNothing() throws {

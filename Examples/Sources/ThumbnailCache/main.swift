@@ -47,8 +47,9 @@ func runExample() async throws {
                           transfer: .copy)
     print("Stored photo.png (4 MiB) with .copy; the source is still there: \(exists(imageURL))")
 
-    // 2. A generated thumbnail goes in with `.move`: the file is renamed into the cache (no bytes
-    //    copied on the same filesystem), so the temporary file needs no cleanup.
+    // 2. A generated thumbnail goes in with `.move`: the file is linked into the cache (no bytes
+    //    copied on the same filesystem) and its own name removed once stored, so the temporary
+    //    file needs no cleanup.
     let thumbnailURL = workDirectory.appendingPathComponent("photo-thumb.png")
     try makeFakeImage(at: thumbnailURL, size: 48 << 10, seed: 2)
     try await cache.store(contentsOf: thumbnailURL, for: "images/photo-1/thumb-256",

@@ -55,10 +55,4 @@ int cdiskcache_clone(int destination, int source);
 /// EXDEV, EINVAL, EOPNOTSUPP where it cannot be used).
 ssize_t cdiskcache_copy_range(int source, int64_t *source_offset, int destination, int64_t *destination_offset, size_t count);
 
-/// Renames `from` (relative to `from_directory`) to `to` (relative to `to_directory`) only if
-/// nothing is at `to` (Linux `renameat2` with `RENAME_NOREPLACE`): EEXIST otherwise. Where the
-/// kernel or filesystem cannot do that (ENOSYS, EINVAL), fails with that error: the caller
-/// decides whether a plain rename will do.
-int cdiskcache_rename_noreplace(int from_directory, const char *from, int to_directory, const char *to);
-
 #endif

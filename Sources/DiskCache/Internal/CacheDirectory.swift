@@ -91,22 +91,11 @@ final class CacheDirectory: Sendable {
         }
     }
 
-    /// Renames `outside` (a path outside the cache, links in it followed as the user's) to
-    /// `path` inside the cache; EXDEV when they are on different filesystems.
-    func moveIn(from outside: String, to path: String) -> Result<Void, Errno> {
-        inParent(path) { Syscall.renameat(AT_FDCWD, outside, $0, $1, reportingAs: (outside, path)) }
-    }
-
-    /// Renames `path` inside the cache back to `outside`, the way ``moveIn(from:to:)`` came,
-    /// never replacing what has been put at `outside` since (EEXIST then).
-    func moveOut(from path: String, to outside: String) -> Result<Void, Errno> {
-        inParent(path) { directory, name in
-            let result = Syscall.renameatNoReplace(directory, name, AT_FDCWD, outside, reportingAs: (path, outside))
-            guard case .failure(let error) = result, error == .notImplemented || error.rawValue == EINVAL else { return result }
-            // No RENAME_NOREPLACE here: look first (a narrow race instead of none).
-            if case .success = Syscall.lstat(outside) { return .failure(.fileExists) }
-            return Syscall.renameat(directory, name, AT_FDCWD, outside, reportingAs: (path, outside))
-        }
+    /// Gives the file at `outside` (a path outside the cache, links in it followed as the
+    /// user's, a link at its last component linked itself) a second name `path` inside the cache
+    /// (`linkat(2)`); EXDEV when they are on different filesystems.
+    func linkIn(from outside: String, to path: String) -> Result<Void, Errno> {
+        inParent(path) { Syscall.linkat(AT_FDCWD, outside, $0, $1, reportingAs: (outside, path)) }
     }
 
     /// A second name for a file (`linkat(2)`, never following a link at `existing`).

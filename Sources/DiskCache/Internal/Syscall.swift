@@ -387,14 +387,6 @@ enum Syscall {
         observed(retrying { Glibc_renameat(fromDirectory, from, toDirectory, to) }, .rename(from: paths.from, to: paths.to))
     }
 
-    /// `renameat2(2)` with `RENAME_NOREPLACE`: EEXIST when `to` exists; ENOSYS or EINVAL where
-    /// the kernel or filesystem cannot promise that.
-    static func renameatNoReplace(_ fromDirectory: Int32, _ from: String, _ toDirectory: Int32, _ to: String,
-                                  reportingAs paths: (from: String, to: String)) -> Result<Void, Errno> {
-        observed(retrying { cdiskcache_rename_noreplace(fromDirectory, from, toDirectory, to) },
-                 .rename(from: paths.from, to: paths.to))
-    }
-
     /// `linkat(2)` without `AT_SYMLINK_FOLLOW`: a link at `existing` is linked, never its target.
     static func linkat(_ existingDirectory: Int32, _ existing: String, _ newDirectory: Int32, _ new: String,
                        reportingAs paths: (existing: String, new: String)) -> Result<Void, Errno> {

@@ -32,11 +32,26 @@ struct Get: ParsableCommand {
             guard try readValue(inspector, into: STDOUT_FILENO, naming: "standard output") else { throw ToolError.noSuchEntry(key) }
             return
         }
+        // Something other than a regular file (a device, a FIFO): written to as it is.
+        var info = stat()
+        if stat(output, &info) == 0, info.st_mode & S_IFMT != S_IFREG {
+            let fd = open(output, O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw ToolError("Could not write \(output): \(String(cString: strerror(errno)))") }
+            defer { close(fd) }
+            guard try readValue(inspector, into: fd, naming: output) else { throw ToolError.noSuchEntry(key) }
+            return
+        }
         // Into a temporary file beside the output, renamed over it only once the whole body
         // checked out: the output is the value or is left as it was.
         let url = URL(fileURLWithPath: output)
-        let temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).diskcache-\(getpid())")
-        let fd = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        var temporary = url
+        var fd: Int32 = -1
+        for _ in 0..<8 where fd < 0 {
+            let tag = String(UInt64.random(in: 0...UInt64.max), radix: 36)
+            temporary = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).diskcache-\(tag)")
+            fd = open(temporary.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            if fd < 0 && errno != EEXIST { break }
+        }
         guard fd >= 0 else { throw ToolError("Could not write \(output): \(String(cString: strerror(errno)))") }
         var renamed = false
         defer {
