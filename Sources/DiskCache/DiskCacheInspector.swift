@@ -8,12 +8,20 @@ import Darwin
 #endif
 
 /// Read-only access to a cache directory, for tools: it never creates, writes, truncates or
-/// repairs anything, and refuses a cache another process has open.
+/// repairs anything, and refuses a cache another process has open unless asked to read it
+/// anyway (`whileOpen`).
 ///
 /// It replays the journal as an open would (without cutting a torn tail, which it reports).
 /// It checks that no process has the cache open, but does not keep the lock: an application
 /// starting meanwhile opens its cache as usual (what the inspector then reads may be a moment
 /// out of date, and a `verify` may report a file that a write was just committing).
+///
+/// **A cache that is open** (`whileOpen: true`) is read as a snapshot: the journal as it was
+/// when the inspector was made. Entries replaced or removed since then may no longer read
+/// (``entries()`` skips them; ``readValue(for:pieceSize:_:)`` reports them as damaged, and a
+/// caller should make a new inspector and try again); a read never returns bytes that were not
+/// stored for its key. A torn journal tail is then an append in progress, not damage, and is not
+/// reported.
 public final class DiskCacheInspector: Sendable {
     /// What the journal and the volume say about the cache.
     public struct Summary: Hashable, Sendable {
@@ -36,6 +44,9 @@ public final class DiskCacheInspector: Sendable {
         public var hasJournal = true
         /// The last session closed the cache cleanly.
         public var wasCleanlyClosed = true
+        /// Set when the cache was open in a running process when it was read (with `whileOpen`):
+        /// the process id its `LOCK` names, or "" when it names none.
+        public var openBy: String?
     }
 
     public let directory: URL
@@ -43,9 +54,12 @@ public final class DiskCacheInspector: Sendable {
     let layout: Layout
     let index: Index
 
+    /// - Parameters:
+    ///   - whileOpen: read a cache a running process has open as a snapshot, instead of
+    ///     refusing it.
     /// - Throws: ``DiskCacheError`` with code `.notFound`, `.notADirectory`, `.permissionDenied`,
-    ///   `.notACache`, `.locked` or `.newerFormat`.
-    public init(directory: URL) throws {
+    ///   `.notACache`, `.locked` (unless `whileOpen`) or `.newerFormat`.
+    public init(directory: URL, whileOpen: Bool = false) throws {
         var layout = Layout(root: directory.path)
         self.directory = directory
         var info = stat()
@@ -93,10 +107,15 @@ public final class DiskCacheInspector: Sendable {
             case .success:
                 break
             case .failure(let error) where error == .wouldBlock:
-                var owner = ""
+                var pid = ""
                 if case .success(let bytes?) = FileIO.readAll(layout.lockFile, limit: 64, in: directory) {
-                    owner = " by process " + String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+                    pid = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
                 }
+                if whileOpen {
+                    summary.openBy = pid
+                    continue
+                }
+                let owner = pid.isEmpty ? "" : " by process " + pid
                 throw DiskCacheError(code: .locked, message: "The cache is open\(owner); inspect it after it closes", path: layout.root)
             case .failure where isDirectory:
                 break  // a filesystem that cannot lock a directory: `LOCK` decides alone
@@ -123,7 +142,8 @@ public final class DiskCacheInspector: Sendable {
             case .valid:
                 let replay = bytes.withUnsafeBytes { Journal.replay($0) { index.apply($0) } }
                 summary.journalRecords = replay.records
-                summary.truncatedTailBytes = replay.truncatedBytes
+                // In a cache that is open, bytes after the last whole record are an append in progress.
+                summary.truncatedTailBytes = summary.openBy == nil ? replay.truncatedBytes : 0
                 summary.corruptRegions = replay.corruptRegions
                 summary.wasCleanlyClosed = replay.endedCleanly
             }

@@ -61,7 +61,9 @@ struct ErrorTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.cache.path) == [])
     }
 
-    @Test(arguments: all)
+    /// `verify` and every command that writes refuse a cache a process has open (the writers
+    /// after waiting for it); `stats`, `ls`, `show` and `get` read it (`snapshotTests`).
+    @Test(arguments: [["verify"]] + modifying)
     func aCacheOpenInAnotherProcessIsRefused(command: [String]) throws {
         let directory = TemporaryDirectory()
         _ = try SmallCache(at: directory.cache)
@@ -131,9 +133,99 @@ struct ErrorTests {
     }
 }
 
+/// The read-only commands on a cache a running process has open: they read it as it was, say so
+/// on standard error, and never return bytes that were not stored.
+struct SnapshotTests {
+    @Test func readOnlyCommandsReadAnOpenCacheAsASnapshot() throws {
+        let directory = TemporaryDirectory()
+        _ = try SmallCache(at: directory.cache)
+        let cache = try openCache(directory.cache)  // held open by this process
+        defer { try? closeCache(cache) }
+        let path = directory.cache.path
+        let stats = try runTool(["stats", path])
+        #expect(stats.status == 0)
+        #expect(stats.output.contains("yes, in process \(getpid())"), "\(stats.output)")
+        #expect(stats.stderr.contains("open in process \(getpid())"))
+        let list = try runTool(["ls", path, "--json"])
+        #expect(list.status == 0)
+        #expect(try JSONSerialization.jsonObject(with: list.stdout) as? [Any] != nil)  // stdout is only the JSON
+        #expect(try runTool(["show", path, "alpha"]).status == 0)
+        #expect(try runTool(["get", path, "beta"]).stdout == SmallCache.beta)
+
+        // Written by the open cache after the command started: the next command sees it.
+        try cache.store(Data("later".utf8), for: "later")
+        #expect(try runTool(["get", path, "later"]).stdout == Data("later".utf8))
+    }
+
+    /// `get` while the process that has the cache open (this one) keeps replacing and removing
+    /// values: every read is a whole value stored for its key, or "no entry"; never damage,
+    /// never other bytes.
+    @Test func getDuringWritesReturnsWholeValuesOnly() throws {
+        let directory = TemporaryDirectory()
+        let writer = try BackgroundWriter(directory.cache)
+        defer { writer.stop() }
+        var values = 0
+        let deadline = Date().addingTimeInterval(3)
+        while Date() < deadline {
+            let k = Int.random(in: 0..<5)
+            let result = try runTool(["get", directory.cache.path, "key-\(k)"])
+            if result.status == 4 { continue }
+            #expect(result.status == 0, "\(result.stderr)")
+            guard result.status == 0 else { break }
+            let text = String(decoding: result.stdout.prefix(40), as: UTF8.self)
+            let fields = text.split(separator: "|")
+            #expect(fields.first == "key-\(k)", "\(text)")
+            if let version = fields.dropFirst().first.flatMap({ Int($0) }) {
+                #expect(result.stdout == BackgroundWriter.payload(k: k, version: version))
+                values += 1
+            }
+        }
+        #expect(values > 5)
+    }
+}
+
 final class LockedStatuses: @unchecked Sendable {  // unchecked: `statuses` is guarded by `lock`
     private let lock = NSLock()
     private var statuses: [Int32] = []
     func append(_ status: Int32) { lock.withLock { statuses.append(status) } }
     var values: [Int32] { lock.withLock { statuses } }
+}
+
+/// A thread of this process that keeps a cache open and, until stopped, stores and sometimes
+/// removes versions of "key-0" … "key-4": "key-k|version|" then bytes that follow from the two.
+final class BackgroundWriter: @unchecked Sendable {  // unchecked: `running` is guarded by `lock`
+    private let lock = NSLock()
+    private var running = true
+    private let done = DispatchSemaphore(value: 0)
+
+    static func payload(k: Int, version: Int) -> Data {
+        var bytes = Array("key-\(k)|\(version)|".utf8)
+        for i in 0..<(10_000 + version % 5_000) { bytes.append(UInt8(truncatingIfNeeded: i &* version &+ k)) }
+        return Data(bytes)
+    }
+
+    init(_ url: URL) throws {
+        let cache = try openCache(url)
+        for k in 0..<5 { try cache.store(Self.payload(k: k, version: 0), for: "key-\(k)") }
+        Thread.detachNewThread { [self] in
+            var version = 0
+            while lock.withLock({ running }) {
+                version += 1
+                let k = version % 5
+                if version % 7 == 0 {
+                    try? cache.removeValue(for: "key-\(k)")
+                } else {
+                    try? cache.store(Self.payload(k: k, version: version), for: "key-\(k)")
+                }
+                if version % 500 == 0 { try? cache.compact() }
+            }
+            try? closeCache(cache)
+            done.signal()
+        }
+    }
+
+    func stop() {
+        lock.withLock { running = false }
+        done.wait()
+    }
 }

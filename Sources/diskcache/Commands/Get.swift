@@ -25,7 +25,7 @@ struct Get: ParsableCommand {
     var output: String?
 
     func run() throws {
-        let inspector = try cache.inspect()
+        let inspector = try cache.inspectSnapshot()
         guard let output else {
             // Piece by piece: a body of any size in 1 MiB of memory. A damaged body fails before
             // its last piece is written, and the exit status says so.
@@ -66,10 +66,24 @@ struct Get: ParsableCommand {
     }
 
     private func readValue(_ inspector: DiskCacheInspector, into fd: Int32, naming name: String) throws -> Bool {
-        do {
-            return try inspector.readValue(for: key) { piece in try Terminal.write(piece, to: fd, naming: name) }
-        } catch let error as DiskCacheError where error.code == .corruptEntry {
-            throw ToolError("The entry for \(Terminal.quoted(key)) is damaged (\(error.message)); what was written is not its value")
+        var inspector = inspector
+        for attempt in 0... {
+            var wrote = false
+            do {
+                return try inspector.readValue(for: key) { piece in
+                    wrote = true
+                    try Terminal.write(piece, to: fd, naming: name)
+                }
+            } catch let error as DiskCacheError where error.code == .corruptEntry {
+                // In a cache that is open, an entry replaced or removed since the snapshot reads
+                // as damaged before any of it is written: read a new snapshot and try again.
+                if inspector.summary.openBy != nil && !wrote && attempt < 3 {
+                    inspector = try cache.inspectSnapshot(quietly: true)
+                    continue
+                }
+                throw ToolError("The entry for \(Terminal.quoted(key)) is damaged (\(error.message)); what was written is not its value")
+            }
         }
+        return false
     }
 }

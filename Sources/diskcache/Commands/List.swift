@@ -38,7 +38,7 @@ struct List: ParsableCommand {
     }
 
     func run() throws {
-        let inspector = try cache.inspect()
+        let inspector = try cache.inspectSnapshot()
         var entries = Self.sorted(inspector.entries(), by: sort)
         if reverse { entries.reverse() }
         if let limit { entries = Array(entries.prefix(limit)) }

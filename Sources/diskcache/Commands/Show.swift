@@ -29,7 +29,7 @@ struct Show: ParsableCommand {
     var includeBody = false
 
     func run() throws {
-        let inspector = try cache.inspect()
+        let inspector = try cache.inspectSnapshot()
         guard let bytes = inspector.metadataPropertyList(for: key) else { throw ToolError.noSuchEntry(key) }
         var plist: Any
         do {

@@ -18,7 +18,7 @@ struct Stats: ParsableCommand {
     var json = false
 
     func run() throws {
-        let inspector = try cache.inspect()
+        let inspector = try cache.inspectSnapshot()
         let summary = inspector.summary
         if json {
             var object: [String: Any] = [
@@ -35,6 +35,7 @@ struct Stats: ParsableCommand {
                 "corruptRegions": Int(summary.corruptRegions),
                 "wasCleanlyClosed": summary.wasCleanlyClosed,
             ]
+            if let owner = summary.openBy { object["openByProcess"] = owner }
             if let volume = summary.volume {
                 object["volumeAvailable"] = Int(volume.available)
                 object["volumeTotal"] = Int(volume.total)
@@ -59,7 +60,11 @@ struct Stats: ParsableCommand {
             fields.add("Volume free", "unknown")
         }
         fields.add("Block size", "\(summary.blockSize)")
-        fields.add("Cleanly closed", summary.wasCleanlyClosed ? "yes" : "no")
+        if let owner = summary.openBy {
+            fields.add("Open", owner.isEmpty ? "yes, in a running process" : "yes, in process \(owner)")
+        } else {
+            fields.add("Cleanly closed", summary.wasCleanlyClosed ? "yes" : "no")
+        }
         var damage: [String] = []
         if summary.truncatedTailBytes > 0 { damage.append("\(summary.truncatedTailBytes) bytes of torn tail") }
         if summary.corruptRegions > 0 { damage.append("\(summary.corruptRegions) corrupt regions") }

@@ -33,6 +33,16 @@ struct CacheOptions: ParsableArguments {
         try DiskCacheInspector(directory: url)
     }
 
+    /// ``inspect()`` that also reads a cache a running process has open, as a snapshot, and
+    /// says so on standard error (standard output stays the command's own).
+    func inspectSnapshot(quietly: Bool = false) throws -> DiskCacheInspector {
+        let inspector = try DiskCacheInspector(directory: url, whileOpen: true)
+        if !quietly, let owner = inspector.summary.openBy {
+            Terminal.writeError("note: the cache is open\(owner.isEmpty ? "" : " in process " + owner); this is what it held when read\n")
+        }
+        return inspector
+    }
+
     /// Opens an existing cache read-write (taking its lock). Unless `create` is true, a missing
     /// directory or one that is not a cache yet is refused rather than turned into a new cache.
     ///
