@@ -92,7 +92,7 @@ extension BenchRunner {
         let moved = Self.measured(bytes: size) {
             try cache.store(contentsOf: URL(fileURLWithPath: source), for: "moved", transfer: .move)
         }
-        row("move in", "store(contentsOf:) .move", moved, note: "a rename, then the checksum read")
+        row("move in", "store(contentsOf:) .move", moved, note: "a link, the checksum read, then an unlink")
         return rows
     }
 
