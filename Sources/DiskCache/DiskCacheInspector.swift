@@ -281,7 +281,9 @@ public final class DiskCacheInspector: Sendable {
             report.problems.append(DiskCache.Problem(kind: .journalCorruptRegion, path: layout.journal, key: nil,
                                                      detail: "\(summary.corruptRegions) damaged regions"))
         }
-        // Leftovers the next open removes by itself are notes, not problems.
+        // Leftovers the next open removes by itself are notes, not problems. In a cache that is
+        // open, the journal has no closing record yet and tmp/ holds work in progress: no note.
+        guard summary.openBy == nil else { return report }
         if summary.hasJournal && !summary.wasCleanlyClosed {
             report.notes.append("The cache was not closed cleanly (the process that had it open stopped without closing it); the next open checks for files no journal record vouches for")
         }

@@ -77,9 +77,13 @@ struct Get: ParsableCommand {
             } catch let error as DiskCacheError where error.code == .corruptEntry {
                 // In a cache that is open, an entry replaced or removed since the snapshot reads
                 // as damaged before any of it is written: read a new snapshot and try again.
-                if inspector.summary.openBy != nil && !wrote && attempt < 3 {
-                    inspector = try cache.inspectSnapshot(quietly: true)
-                    continue
+                if let owner = inspector.summary.openBy, !wrote {
+                    if attempt < 3 {
+                        inspector = try cache.inspectSnapshot(quietly: true)
+                        continue
+                    }
+                    let process = owner.isEmpty ? "a running process" : "process \(owner)"
+                    throw ToolError("The entry for \(Terminal.quoted(key)) kept changing while it was read (the cache is open in \(process)); try again")
                 }
                 throw ToolError("The entry for \(Terminal.quoted(key)) is damaged (\(error.message)); what was written is not its value")
             }
