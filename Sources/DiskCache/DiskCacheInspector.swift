@@ -55,6 +55,7 @@ public final class DiskCacheInspector: Sendable {
     let index: Index
 
     /// - Parameters:
+    ///   - directory: the cache directory (links in its path are followed).
     ///   - whileOpen: read a cache a running process has open as a snapshot, instead of
     ///     refusing it.
     /// - Throws: ``DiskCacheError`` with code `.notFound`, `.notADirectory`, `.permissionDenied`,
