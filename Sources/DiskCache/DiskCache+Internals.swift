@@ -107,6 +107,94 @@ extension DiskCache {
         }
     }
 
+    /// What a reader made of an entry's body (see ``openBody(for:reading:_:)``).
+    enum BodyOpening<T> {
+        case opened(T)
+        /// The files do not match what the index vouches for: removed, a miss.
+        case damaged
+        /// The index moved on between the lookup and the open: look again.
+        case replaced
+        /// Failed for a reason that says nothing about the files: a miss, the entry kept.
+        case unavailable
+    }
+
+    /// The read path every read of a value takes: the lookup (counting a hit), the expiry,
+    /// `reading` the entry's files (by default its metadata file, and an inline body with it),
+    /// their key and expiry; then `open` makes what the caller hands out, from the entry, its
+    /// metadata and the body if one was read. A hit that turns out a miss is taken back, a
+    /// damaged entry is removed (once confirmed, see ``removeIfUnchanged(_:_:key:)``), and the
+    /// whole is tried again, up to four times, when a writer replaced the entry meanwhile.
+    func openBody<T>(for key: String,
+                     reading: ((KeyHash, IndexEntry) -> ReadResult)? = nil,
+                     _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> BodyOpening<T>)
+        throws(DiskCacheError) -> T? {
+        let hash = configuration.keyHasher.hash(key)
+        func takeBackHit() {
+            state.withLock {
+                $0.statistics.hits -= 1
+                $0.statistics.misses += 1
+            }
+        }
+        for _ in 0..<4 {
+            let now = configuration.clock()
+            guard let entry = lookupForRead(hash, at: now) else { return nil }
+            if entry.hasExpired(atMilliseconds: now) {
+                removeExpired(hash, entry, key: key)
+                return nil
+            }
+            switch reading?(hash, entry) ?? readEntry(hash, key: key, expected: entry, wantBody: entry.isInline) {
+            case .found(let meta, let inline):
+                if let expires = meta.expires, expires <= now {
+                    undoHit()
+                    removeExpired(hash, entry, key: key)
+                    return nil
+                }
+                let opening: BodyOpening<T>
+                do throws(DiskCacheError) {
+                    opening = try open(hash, entry, meta, inline)
+                } catch {
+                    takeBackHit()
+                    throw error
+                }
+                switch opening {
+                case .opened(let value): return value
+                case .damaged:
+                    undoHit()
+                    if removeIfUnchanged(hash, entry, key: key) { return nil }
+                case .replaced:
+                    undoHit()
+                case .unavailable:
+                    takeBackHit()
+                    return nil
+                }
+            case .otherKey:
+                takeBackHit()
+                state.withLock { $0.statistics.hashCollisions += 1 }
+                return nil
+            case .damaged:
+                undoHit()
+                if removeIfUnchanged(hash, entry, key: key) { return nil }
+            case .unavailable:
+                takeBackHit()
+                return nil
+            }
+        }
+        countMiss()
+        return nil
+    }
+
+    /// Whether the index still holds `entry` for `hash`. A body file opened (or linked) while
+    /// it does is that entry's: nothing writes to a committed slot's files, and a slot is reused
+    /// only after its entry was replaced.
+    func isCurrent(_ hash: KeyHash, _ entry: IndexEntry) -> Bool {
+        state.withLock { $0.index[hash]?.isSameCommit(as: entry) ?? false }
+    }
+
+    /// A missing body file is damage if the entry is still the one looked up, else a replacement.
+    func missing<T>(_ hash: KeyHash, _ entry: IndexEntry) -> BodyOpening<T> {
+        isCurrent(hash, entry) ? .damaged : .replaced
+    }
+
     /// Takes back the hit ``lookupForRead(_:at:)`` counted, for a read that found nothing.
     func undoHit() {
         state.withLock { $0.statistics.hits -= 1 }
@@ -317,10 +405,7 @@ extension DiskCache {
     /// PUT record and updates the index under one lock; in `.immediate` makes the record durable;
     /// then unlinks `current`'s files. A failure before the append removes the new files and
     /// leaves `current` committed. Called holding the key's stripe.
-    /// With `restoringBodyTo`, a failure before the append moves the body file back there
-    /// instead of removing it (a file the caller streamed or linked in, which it removes itself).
-    func commitPut(_ put: Journal.Put, replacing current: IndexEntry?, metaPath: String, bodyPath: String?,
-                   restoringBodyTo origin: String? = nil) throws(DiskCacheError) {
+    func commitPut(_ put: Journal.Put, replacing current: IndexEntry?, metaPath: String, bodyPath: String?) throws(DiskCacheError) {
         let immediate = configuration.durability.mode == .immediate
         let position: (generation: Int, end: Int64)
         do throws(DiskCacheError) {
@@ -341,9 +426,7 @@ extension DiskCache {
         } catch {
             // Not committed: the new slot's files go, the committed entry stays.
             _ = layout.directory.unlink(metaPath)
-            if let bodyPath {
-                if let origin { _ = layout.directory.rename(bodyPath, origin) } else { _ = layout.directory.unlink(bodyPath) }
-            }
+            if let bodyPath { _ = layout.directory.unlink(bodyPath) }
             throw error
         }
         // In `.immediate` mode the commit is made durable before the earlier value's files

@@ -427,12 +427,12 @@ extension DiskCache {
                     }
                 }.get()
             } catch {
-                _ = layout.directory.rename(bodyPath, temp)  // back to the caller, who removes it or gives it back
+                _ = layout.directory.unlink(bodyPath)
                 throw error
             }
             let put = Journal.Put(hash: hash, size: size, metaSize: UInt32(metaSize), isInline: false, slot: slot,
                                   checksum: checksum, created: now, accessed: now, expires: meta.expires)
-            try commitPut(put, replacing: current, metaPath: metaPath, bodyPath: bodyPath, restoringBodyTo: temp)
+            try commitPut(put, replacing: current, metaPath: metaPath, bodyPath: bodyPath)
         }
         maintenance.noteWrite(owner: self)
     }
@@ -489,92 +489,6 @@ extension DiskCache {
     private func closeHandout(_ handout: File) {
         Syscall.close(handout.fileDescriptor)
         _ = layout.directory.unlink(handout.url.path)
-    }
-
-    /// What a reader made of an entry's body (see ``openBody(for:_:)``).
-    private enum BodyOpening<T> {
-        case opened(T)
-        /// The files do not match what the index vouches for: removed, a miss.
-        case damaged
-        /// The index moved on between the lookup and the open: look again.
-        case replaced
-        /// Failed for a reason that says nothing about the files: a miss, the entry kept.
-        case unavailable
-    }
-
-    /// The read path of ``data(for:)-7qmtl`` up to the body: the lookup (counting a hit), the
-    /// expiry, the metadata file and its key; then `open` makes what the caller hands out, from
-    /// the entry, its metadata and (when inline) its body. A hit that turns out a miss is taken
-    /// back, a damaged entry is removed, and the whole is tried again when a writer replaced the
-    /// entry meanwhile.
-    private func openBody<T>(for key: String,
-                             _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> BodyOpening<T>)
-        throws(DiskCacheError) -> T? {
-        let hash = configuration.keyHasher.hash(key)
-        func takeBackHit() {
-            state.withLock {
-                $0.statistics.hits -= 1
-                $0.statistics.misses += 1
-            }
-        }
-        for _ in 0..<4 {
-            let now = configuration.clock()
-            guard let entry = lookupForRead(hash, at: now) else { return nil }
-            if entry.hasExpired(atMilliseconds: now) {
-                removeExpired(hash, entry, key: key)
-                return nil
-            }
-            switch readEntry(hash, key: key, expected: entry, wantBody: entry.isInline) {
-            case .found(let meta, let inline):
-                if let expires = meta.expires, expires <= now {
-                    undoHit()
-                    removeExpired(hash, entry, key: key)
-                    return nil
-                }
-                let opening: BodyOpening<T>
-                do throws(DiskCacheError) {
-                    opening = try open(hash, entry, meta, inline)
-                } catch {
-                    takeBackHit()
-                    throw error
-                }
-                switch opening {
-                case .opened(let value): return value
-                case .damaged:
-                    undoHit()
-                    if removeIfUnchanged(hash, entry, key: key) { return nil }
-                case .replaced:
-                    undoHit()
-                case .unavailable:
-                    takeBackHit()
-                    return nil
-                }
-            case .otherKey:
-                takeBackHit()
-                state.withLock { $0.statistics.hashCollisions += 1 }
-                return nil
-            case .damaged:
-                undoHit()
-                if removeIfUnchanged(hash, entry, key: key) { return nil }
-            case .unavailable:
-                takeBackHit()
-                return nil
-            }
-        }
-        countMiss()
-        return nil
-    }
-
-    /// Whether the index still holds `entry` for `hash`. A body file opened (or linked) while
-    /// it does is that entry's: nothing writes to a committed slot's files, and a slot is reused
-    /// only after its entry was replaced.
-    private func isCurrent(_ hash: KeyHash, _ entry: IndexEntry) -> Bool {
-        state.withLock { $0.index[hash]?.isSameCommit(as: entry) ?? false }
-    }
-
-    /// A missing body file is damage if the entry is still the one looked up, else a replacement.
-    private func missing<T>(_ hash: KeyHash, _ entry: IndexEntry) -> BodyOpening<T> {
-        isCurrent(hash, entry) ? .damaged : .replaced
     }
 
     /// Prepares the file ``withFile(for:_:)`` hands out: a second name in `tmp/` for the entry's
@@ -682,20 +596,14 @@ extension DiskCache {
             case .failure(let error) where error == .tooManySymbolicLinks || FileIO.isNotAFile(error): return .damaged
             case .failure: return .unavailable
             }
-            guard isCurrent(hash, entry) else {
+            guard isCurrent(hash, entry),
+                  let pieces = BodyPieces(fd: fd, size: entry.size, checksum: configuration.verifiesChecksums ? entry.checksum : nil)
+            else {
                 Syscall.close(fd)
-                return .replaced
-            }
-            var hasher: StreamingChecksum?
-            if configuration.verifiesChecksums {
-                hasher = StreamingChecksum()
-                if hasher == nil {
-                    Syscall.close(fd)
-                    return .unavailable
-                }
+                return isCurrent(hash, entry) ? .unavailable : .replaced
             }
             return .opened(Chunks(ChunkReader(cache: self, hash: hash, key: key, entry: entry, metadata: meta.metadata,
-                                              fd: fd, hasher: hasher, chunkSize: chunkSize)))
+                                              pieces: pieces, chunkSize: chunkSize)))
         }
     }
 
@@ -750,9 +658,10 @@ extension DiskCache {
         }
 
         private struct State {
-            var fd: Int32 = -1
+            /// The body file being read (nil for a body in memory, and once finished).
+            var pieces: BodyPieces?
+            /// How far a body in memory was handed out.
             var offset: Int64 = 0
-            var hasher: StreamingChecksum?
             var isFinished = false
         }
 
@@ -764,17 +673,17 @@ extension DiskCache {
             state = PthreadMutex(State())
         }
 
-        init(cache: DiskCache, hash: KeyHash, key: String, entry: IndexEntry, metadata: [String: String], fd: Int32,
-             hasher: StreamingChecksum?, chunkSize: Int) {
+        init(cache: DiskCache, hash: KeyHash, key: String, entry: IndexEntry, metadata: [String: String],
+             pieces: BodyPieces, chunkSize: Int) {
             size = entry.size
             self.metadata = metadata
             self.chunkSize = chunkSize
             source = .file(cache: cache, hash: hash, key: key, entry: entry)
-            state = PthreadMutex(State(fd: fd, hasher: hasher))
+            state = PthreadMutex(State(pieces: pieces))
         }
 
         deinit {
-            state.withLock { if $0.fd >= 0 { Syscall.close($0.fd) } }
+            state.withLock { $0.pieces?.close() }
         }
 
         var isFinished: Bool { state.withLock { $0.isFinished } }
@@ -797,39 +706,32 @@ extension DiskCache {
         func next() throws -> Data? {
             guard case .file(let cache, let hash, let key, let entry) = source else { return nil }
             return try state.withLock { state throws(DiskCacheError) -> Data? in
-                guard !state.isFinished else { return nil }
-                let want = Int(min(Int64(chunkSize), size - state.offset))
-                var chunk = Data(count: want)
-                let read = chunk.withUnsafeMutableBytes { Syscall.preadAll(state.fd, $0, at: state.offset) }
-                switch read {
-                case .success(let count) where count == want:
-                    state.hasher?.update(chunk)
-                    state.offset += Int64(count)
+                guard !state.isFinished, var pieces = state.pieces else { return nil }
+                defer { state.pieces = pieces }
+                var chunk = Data(count: Int(min(Int64(chunkSize), size - pieces.offset)))
+                switch chunk.withUnsafeMutableBytes({ pieces.read(into: $0) }) {
                 case .success:
-                    throw damaged(&state, cache, hash, key, entry, "is shorter than its entry records")
-                case .failure(let error):
-                    finish(&state)
+                    if pieces.isDone { finish(&state, &pieces) }
+                    return chunk
+                case .failure(.short):
+                    throw damaged(&state, &pieces, cache, hash, key, entry, "is shorter than its entry records")
+                case .failure(.mismatch):
+                    throw damaged(&state, &pieces, cache, hash, key, entry, "does not match its checksum")
+                case .failure(.io(let error)):
+                    finish(&state, &pieces)
                     throw DiskCacheError.io(error, "read the body", path: cache.layout.bodyFile(hash, slot: entry.slot))
                 }
-                if state.offset == size {
-                    if let hasher = state.hasher, hasher.digest != entry.checksum {
-                        throw damaged(&state, cache, hash, key, entry, "does not match its checksum")
-                    }
-                    finish(&state)
-                }
-                return chunk
             }
         }
 
-        private func finish(_ state: inout State) {
+        private func finish(_ state: inout State, _ pieces: inout BodyPieces) {
             state.isFinished = true
-            if state.fd >= 0 { Syscall.close(state.fd) }
-            state.fd = -1
+            pieces.close()
         }
 
-        private func damaged(_ state: inout State, _ cache: DiskCache, _ hash: KeyHash, _ key: String,
-                             _ entry: IndexEntry, _ what: String) -> DiskCacheError {
-            finish(&state)
+        private func damaged(_ state: inout State, _ pieces: inout BodyPieces, _ cache: DiskCache, _ hash: KeyHash,
+                             _ key: String, _ entry: IndexEntry, _ what: String) -> DiskCacheError {
+            finish(&state, &pieces)
             // The open counted a hit; the removal (if any) counts the miss, as for `data(for:)`.
             cache.undoHit()
             let path = cache.layout.bodyFile(hash, slot: entry.slot)
@@ -842,30 +744,6 @@ extension DiskCache {
                                   path: path)
         }
     }
-}
-
-/// XXH3-64 computed piece by piece (libxxhash's streaming state). Not thread-safe: each user
-/// keeps it under its own lock.
-final class StreamingChecksum: @unchecked Sendable {
-    private let state: UnsafeMutableRawPointer
-
-    init?() {
-        guard let state = cdiskcache_xxh3_state_create() else { return nil }
-        self.state = state
-    }
-
-    deinit { cdiskcache_xxh3_state_free(state) }
-
-    func update(_ bytes: UnsafeRawBufferPointer) {
-        cdiskcache_xxh3_update(state, bytes.baseAddress, bytes.count)
-    }
-
-    func update(_ bytes: Data) {
-        bytes.withUnsafeBytes { update($0) }
-    }
-
-    /// The checksum of everything given so far (more may still be given).
-    var digest: UInt64 { cdiskcache_xxh3_digest(state) }
 }
 
 // The async forms, on the cache's I/O threads (see DiskCache+Async.swift).

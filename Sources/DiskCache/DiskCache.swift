@@ -142,49 +142,15 @@ public final class DiskCache: Sendable {
     /// `withEntry` the metadata file is read in place (``EntryMetadata/ReadView``) instead of
     /// being decoded whole.
     private func read(_ key: String, withEntry: Bool) -> (data: Data, entry: Entry?)? {
-        let hash = configuration.keyHasher.hash(key)
-        // A few tries: each retry means a writer replaced the entry while it was being read.
-        for _ in 0..<4 {
-            let now = configuration.clock()
-            guard let entry = lookupForRead(hash, at: now) else { return nil }
-            if entry.hasExpired(atMilliseconds: now) {
-                removeExpired(hash, entry, key: key)
-                return nil
-            }
-            let result = withEntry ? readEntry(hash, key: key, expected: entry, wantBody: true)
-                                   : readValue(hash, key: key, expected: entry)
-            switch result {
-            case .found(let meta, let body?):
-                if let expires = meta.expires, expires <= now {
-                    undoHit()
-                    removeExpired(hash, entry, key: key)
-                    return nil
-                }
-                return (body, withEntry ? Entry(meta, entry) : nil)
-            case .found:
-                undoHit()
-            case .otherKey:
-                state.withLock {
-                    $0.statistics.hits -= 1
-                    $0.statistics.misses += 1
-                    $0.statistics.hashCollisions += 1
-                }
-                return nil
-            case .damaged:
-                undoHit()
-                // A writer may have replaced the files between our lookup and our read: if the
-                // index moved on, read again; if not, the entry is really damaged.
-                if removeIfUnchanged(hash, entry, key: key) { return nil }
-            case .unavailable:
-                state.withLock {
-                    $0.statistics.hits -= 1
-                    $0.statistics.misses += 1
-                }
-                return nil
-            }
+        let read = { (hash: KeyHash, expected: IndexEntry) -> ReadResult in
+            withEntry ? self.readEntry(hash, key: key, expected: expected, wantBody: true)
+                      : self.readValue(hash, key: key, expected: expected)
         }
-        countMiss()
-        return nil
+        // Nothing below throws: `open` never does.
+        return try? openBody(for: key, reading: read) { _, entry, meta, body in
+            guard let body else { return .replaced }  // the files had no body this time: look again
+            return .opened((body, withEntry ? Entry(meta, entry) : nil))
+        }
     }
 
     /// The entry's key, size, dates and metadata, without reading its body; nil when

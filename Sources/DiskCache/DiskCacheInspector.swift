@@ -230,28 +230,26 @@ public final class DiskCacheInspector: Sendable {
             throw DiskCacheError(code: .corruptEntry, message: "The entry's body file is missing or not a file", path: path)
         case .failure(let error): throw DiskCacheError.io(error, "open the body", path: path)
         }
-        defer { Syscall.close(fd) }
-        guard let hasher = StreamingChecksum() else {
+        guard var pieces = BodyPieces(fd: fd, size: Int64(meta.size), checksum: meta.checksum) else {
+            Syscall.close(fd)
             throw DiskCacheError(code: .ioFailure, message: "Out of memory for a checksum state", errno: ENOMEM)
         }
-        let size = Int64(meta.size)
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(min(Int64(pieceSize), max(1, size))), alignment: 64)
+        defer { pieces.close() }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(min(Int64(pieceSize), max(1, pieces.size))), alignment: 64)
         defer { buffer.deallocate() }
-        var offset: Int64 = 0
         repeat {
-            let want = Int(min(Int64(buffer.count), size - offset))
-            let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want])
-            let read = try Syscall.preadAll(fd, piece, at: offset).get(orThrow: "read the body", path: path)
-            guard read == want else {
+            let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<Int(min(Int64(buffer.count), pieces.size - pieces.offset))])
+            switch pieces.read(into: piece) {
+            case .success:
+                try consume(UnsafeRawBufferPointer(piece))
+            case .failure(.short):
                 throw DiskCacheError(code: .corruptEntry, message: "The stored body is shorter than its entry records", path: path)
-            }
-            hasher.update(UnsafeRawBufferPointer(piece))
-            offset += Int64(want)
-            if offset == size, hasher.digest != meta.checksum {
+            case .failure(.mismatch):
                 throw DiskCacheError(code: .corruptEntry, message: "The stored body does not match its checksum", path: path)
+            case .failure(.io(let error)):
+                throw DiskCacheError.io(error, "read the body", path: path)
             }
-            try consume(UnsafeRawBufferPointer(piece))
-        } while offset < size
+        } while !pieces.isDone
         return true
     }
 

@@ -149,12 +149,6 @@ public final class TieredCache: Sendable {
         set { shared.state.withLock { $0.largeBodyThreshold = newValue.map { max(0, $0) } } }
     }
 
-    /// Whether a body of `size` bytes stays out of the memory tier (see ``largeBodyThreshold``).
-    func isLarge(_ size: Int) -> Bool {
-        let limit = shared.state.withLock { $0.largeBodyThreshold ?? $0.memoryCapacity / 20 }
-        return size > limit
-    }
-
     /// Bytes the memory tier holds now.
     public var currentMemoryUsage: Int { memory.totalCost }
 
@@ -185,7 +179,7 @@ public final class TieredCache: Sendable {
                 removeFromMemory(key)
                 throw error
             }
-            if disk != nil && isLarge(data.count) { removeFromMemory(key) } else { putInMemory(record, for: key) }
+            if !putInMemory(record, for: key, unlessLarge: disk != nil) { removeFromMemory(key) }
         case .allowedInMemoryOnly:
             try disk?.removeValue(for: key)
             putInMemory(record, for: key)
@@ -210,7 +204,7 @@ public final class TieredCache: Sendable {
             if let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true { return record }
             guard let (data, entry) = disk?.dataAndEntry(for: key) else { return nil }
             let record = Record(data: data, metadata: entry.metadata, created: entry.created, expires: entry.expires)
-            if !isLarge(data.count) { putInMemory(record, for: key) }
+            putInMemory(record, for: key, unlessLarge: true)
             return record
         }
         if let fromDisk {
@@ -304,11 +298,20 @@ public final class TieredCache: Sendable {
 
     // MARK: - Memory tier
 
-    func putInMemory(_ record: Record, for key: String) {
-        guard shared.state.withLock({ $0.memoryCapacity }) > 0 else { return }
+    /// Keeps `record` in the memory tier, unless the tier is off or (with `unlessLarge`) its body
+    /// is larger than ``largeBodyThreshold``; returns whether it did.
+    @discardableResult
+    func putInMemory(_ record: Record, for key: String, unlessLarge: Bool = false) -> Bool {
+        let kept = shared.state.withLock { state -> Bool in
+            guard state.memoryCapacity > 0 else { return false }
+            if unlessLarge && record.data.count > state.largeBodyThreshold ?? state.memoryCapacity / 20 { return false }
+            state.memoryKeys[key] = record.created
+            return true
+        }
+        guard kept else { return false }
         let cost = record.data.count + record.metadata.reduce(key.utf8.count) { $0 + $1.key.utf8.count + $1.value.utf8.count }
-        shared.state.withLock { $0.memoryKeys[key] = record.created }
         memory.store(record, for: key, cost: cost)
+        return true
     }
 
     func removeFromMemory(_ key: String) {

@@ -182,7 +182,7 @@ func measureLargeBodies(_ directory: URL, bytes: Int64) async throws {
     configuration.sweepInterval = nil
     let cache = try DiskCache(directory: directory.appendingPathComponent("cache"), configuration: configuration)
     let source = directory.appendingPathComponent("source.bin")
-    FileManager.default.createFile(atPath: source.path, contents: nil)
+    guard FileManager.default.createFile(atPath: source.path, contents: nil) else { throw CocoaError(.fileWriteUnknown) }
     let handle = try FileHandle(forWritingTo: source)
     for try await data in Pieces(bytes: bytes) { try handle.write(contentsOf: data) }
     try handle.close()

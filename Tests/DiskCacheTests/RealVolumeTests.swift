@@ -82,7 +82,7 @@ struct RealVolumeTests {
             }
             // The last pages too, so that not even a metadata file fits.
             let fillerPath = url.deletingLastPathComponent().path + "/filler"
-            FileManager.default.createFile(atPath: fillerPath, contents: nil)
+            #expect(FileManager.default.createFile(atPath: fillerPath, contents: nil))
             let filler = try #require(FileHandle(forWritingAtPath: fillerPath))
             while (try? filler.write(contentsOf: Data(count: 4096))) != nil {}
             try? filler.close()
