@@ -117,3 +117,52 @@ ssize_t cdiskcache_copy_range(int source, int64_t *source_offset, int destinatio
     return -1;
 #endif
 }
+
+int cdiskcache_range_lock(int fd, int64_t start, int64_t length, int kind, int wait) {
+    struct flock lock;
+    memset(&lock, 0, sizeof lock);
+    lock.l_type = kind == 0 ? F_UNLCK : (kind == 1 ? F_RDLCK : F_WRLCK);
+    lock.l_whence = SEEK_SET;
+    lock.l_start = (off_t)start;
+    lock.l_len = (off_t)length;
+#if defined(F_OFD_SETLK)
+    int command = wait ? F_OFD_SETLKW : F_OFD_SETLK;
+#else
+    int command = wait ? F_SETLKW : F_SETLK;
+#endif
+    for (;;) {
+        int result = fcntl(fd, command, &lock);
+        if (result == 0) return 0;
+        if (errno == EINTR) continue;
+        if (errno == EACCES) errno = EAGAIN;
+        return -1;
+    }
+}
+
+uint64_t cdiskcache_atomic_load(const uint64_t *address) {
+    return __atomic_load_n(address, __ATOMIC_SEQ_CST);
+}
+
+void cdiskcache_atomic_store(uint64_t *address, uint64_t value) {
+    __atomic_store_n(address, value, __ATOMIC_SEQ_CST);
+}
+
+uint64_t cdiskcache_atomic_add(uint64_t *address, int64_t delta) {
+    return __atomic_add_fetch(address, (uint64_t)delta, __ATOMIC_SEQ_CST);
+}
+
+#if defined(__linux__)
+#include <sys/vfs.h>
+#endif
+
+int64_t cdiskcache_filesystem_type(const char *path) {
+#if defined(__linux__)
+    struct statfs info;
+    if (statfs(path, &info) != 0) return -1;
+    return (int64_t)(uint32_t)info.f_type;
+#else
+    (void)path;
+    errno = ENOSYS;
+    return -1;
+#endif
+}

@@ -41,6 +41,19 @@ extension DiskCache {
         }
     }
 
+    /// Who may have a cache directory open at once.
+    public enum Sharing: Hashable, Sendable {
+        /// Any number of processes, and of `DiskCache` instances in one process, open the
+        /// directory together; each sees what the others store and remove from its next call
+        /// on (see docs/on-disk-format.md, "Sharing a cache"). On a network filesystem, where
+        /// the locks this relies on cannot be trusted, the cache is opened `.exclusive` instead.
+        case shared
+        /// One instance owns the directory; any other open fails with
+        /// ``DiskCacheError/Code/locked`` until it closes. Saves the few system calls a shared
+        /// write spends on locks (see docs/benchmarks.md).
+        case exclusive
+    }
+
     /// Settings of a cache. Each states its default and when a change takes effect.
     public struct Configuration: Sendable {
         /// The most the cache may occupy on disk, in bytes, counting bodies, metadata files
@@ -79,6 +92,10 @@ extension DiskCache {
         /// Called after each sweep with its report, on the sweeper's queue. Nil by default.
         public var onSweepCompleted: (@Sendable (SweepReport) -> Void)?
 
+        /// Whether other instances may open the directory while this one has it open.
+        /// `.shared` by default. Fixed at open.
+        public var sharing: Sharing
+
         /// See ``Durability``. `.batched` (one group commit a second) by default.
         public var durability: Durability
 
@@ -113,6 +130,11 @@ extension DiskCache {
         var maintenanceInterval: Duration = .seconds(1)
         /// When the journal is rewritten: at least this many redundant records, and at least as many as live entries.
         var compactionThreshold: Int = 2000
+        /// The `statfs` type of the cache's filesystem; tests pretend it is a network one.
+        var filesystemTypeProbe: (@Sendable (String) -> Int?)?
+        /// Tests: a compaction stops right after renaming its file over the journal, as if its
+        /// process were killed there (the shared page is not told).
+        var stopsCompactionAfterRename = false
         /// The volume's free space; tests inject a fake volume.
         var volumeSpaceProbe: (@Sendable (String) -> VolumeSpace?)?
 
@@ -127,8 +149,10 @@ extension DiskCache {
             minimumFreeFraction: Double = 0.02,
             sweepInterval: Duration? = .seconds(10),
             onEviction: (@Sendable (Eviction) -> Void)? = nil,
-            logger: Logger = Logger(label: "DiskCache")
+            logger: Logger = Logger(label: "DiskCache"),
+            sharing: Sharing = .shared
         ) {
+            self.sharing = sharing
             self.diskCapacity = diskCapacity
             self.countLimit = countLimit
             self.lowWatermark = min(1, max(0, lowWatermark))

@@ -65,17 +65,45 @@ extension DiskCache {
         return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 
-    func stripe(_ hash: KeyHash) -> StripeLock {
-        stripes[Int(hash.low % UInt64(stripes.count))]
+    /// Runs `body` holding the stripe of `hash`: its mutex, and in shared mode its byte in
+    /// ``SharedRegion`` too, so that no writer of the key in any instance is part way.
+    func withStripe<T, E: Error>(_ hash: KeyHash, _ body: () throws(E) -> T) throws(E) -> T {
+        let index = Int(hash.low % UInt64(stripes.count))
+        return try stripes[index].mutex.withLock { _ throws(E) -> T in
+            guard let sharedRegion else { return try body() }
+            return try sharedRegion.withStripes(from: index, body)
+        }
     }
 
     /// Runs `body` holding every stripe, so no write is between rename and journal append.
-    func withAllStripes<T: Sendable>(_ body: () throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
+    /// `acrossInstances: false` takes only this instance's (closing does not wait for others).
+    func withAllStripes<T: Sendable>(acrossInstances: Bool = true, _ body: () throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
         func lock(_ i: Int) throws(DiskCacheError) -> T {
-            if i == stripes.count { return try body() }
+            if i == stripes.count {
+                guard acrossInstances, let sharedRegion else { return try body() }
+                return try sharedRegion.withStripes(from: 0, count: stripes.count, body)
+            }
             return try stripes[i].mutex.withLock { _ throws(DiskCacheError) in try lock(i + 1) }
         }
         return try lock(0)
+    }
+
+    /// Starts collecting the keys other instances store or remove (shared mode only; see
+    /// ``takeExternalChanges()``).
+    func trackExternalChanges() {
+        state.withLock { state in
+            if state.shared != nil, state.externalChanges == nil { state.externalChanges = ExternalChanges() }
+        }
+    }
+
+    /// The keys other instances stored or removed since the last call (after following the
+    /// journal), or nil when there are none or nothing is collected.
+    func takeExternalChanges() -> ExternalChanges? {
+        state.withLock { state in
+            guard let changes = state.externalChanges, !changes.isEmpty else { return nil }
+            state.externalChanges = ExternalChanges()
+            return changes
+        }
     }
 
     func throwIfClosed() throws(DiskCacheError) {
@@ -188,6 +216,14 @@ extension DiskCache {
     /// only after its entry was replaced.
     func isCurrent(_ hash: KeyHash, _ entry: IndexEntry) -> Bool {
         state.withLock { $0.index[hash]?.isSameCommit(as: entry) ?? false }
+    }
+
+    /// Whether a journal record vouches for this entry file: its entry uses the slot, and a body
+    /// file belongs to an entry whose body is not inline. Call under the hash's stripe, so that
+    /// no store of the key is between writing its files and committing them.
+    func isVouched(_ hash: KeyHash, slot: UInt8, kind: ShardScanner.FileKind) -> Bool {
+        guard let entry = state.withLock({ $0.index[hash] }) else { return false }
+        return entry.slot == slot && (kind == .meta || !entry.isInline)
     }
 
     /// A missing body file is damage if the entry is still the one looked up, else a replacement.
@@ -354,7 +390,7 @@ extension DiskCache {
         if key == nil, configuration.onEviction != nil, let entry = state.withLock({ $0.index[hash] }) {
             key = keyOfEntry(hash, entry)
         }
-        let position: (generation: Int, end: Int64, size: Int64)? = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
+        let position: (generation: Int, end: Int64, size: Int64)? = try withStripe(hash) { () throws(DiskCacheError) in
             if let confirming {
                 guard let entry = state.withLock({ $0.index[hash] }), predicate(entry), confirming(entry) else { return nil }
             }

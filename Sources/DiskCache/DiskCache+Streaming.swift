@@ -412,7 +412,7 @@ extension DiskCache {
         let immediate = configuration.durability.mode == .immediate
         // The bytes are durable before the name that makes them part of an entry can be.
         if immediate { try Syscall.fsync(fd).get(orThrow: "sync the body", path: temp) }
-        try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
+        try withStripe(hash) { () throws(DiskCacheError) in
             let current = try beginWrite(hash)
             let slot: UInt8 = current?.slot == 0 ? 1 : 0
             let metaPath = layout.metaFile(hash, slot: slot)

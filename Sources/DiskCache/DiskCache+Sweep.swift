@@ -72,7 +72,7 @@ extension DiskCache {
     /// queue; the caller waits for it.
     @discardableResult
     public func sweep() -> SweepReport {
-        maintenance.sync { runSweep() }
+        maintenance.sync { runSweep(wait: true) }
     }
 
     /// Evicts least recently used entries until the cache occupies at most `size` bytes on disk
@@ -80,15 +80,20 @@ extension DiskCache {
     @discardableResult
     public func trim(toSize size: Int64) -> SweepReport {
         maintenance.sync {
-            var report = SweepReport()
-            let clock = ContinuousClock()
-            let start = clock.now
-            evictLeastRecentlyUsed(reason: .capacity, report: &report) { state in
-                state.index.diskUsage + state.journalDiskUsage(blockSize: blockSize) > size
-            }
-            report.duration = clock.now - start
-            return report
+            // In shared mode, as the one instance sweeping (waiting for another's sweep to end).
+            (try? asHousekeeper(wait: true) { () -> SweepReport in trimPass(toSize: size) }) ?? SweepReport()
         }
+    }
+
+    private func trimPass(toSize size: Int64) -> SweepReport {
+        var report = SweepReport()
+        let clock = ContinuousClock()
+        let start = clock.now
+        evictLeastRecentlyUsed(reason: .capacity, report: &report) { state in
+            state.index.diskUsage + state.journalDiskUsage(blockSize: blockSize) > size
+        }
+        report.duration = clock.now - start
+        return report
     }
 
     /// True when the cache is over a hard limit: a store checks this and wakes the sweeper.
@@ -121,9 +126,15 @@ extension DiskCache {
         return false
     }
 
-    /// One pass; runs on the maintenance queue.
+    /// One pass; runs on the maintenance queue. In shared mode only one instance sweeps at a
+    /// time: without `wait`, a sweep another instance is running stands for this one (an empty
+    /// report; the limits are the cache's, and that instance sees every entry).
     @discardableResult
-    func runSweep() -> SweepReport {
+    func runSweep(wait: Bool = false) -> SweepReport {
+        (try? asHousekeeper(wait: wait) { () -> SweepReport in sweepPass() }) ?? SweepReport()
+    }
+
+    private func sweepPass() -> SweepReport {
         let clock = ContinuousClock()
         let start = clock.now
         var report = SweepReport()

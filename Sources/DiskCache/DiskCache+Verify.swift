@@ -66,10 +66,34 @@ extension DiskCache {
     /// - Complexity: reads every file of the cache.
     public func verify(repair: Bool = false, progress: ((_ done: Int, _ total: Int) -> Void)? = nil) throws -> VerificationReport {
         try throwIfClosed()
-        // Let background recovery (the orphan scan after an unclean shutdown) finish first.
-        maintenance.sync {}
+        // On the maintenance queue, so after background recovery (the orphan scan after an
+        // unclean shutdown) and with no compaction or sweep of this instance meanwhile; in shared
+        // mode also as the one housekeeper, so that no other instance compacts either (its
+        // `journal.tmp` would look like a leftover).
+        let result = maintenance.sync {
+            Result { () throws(DiskCacheError) -> VerificationReport in
+                try asHousekeeper(wait: true) { () throws(DiskCacheError) in try verifyPass(repair: repair, progress: progress) }!
+            }
+        }
+        var report = try result.get()
+        if repair {
+            try compact()
+            report.repairs.append("Rewrote the journal (\(count) entries)")
+        }
+        return report
+    }
+
+    /// ``verify(repair:progress:)-4b4nk`` but the journal rewrite, as the one housekeeper.
+    private func verifyPass(repair: Bool, progress: ((Int, Int) -> Void)?) throws(DiskCacheError) -> VerificationReport {
         let entries = state.withLock { $0.index.entries.map { ($0.key, $0.value) } }.sorted { $0.0 < $1.0 }
-        let findings = Verifier(layout: layout, entries: entries, hasher: configuration.keyHasher).run(progress: progress)
+        // Stores and removals go on meanwhile (here and, in shared mode, in other instances):
+        // what they changed while it was read is no finding.
+        let settle = Verifier.Settle(
+            isCurrent: { hash, entry in self.isCurrent(hash, entry) },
+            isOrphan: { hash, slot, kind, path in
+                self.withStripe(hash) { !self.isVouched(hash, slot: slot, kind: kind) && self.layout.directory.exists(path) }
+            })
+        let findings = Verifier(layout: layout, entries: entries, hasher: configuration.keyHasher, settle: settle).run(progress: progress)
         var report = VerificationReport(entriesChecked: findings.entriesChecked, bytesChecked: findings.bytesChecked,
                                         problems: findings.problems)
         // What the open found in the journal is reported until a compaction (a repair makes
@@ -93,10 +117,8 @@ extension DiskCache {
         }
         var removedOrphans = 0
         for orphan in findings.orphans {
-            let removed = stripe(orphan.hash).mutex.withLock { _ -> Bool in
-                let entry = state.withLock { $0.index[orphan.hash] }
-                let vouched = entry.map { $0.slot == orphan.slot && (orphan.kind == .meta || !$0.isInline) } ?? false
-                return !vouched && layout.directory.removeEntryFile(orphan.path)
+            let removed = withStripe(orphan.hash) { () -> Bool in
+                !isVouched(orphan.hash, slot: orphan.slot, kind: orphan.kind) && layout.directory.removeEntryFile(orphan.path)
             }
             if removed { removedOrphans += 1 }
         }
@@ -109,16 +131,13 @@ extension DiskCache {
             }
         }
         for path in findings.leftovers {
-            // On the maintenance queue, so that no compaction is writing it meanwhile.
-            maintenance.sync { layout.directory.removeTree(path) }
+            layout.directory.removeTree(path)
             report.repairs.append("Removed \(path)")
         }
         for (path, mode) in findings.permissions {
             guard case .success = layout.directory.chmod(path, mode) else { continue }
             report.repairs.append("Set mode \(String(mode, radix: 8)) on \(path)")
         }
-        try compact()
-        report.repairs.append("Rewrote the journal (\(count) entries)")
         return report
     }
 
@@ -145,7 +164,7 @@ extension DiskCache {
     /// Writes `journal.tmp`, fsyncs it, renames it over `journal`, fsyncs the directory.
     public func compact() throws {
         try flushPendingAccess()
-        let result = maintenance.sync { Result { () throws(DiskCacheError) in try compactJournalNow() } }
+        let result = maintenance.sync { Result { () throws(DiskCacheError) in try compactJournalNow(wait: true) } }
         try result.get()
     }
 

@@ -62,7 +62,9 @@ public final class DiskCache: Sendable {
 
     let layout: Layout
     let blockSize: Int64
-    let state: PthreadMutex<CacheState>
+    let state: StateLock
+    /// Shared mode's page and locks (see ``SharedRegion``); nil in exclusive mode.
+    let sharedRegion: SharedRegion?
     let syncState = PthreadMutex(SyncState())
     let stripes: [StripeLock] = (0..<256).map { _ in StripeLock() }
     /// `LOCK` and the directory, `flock`ed while the cache is open; emptied by `close()`.
@@ -99,8 +101,9 @@ public final class DiskCache: Sendable {
         self.layout = opened.layout
         self.blockSize = opened.blockSize
         self.locks = PthreadMutex(opened.locks)
-        self.state = PthreadMutex(opened.state)
-        self.syncState.withLock { $0 = SyncState(generation: 0, syncedLength: opened.state.journalLength) }
+        self.state = StateLock(opened.state)
+        self.sharedRegion = opened.state.shared?.region
+        self.syncState.withLock { $0 = SyncState(generation: opened.state.journalGeneration, syncedLength: opened.state.journalLength) }
         self.maintenance = Maintenance(interval: configuration.maintenanceInterval)
         self.maintenance.start(owner: self, scanForOrphans: opened.needsOrphanScan)
         if let wanted = configuration.applicationVersion, opened.applicationVersion != wanted {
@@ -117,6 +120,39 @@ public final class DiskCache: Sendable {
 
     deinit {
         try? close()
+    }
+
+    /// Writes the clean-shutdown record when this is the last instance to close and nothing is
+    /// left to clean up: in exclusive mode unless the orphan scan is unfinished; in shared mode,
+    /// as the last instance (no other holds the presence lock), when every instance that opened
+    /// the cache since it was recovered closed cleanly (none was killed: it could have left
+    /// files no record vouches for) and no orphan scan is due. Only the last one gives back
+    /// the journal's reserved blocks.
+    private func markClosed() throws(DiskCacheError) {
+        guard let sharedRegion else {
+            try state.withLock { state throws(DiskCacheError) in
+                // Without a finished orphan scan, the next open must count as unclean and scan.
+                guard !state.orphanScanPending else { return }
+                _ = try state.append(Journal.encode(.close), records: 1, path: layout.journal)
+            }
+            return
+        }
+        try sharedRegion.withLock(.opening) { () throws(DiskCacheError) in
+            let last: Bool
+            if case .success = sharedRegion.lock(.presence, .exclusive, wait: false) { last = true } else { last = false }
+            let stillOpen = sharedRegion.add(.openCount, -1)
+            guard last else { return }
+            try state.withLock { state throws(DiskCacheError) in
+                let scanDue = state.orphanScanPending || sharedRegion[.flags] & SharedRegion.flagOrphanScanDue != 0
+                if stillOpen == 0 && !scanDue {
+                    _ = try state.append(Journal.encode(.close), records: 1, path: layout.journal)
+                }
+                try state.withAppendLock { state throws(DiskCacheError) in
+                    _ = Syscall.ftruncate(state.journal.fd, state.journalLength)
+                    state.reservedEnd = state.journalLength
+                }
+            }
+        }
     }
 
     // MARK: - Reading
@@ -233,7 +269,7 @@ public final class DiskCache: Sendable {
         }
         let immediate = configuration.durability.mode == .immediate
 
-        try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
+        try withStripe(hash) { () throws(DiskCacheError) in
             // The new files go to the slot the current entry does not use, so the committed
             // value stays intact until the journal record below replaces it.
             let current = try beginWrite(hash)
@@ -352,8 +388,9 @@ public final class DiskCache: Sendable {
         maintenance.stop()
         let durable = configuration.durability.mode != .none
         // Holding every stripe: no write is between its rename and its journal append, and
-        // none can start one; after this, appends throw `closed`.
-        let failure: DiskCacheError? = try withAllStripes { () throws(DiskCacheError) -> DiskCacheError? in
+        // none can start one; after this, appends throw `closed`. (This instance's stripes
+        // only: writes of other instances sharing the cache go on.)
+        let failure: DiskCacheError? = try withAllStripes(acrossInstances: false) { () throws(DiskCacheError) -> DiskCacheError? in
             guard state.withLock({ !$0.isClosed }) else { return nil }
             var failure: DiskCacheError?
             do throws(DiskCacheError) {
@@ -364,25 +401,25 @@ public final class DiskCache: Sendable {
                 if durable {
                     try Syscall.syncFileSystem(journal.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
                 }
-                try state.withLock { state throws(DiskCacheError) in
-                    // Without a finished orphan scan, the next open must count as unclean and scan.
-                    guard !state.orphanScanPending else { return }
-                    _ = try state.append(Journal.encode(.close), records: 1, path: layout.journal)
-                }
+                try markClosed()
                 if durable {
+                    let journal = state.withLock { $0.journal }
                     try Syscall.fsync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
                 }
             } catch {
                 failure = error
             }
             state.withLock { state in
-                // Give back blocks reserved past the end of the journal.
-                _ = Syscall.ftruncate(state.journal.fd, state.journalLength)
-                state.reservedEnd = state.journalLength
+                if state.shared == nil {
+                    // Give back blocks reserved past the end of the journal.
+                    _ = Syscall.ftruncate(state.journal.fd, state.journalLength)
+                    state.reservedEnd = state.journalLength
+                }
                 state.isClosed = true
             }
             return failure
         }
+        sharedRegion?.lock(.presence, .unlock)
         locks.withLock { $0 = [] }
         if let failure { throw failure }
     }
@@ -408,7 +445,7 @@ extension DiskCache {
         let hash = configuration.keyHasher.hash(key)
         let now = configuration.clock()
         let immediate = configuration.durability.mode == .immediate
-        let committed: (generation: Int, end: Int64)? = try stripe(hash).mutex.withLock { _ throws(DiskCacheError) in
+        let committed: (generation: Int, end: Int64)? = try withStripe(hash) { () throws(DiskCacheError) in
             let current = try beginWrite(hash)
             guard let current,
                   case .success(let buffer?) = FileIO.read(layout.metaFile(hash, slot: current.slot), count: Int(current.metaSize), in: layout.directory)

@@ -45,7 +45,8 @@ public final class DiskCacheInspector: Sendable {
         /// The last session closed the cache cleanly.
         public var wasCleanlyClosed = true
         /// Set when the cache was open in a running process when it was read (with `whileOpen`):
-        /// the process id its `LOCK` names, or "" when it names none.
+        /// the process id its `LOCK` names, "shared" when instances share it (see
+        /// ``DiskCache/Configuration/Sharing``), or "" when it names none.
         public var openBy: String?
     }
 
@@ -116,7 +117,7 @@ public final class DiskCacheInspector: Sendable {
                     summary.openBy = pid
                     continue
                 }
-                let owner = pid.isEmpty ? "" : " by process " + pid
+                let owner = pid.isEmpty ? "" : pid == "shared" ? " by instances sharing it" : " by process " + pid
                 throw DiskCacheError(code: .locked, message: "The cache is open\(owner); inspect it after it closes", path: layout.root)
             case .failure where isDirectory:
                 break  // a filesystem that cannot lock a directory: `LOCK` decides alone

@@ -67,6 +67,7 @@ extension TieredCache {
     /// noticed). Counted as a memory hit, a disk hit or a miss. Nothing is promoted into memory.
     public func chunks(for key: String, chunkSize: Int = 1 << 20) async throws -> DiskCache.Chunks? {
         try DiskCache.checkChunkSize(chunkSize)
+        dropWhatOthersChanged()
         if let record = memoryRecord(for: key) { return DiskCache.Chunks(record.data, metadata: record.metadata, chunkSize: chunkSize) }
         let chunks = try await disk?.chunks(for: key, chunkSize: chunkSize)
         count(hit: chunks != nil)
@@ -84,6 +85,7 @@ extension TieredCache {
             count(hit: true)
             return result
         }
+        dropWhatOthersChanged()
         guard let record = memoryOnlyRecord(for: key) else { return nil }
         let file = try Self.temporaryFile(holding: record)
         defer { Self.remove(file) }
@@ -98,6 +100,7 @@ extension TieredCache {
             count(hit: true)
             return result
         }
+        dropWhatOthersChanged()
         guard let record = memoryOnlyRecord(for: key) else { return nil }
         let file = try await BlockingIOPool.shared.run { try Self.temporaryFile(holding: record) }
         defer { Self.remove(file) }

@@ -17,6 +17,10 @@ import DiskCacheLocking
 /// I/O on the caller's thread, the `async` ones on the caches' I/O threads.
 /// Writes, removals and the promotion of a disk hit into memory are serialised per key (by a
 /// lock per group of keys), so memory never holds a value the disk has since replaced or lost.
+///
+/// **Sharing.** When the disk tier is shared with other instances (the default, see
+/// ``DiskCache/Configuration/Sharing``), each call first drops from memory the keys the others
+/// stored or removed since, so the memory tier never serves a value another process replaced.
 public final class TieredCache: Sendable {
     /// Where a record may be kept: `URLCache.StoragePolicy`'s three values.
     public enum StoragePolicy: String, Sendable, Hashable, CaseIterable {
@@ -60,6 +64,12 @@ public final class TieredCache: Sendable {
         var statistics = Statistics()
         var memoryCapacity: Int
         var largeBodyThreshold: Int?
+        /// With a shared disk tier: the key of each hash the memory tier holds, to drop what
+        /// other instances changed (see ``TieredCache/dropWhatOthersChanged()``).
+        var memoryHashes: [KeyHash: String] = [:]
+        /// Bumped each time changes by other instances are taken: a promotion into memory that
+        /// overlapped one drops what it promoted.
+        var externalEpoch = 0
     }
 
     /// The lock-protected state, in a class so that eviction callbacks can hold it.
@@ -72,6 +82,8 @@ public final class TieredCache: Sendable {
     public let disk: DiskCache?
     let memory: MemoryCache<String, Record>
     let shared: Shared
+    /// The disk tier's key hasher when that tier is shared (changes by others are followed), else nil.
+    let sharedHasher: KeyHasher?
     private let stripes: [StripeLock] = (0..<64).map { _ in StripeLock() }
 
     func stripe(_ key: String) -> StripeLock {
@@ -97,11 +109,13 @@ public final class TieredCache: Sendable {
                 configuration: DiskCache.Configuration = .init()) throws {
         let shared = Shared(State(memoryCapacity: max(0, memoryCapacity)))
         self.shared = shared
+        let hasher = directory != nil && configuration.sharing == .shared ? configuration.keyHasher : nil
         memory = MemoryCache(name: "TieredCache", totalCostLimit: max(1, memoryCapacity)) { eviction in
             // A replaced value's key lives on with its new value.
             guard eviction.reason != .replaced else { return }
             shared.state.withLock { state in
                 state.memoryKeys[eviction.key] = nil
+                if let hasher { state.memoryHashes[hasher.hash(eviction.key)] = nil }
                 state.statistics.memoryEvictions += 1
             }
         }
@@ -113,10 +127,50 @@ public final class TieredCache: Sendable {
                 if eviction.reason != .explicit { shared.state.withLock { $0.statistics.diskEvictions += 1 } }
                 userCallback?(eviction)
             }
-            disk = try DiskCache(directory: directory, configuration: configuration)
+            let disk = try DiskCache(directory: directory, configuration: configuration)
+            self.disk = disk
+            // Opened exclusively after all (a network filesystem): nothing to follow.
+            sharedHasher = disk.sharedRegion == nil ? nil : hasher
+            if sharedHasher != nil { disk.trackExternalChanges() }
         } else {
             disk = nil
+            sharedHasher = nil
         }
+    }
+
+    /// Drops from memory the keys other instances sharing the disk tier stored or removed since
+    /// the last look (all of them after a `removeAll` there). Called before the memory tier is
+    /// read; costs a lock and two atomic loads when nothing changed.
+    func dropWhatOthersChanged() {
+        guard sharedHasher != nil, let disk else { return }
+        let dropped = shared.state.withLock { state -> [String]? in
+            guard let changes = disk.takeExternalChanges() else { return [] }
+            state.externalEpoch += 1
+            if changes.everything { return nil }
+            return changes.hashes.compactMap { state.memoryHashes[$0] }
+        }
+        guard let dropped else {
+            memory.removeAll()
+            shared.state.withLock { state in
+                state.memoryKeys.removeAll()
+                state.memoryHashes.removeAll()
+            }
+            return
+        }
+        for key in dropped { removeFromMemory(key) }
+    }
+
+    /// The epoch before a disk read or write whose result goes into memory (see ``State/externalEpoch``).
+    func externalEpoch() -> Int {
+        guard sharedHasher != nil else { return 0 }
+        return shared.state.withLock { $0.externalEpoch }
+    }
+
+    /// After a promotion into memory: when changes by others were taken since `epoch`, drops the
+    /// key again (it may be one of them, its change taken before it was in memory to drop).
+    func dropIfOthersChanged(_ key: String, since epoch: Int) {
+        guard sharedHasher != nil, shared.state.withLock({ $0.externalEpoch }) != epoch else { return }
+        removeFromMemory(key)
     }
 
     // MARK: - Capacities
@@ -173,6 +227,7 @@ public final class TieredCache: Sendable {
         let (data, metadata, expires) = (record.data, record.metadata, record.expires)
         switch policy {
         case .allowed:
+            let epoch = externalEpoch()
             do {
                 try disk?.store(data, for: key, metadata: metadata, expires: expires)
             } catch {
@@ -180,6 +235,7 @@ public final class TieredCache: Sendable {
                 throw error
             }
             if !putInMemory(record, for: key, unlessLarge: disk != nil) { removeFromMemory(key) }
+            dropIfOthersChanged(key, since: epoch)
         case .allowedInMemoryOnly:
             try disk?.removeValue(for: key)
             putInMemory(record, for: key)
@@ -192,7 +248,8 @@ public final class TieredCache: Sendable {
     /// The record for `key`: from memory, else from disk (then kept in memory); nil on a miss
     /// or when it has expired.
     public func record(for key: String) -> Record? {
-        memoryRecord(for: key) ?? diskRecord(for: key)
+        dropWhatOthersChanged()
+        return memoryRecord(for: key) ?? diskRecord(for: key)
     }
 
     /// ``record(for:)`` after the memory tier missed: from disk (then kept in memory), counted
@@ -202,9 +259,11 @@ public final class TieredCache: Sendable {
         // fall between the disk read and the promotion.
         let fromDisk: Record? = stripe(key).mutex.withLock { _ in
             if let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true { return record }
+            let epoch = externalEpoch()
             guard let (data, entry) = disk?.dataAndEntry(for: key) else { return nil }
             let record = Record(data: data, metadata: entry.metadata, created: entry.created, expires: entry.expires)
             putInMemory(record, for: key, unlessLarge: true)
+            dropIfOthersChanged(key, since: epoch)
             return record
         }
         if let fromDisk {
@@ -230,6 +289,7 @@ public final class TieredCache: Sendable {
     /// True when a tier holds a record for `key`: memory by its keys, disk by its index (no file
     /// is read, so a record found here may still be missing or damaged when it is read).
     public func contains(_ key: String) -> Bool {
+        dropWhatOthersChanged()
         if shared.state.withLock({ $0.memoryKeys[key] != nil }) { return true }
         return disk?.contains(key) ?? false
     }
@@ -237,6 +297,7 @@ public final class TieredCache: Sendable {
     /// The record for `key` without its body (`data` is empty): from memory, else from the disk
     /// tier's metadata file alone. Nothing is promoted into memory and no statistic counts it.
     public func recordWithoutBody(for key: String) -> Record? {
+        dropWhatOthersChanged()
         if let record = memory.valueWithoutUse(for: key), record.expires.map({ $0 > Date() }) ?? true {
             return Record(data: Data(), metadata: record.metadata, created: record.created, expires: record.expires)
         }
@@ -251,11 +312,13 @@ public final class TieredCache: Sendable {
     ///   `.allowed`, nothing in memory for `.allowedInMemoryOnly`); store the whole record then.
     @discardableResult
     public func updateMetadata(_ metadata: [String: String], for key: String, policy: StoragePolicy = .allowed) throws -> Bool {
-        try stripe(key).mutex.withLock { _ in try updateMetadataLocked(metadata, for: key, policy: policy) }
+        dropWhatOthersChanged()
+        return try stripe(key).mutex.withLock { _ in try updateMetadataLocked(metadata, for: key, policy: policy) }
     }
 
     private func updateMetadataLocked(_ metadata: [String: String], for key: String, policy: StoragePolicy) throws -> Bool {
         var updated = false
+        let epoch = externalEpoch()
         if policy == .allowed, let disk {
             updated = try disk.updateMetadata(metadata, for: key)
             if !updated { removeFromMemory(key) }
@@ -264,6 +327,7 @@ public final class TieredCache: Sendable {
             record.metadata = metadata
             record.created = Date()
             putInMemory(record, for: key)
+            dropIfOthersChanged(key, since: epoch)
             if policy == .allowedInMemoryOnly || disk == nil { updated = true }
         }
         return updated
@@ -282,7 +346,10 @@ public final class TieredCache: Sendable {
     public func removeAll() throws {
         try withAllStripes {
             memory.removeAll()
-            shared.state.withLock { $0.memoryKeys.removeAll() }
+            shared.state.withLock { state in
+                state.memoryKeys.removeAll()
+                state.memoryHashes.removeAll()
+            }
             try disk?.removeAll()
         }
     }
@@ -306,6 +373,7 @@ public final class TieredCache: Sendable {
             guard state.memoryCapacity > 0 else { return false }
             if unlessLarge && record.data.count > state.largeBodyThreshold ?? state.memoryCapacity / 20 { return false }
             state.memoryKeys[key] = record.created
+            if let sharedHasher { state.memoryHashes[sharedHasher.hash(key)] = key }
             return true
         }
         guard kept else { return false }
@@ -316,6 +384,9 @@ public final class TieredCache: Sendable {
 
     func removeFromMemory(_ key: String) {
         memory.removeValue(for: key)
-        _ = shared.state.withLock { $0.memoryKeys.removeValue(forKey: key) }
+        shared.state.withLock { state in
+            state.memoryKeys.removeValue(forKey: key)
+            if let sharedHasher { state.memoryHashes.removeValue(forKey: sharedHasher.hash(key)) }
+        }
     }
 }

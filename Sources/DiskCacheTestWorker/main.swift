@@ -4,8 +4,14 @@
 //                                                   printing "ACK PUT key version" / "ACK DEL key version"
 //                                                   after each operation returns, and "BEGIN ..." before it
 //   DiskCacheTestWorker sweep DIR                   evicts every entry (capacity 0), printing "SWEEPING n" first
-//   DiskCacheTestWorker hold DIR                    opens the cache, prints "OPEN", sleeps until killed
-//   DiskCacheTestWorker open DIR                    tries to open; prints "OPEN" or "ERROR <code>", exits
+//   DiskCacheTestWorker hold DIR [exclusive]        opens the cache, prints "OPEN", sleeps until killed
+//   DiskCacheTestWorker open DIR [exclusive]        tries to open; prints "OPEN" or "ERROR <code>", exits
+//   DiskCacheTestWorker share DIR ID SECONDS SEED   with others on one shared cache (.immediate): random
+//                                                   put/get/remove/removeAll/compact/sweep on 40 keys
+//                                                   for SECONDS; prints "B op key version time" before
+//                                                   each write and "A op ..." after it returns (CLOCK_MONOTONIC
+//                                                   ns), "GET key version" / "MISS key" for reads, "BAD ..."
+//                                                   for a value that is not one stored for its key, "DONE"
 //   DiskCacheTestWorker open-as-nobody DIR          the same as user nobody (run as root)
 //   DiskCacheTestWorker stream DIR                  stores "big" whole, prints "STORED", then appends to a
 //                                                   writer for "big" without committing, printing "APPENDED n"
@@ -87,7 +93,8 @@ case "sweep":
     let report = cache.sweep()
     say("SWEPT \(report.totalRemovedEntries)")
 case "hold":
-    let cache = try DiskCache(directory: directory)
+    let sharing: DiskCache.Sharing = arguments.count > 3 && arguments[3] == "exclusive" ? .exclusive : .shared
+    let cache = try DiskCache(directory: directory, configuration: .init(sharing: sharing))
     say("OPEN")
     while true { sleep(60) }
     _ = cache
@@ -99,8 +106,9 @@ case "open", "open-as-nobody":
             exit(0)
         }
     }
+    let sharing: DiskCache.Sharing = arguments.count > 3 && arguments[3] == "exclusive" ? .exclusive : .shared
     do {
-        let cache = try DiskCache(directory: directory)
+        let cache = try DiskCache(directory: directory, configuration: .init(sharing: sharing))
         say("OPEN")
         try cache.close()
     } catch let error as DiskCacheError {
@@ -118,6 +126,8 @@ case "stream":
         appended += 1
         say("APPENDED \(appended)")
     }
+case "share":
+    try shareWork(directory, id: Int(arguments[3]) ?? 0, seconds: Double(arguments[4]) ?? 5, seed: UInt64(arguments[5]) ?? 1)
 case "large":
     try await measureLargeBodies(directory, bytes: Int64(arguments[3]) ?? (1 << 30))
 default:
@@ -224,4 +234,65 @@ func measureLargeBodies(_ directory: URL, bytes: Int64) async throws {
         try await cache.store(contentsOf: source, for: "moved", transfer: .move)
     }
     try await cache.close()
+}
+
+// MARK: - Sharing
+
+func monotonicNanoseconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+}
+
+/// Whether `value` is exactly what ``payload(k:version:)`` makes for key number `k`, and which version.
+func checkPayload(_ value: Data, k: Int) -> Int? {
+    let prefix = value.prefix(40)
+    let fields = String(decoding: prefix, as: UTF8.self).split(separator: "|", maxSplits: 2, omittingEmptySubsequences: false)
+    guard fields.count >= 2, fields[0] == "key-\(k)", let version = Int(fields[1]),
+          payload(k: k, version: version) == value else { return nil }
+    return version
+}
+
+/// One of several processes working on one shared cache at random (see the usage above).
+func shareWork(_ directory: URL, id: Int, seconds: Double, seed: UInt64) throws {
+    let configuration = DiskCache.Configuration(durability: .immediate, inlineThreshold: 8 << 10,
+                                                sweepInterval: .milliseconds(200))
+    let cache = try DiskCache(directory: directory, configuration: configuration)
+    var random = SplitMix(seed: seed)
+    var counter = 0
+    say("READY")
+    let deadline = monotonicNanoseconds() + Int64(seconds * 1e9)
+    while monotonicNanoseconds() < deadline {
+        let k = Int(random.next() % 40)
+        let key = "key-\(k)"
+        let roll = random.next() % 100
+        switch roll {
+        case 0..<45:
+            counter += 1
+            let version = id * 1_000_000 + counter
+            say("B PUT \(key) \(version) \(monotonicNanoseconds())")
+            try cache.store(payload(k: k, version: version), for: key)
+            say("A PUT \(key) \(version) \(monotonicNanoseconds())")
+        case 45..<85:
+            if let value = cache.data(for: key) {
+                if let version = checkPayload(value, k: k) { say("GET \(key) \(version)") } else { say("BAD \(key) \(value.count) bytes") }
+            } else {
+                say("MISS \(key)")
+            }
+        case 85..<94:
+            say("B DEL \(key) 0 \(monotonicNanoseconds())")
+            try cache.removeValue(for: key)
+            say("A DEL \(key) 0 \(monotonicNanoseconds())")
+        case 94..<95:
+            say("B CLR - 0 \(monotonicNanoseconds())")
+            try cache.removeAll()
+            say("A CLR - 0 \(monotonicNanoseconds())")
+        case 95..<97:
+            try cache.compact()
+        default:
+            cache.sweep()
+        }
+    }
+    try cache.close()
+    say("DONE")
 }

@@ -104,14 +104,16 @@ struct HostileDirectoryTests {
 
     @Test func deletingLockWhileOpenDoesNotLetASecondOpenerIn() throws {
         let dir = TemporaryDirectory()
-        let cache = try DiskCache(directory: dir.cache, configuration: configuration())
+        var exclusive = configuration()
+        exclusive.sharing = .exclusive
+        let cache = try DiskCache(directory: dir.cache, configuration: exclusive)
         try cache.store(bytes("1"), for: "key-1")
         try FileManager.default.removeItem(at: dir.cache.appendingPathComponent("LOCK"))
         // Another process, and another DiskCache in this one, are refused.
-        let lines = try Worker.run(["open", dir.cache.path])
+        let lines = try Worker.run(["open", dir.cache.path, "exclusive"])
         #expect(lines.count == 1 && lines[0].hasPrefix("ERROR locked"), "\(lines)")
         #expect {
-            try DiskCache(directory: dir.cache, configuration: configuration())
+            try DiskCache(directory: dir.cache, configuration: exclusive)
         } throws: { ($0 as? DiskCacheError)?.code == .locked }
         try cache.store(bytes("2"), for: "key-2")
         try cache.close()

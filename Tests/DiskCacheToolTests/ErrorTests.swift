@@ -62,13 +62,13 @@ struct ErrorTests {
     }
 
     /// `verify`, and every command that writes (after waiting for it), refuse a cache a process
-    /// has open; `stats`, `ls`, `show` and `get` read it (`SnapshotTests`).
+    /// has open exclusively; `stats`, `ls`, `show` and `get` read it (`SnapshotTests`).
     @Test(arguments: [["verify"]] + modifying)
-    func aCacheOpenInAnotherProcessIsRefused(command: [String]) throws {
+    func aCacheOpenExclusivelyInAnotherProcessIsRefused(command: [String]) throws {
         let directory = TemporaryDirectory()
         _ = try SmallCache(at: directory.cache)
         // This test process holds the cache's lock while the tool runs.
-        let cache = try openCache(directory.cache)
+        let cache = try openCache(directory.cache, sharing: .exclusive)
         defer { try? closeCache(cache) }
         let before = snapshot(directory.cache)
         // Commands that write wait for the cache (10 s unless told): a short wait here.
@@ -111,8 +111,27 @@ struct ErrorTests {
         #expect(result.stderr == "diskcache: error: No entry for key \"two\\nlines\"\n")
     }
 
-    /// Twenty `put`s started at once on one cache all succeed: each waits its turn for the
-    /// cache instead of failing because another has it open.
+    /// While an application has the cache open (shared, the default), `put` and `rm` from a
+    /// shell work at once, and the application sees what they did on its next call.
+    @Test func writesFromTheToolReachAnApplicationSharingTheCache() throws {
+        let directory = TemporaryDirectory()
+        _ = try SmallCache(at: directory.cache)
+        let cache = try openCache(directory.cache)
+        defer { try? closeCache(cache) }
+        let path = directory.cache.path
+        let put = try runTool(["put", path, "from-shell", "-", "--wait", "0"], input: Data("hello".utf8))
+        #expect(put.status == 0, "\(put.stderr)")
+        #expect(cache.data(for: "from-shell") == Data("hello".utf8))
+        let rm = try runTool(["rm", path, "alpha", "--wait", "0"])
+        #expect(rm.status == 0, "\(rm.stderr)")
+        #expect(cache.data(for: "alpha") == nil)
+        try cache.store(Data("app".utf8), for: "from-app")
+        let get = try runTool(["get", path, "from-app"])
+        #expect(get.output == "app")
+    }
+
+    /// Twenty `put`s started at once on one cache all succeed: they share it (and would wait
+    /// their turn for one that an application holds exclusively).
     @Test func commandsStartedTogetherTakeTurns() throws {
         let directory = TemporaryDirectory()
         _ = try SmallCache(at: directory.cache)
@@ -139,7 +158,7 @@ struct SnapshotTests {
     @Test func readOnlyCommandsReadAnOpenCacheAsASnapshot() throws {
         let directory = TemporaryDirectory()
         _ = try SmallCache(at: directory.cache)
-        let cache = try openCache(directory.cache)  // held open by this process
+        let cache = try openCache(directory.cache, sharing: .exclusive)  // held open by this process
         defer { try? closeCache(cache) }
         let path = directory.cache.path
         let stats = try runTool(["stats", path])

@@ -37,9 +37,9 @@ final class ManualClock: @unchecked Sendable {  // unchecked: the lock guards `n
 /// Opens a cache for building test fixtures, with a manual clock so dates are exact.
 /// Without a clock, the real one; either way no background sweeper, so nothing is evicted
 /// behind the test's back.
-func openCache(_ url: URL, clock: ManualClock? = nil) throws -> DiskCache {
+func openCache(_ url: URL, clock: ManualClock? = nil, sharing: DiskCache.Sharing = .shared) throws -> DiskCache {
     // An 8 KiB inline threshold, so that the fixtures have both kinds of entry: inline and with a `.body` file.
-    var configuration = DiskCache.Configuration(durability: .none, inlineThreshold: 8 << 10, sweepInterval: nil)
+    var configuration = DiskCache.Configuration(durability: .none, inlineThreshold: 8 << 10, sweepInterval: nil, sharing: sharing)
     if let clock { configuration.clock = { clock.milliseconds } }
     return try DiskCache(directory: url, configuration: configuration)
 }

@@ -55,4 +55,23 @@ int cdiskcache_clone(int destination, int source);
 /// EXDEV, EINVAL, EOPNOTSUPP where it cannot be used).
 ssize_t cdiskcache_copy_range(int source, int64_t *source_offset, int destination, int64_t *destination_offset, size_t count);
 
+/// Locks bytes [start, start + length) of `fd` for the open file description (Linux
+/// `F_OFD_SETLK`/`F_OFD_SETLKW`: two descriptors opened separately conflict even in one
+/// process, and closing any descriptor of another description releases nothing of this one).
+/// `kind` is 0 to unlock, 1 for a shared lock, 2 for an exclusive one; a held lock of this
+/// description on the range is converted atomically. With `wait` 0 a conflicting lock fails
+/// at once with EAGAIN; otherwise the call waits (EINTR is retried). Where OFD locks are
+/// missing, the process's own `fcntl` locks are used. Returns 0, or -1 with errno set.
+int cdiskcache_range_lock(int fd, int64_t start, int64_t length, int kind, int wait);
+
+/// The filesystem type of `path` (Linux `statfs(2)`'s `f_type`, e.g. 0x6969 for NFS), or -1
+/// with errno set. Elsewhere -1 with ENOSYS.
+int64_t cdiskcache_filesystem_type(const char *path);
+
+/// Sequentially consistent 64-bit load and store on memory shared between processes (a
+/// `MAP_SHARED` mapping), and a fetch-and-add that returns the new value.
+uint64_t cdiskcache_atomic_load(const uint64_t *address);
+void cdiskcache_atomic_store(uint64_t *address, uint64_t value);
+uint64_t cdiskcache_atomic_add(uint64_t *address, int64_t delta);
+
 #endif

@@ -40,9 +40,15 @@ struct CacheState {
     /// Access times waiting to be journaled as one ACCESS record, in the order of the reads
     /// (an array, not a dictionary: a hit appends without hashing; duplicates go at the flush).
     var pendingAccess: [(KeyHash, Int64)] = []
-    /// While a compaction runs, the records appended meanwhile, to be copied to the new journal.
-    var compactionDelta: [UInt8]?
-    var journalRecordsAtSnapshot = 0
+    /// A compaction is writing a new journal (records appended meanwhile are read back from
+    /// the old file when it swaps them in).
+    var isCompacting = false
+    /// In shared mode, the page and locks the instances sharing the cache coordinate through;
+    /// nil in exclusive mode.
+    var shared: SharedJournal?
+    /// The keys other instances stored or removed, collected while something in front of this
+    /// cache (a `TieredCache`'s memory tier) wants to drop its copies of them; nil otherwise.
+    var externalChanges: ExternalChanges?
     /// Something was written since the last group commit.
     var isDirty = false
     /// The orphan scan an unclean shutdown calls for has not finished: until it has, `close()`
@@ -94,9 +100,29 @@ struct CacheState {
     }
 
     /// Appends encoded records; returns the journal generation and its length after them.
+    /// In shared mode the append holds the append lock, first applies what others appended, and
+    /// goes at the file's true end.
     mutating func append(_ bytes: [UInt8], records: Int, path: String) throws(DiskCacheError) -> (generation: Int, end: Int64) {
         // After close the lock is released: another owner may be appending to this file.
         guard !isClosed else { throw DiskCacheError.closed() }
+        return try withAppendLock { state throws(DiskCacheError) in
+            let position = try state.appendAtEnd(bytes, records: records, path: path)
+            state.shared?.region[.end] = UInt64(position.end)
+            return position
+        }
+    }
+
+    /// Runs `body` holding the append lock (shared mode: after following the journal to its
+    /// true end, in whatever file is now current); in exclusive mode it just runs `body`.
+    mutating func withAppendLock<T>(_ body: (inout CacheState) throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
+        guard let region = shared?.region else { return try body(&self) }
+        return try region.withLock(.append) { () throws(DiskCacheError) -> T in
+            followHoldingAppendLock()
+            return try body(&self)
+        }
+    }
+
+    private mutating func appendAtEnd(_ bytes: [UInt8], records: Int, path: String) throws(DiskCacheError) -> (generation: Int, end: Int64) {
         let result = bytes.withUnsafeBytes { Syscall.pwriteAll(journal.fd, $0, at: journalLength) }
         if case .failure(let error) = result {
             // Do not leave half a record for the next one to follow.
@@ -106,7 +132,6 @@ struct CacheState {
         }
         journalLength += Int64(bytes.count)
         journalRecords += records
-        compactionDelta?.append(contentsOf: bytes)
         isDirty = true
         return (journalGeneration, journalLength)
     }
@@ -122,6 +147,163 @@ struct CacheState {
         guard !latest.isEmpty else { return nil }
         let items = latest.map { ($0.key, $0.value) }
         return Journal.encode(.access(items))
+    }
+}
+
+// MARK: - Following other instances (shared mode)
+
+/// What shared mode adds to the state: the shared page, and the directory to reopen the
+/// journal in after another instance's compaction replaced it.
+struct SharedJournal: Sendable {
+    let region: SharedRegion
+    let layout: Layout
+}
+
+extension CacheState {
+    /// Shared mode: applies the records other instances appended since this one last looked.
+    /// Costs two atomic loads when nothing changed. Called under the state lock at the start
+    /// of every operation (see ``StateLock``).
+    mutating func follow() {
+        guard let region = shared?.region else { return }
+        let generation = region[.generation]
+        if UInt64(journalGeneration) == generation {
+            let end = Int64(bitPattern: region[.end])
+            // A compaction stores the new generation before the new file's end: with the
+            // generation unchanged after `end` was read, `end` is this file's.
+            if region[.generation] == generation {
+                if end > journalLength { applyRecords(through: end) }
+                return
+            }
+        }
+        // Another instance compacted: switch files holding the append lock, so that the old
+        // file is known to be complete.
+        region.withLock(.append) { followHoldingAppendLock() }
+    }
+
+    /// ``follow()`` to the journal's true end (its size): nothing is being appended meanwhile.
+    mutating func followHoldingAppendLock() {
+        guard let shared else { return }
+        var generation = Int(shared.region[.generation])
+        if generation == journalGeneration, case .success(let info) = Syscall.fstat(journal.fd), info.st_nlink == 0 {
+            // A compaction renamed its file over this one and its process died before it said
+            // so in the shared page. It held the append lock throughout, so nothing was appended
+            // to either file since: every instance (this one first) reads the new file whole.
+            generation += 2
+            shared.region[.generation] = UInt64(generation)
+        }
+        if generation != journalGeneration { switchJournal(to: generation, shared) }
+        if case .success(let info) = Syscall.fstat(journal.fd), Int64(info.st_size) > journalLength {
+            applyRecords(through: Int64(info.st_size))
+        }
+    }
+
+    /// Reads the journal from `journalLength` up to `end` and applies every whole record; stops
+    /// before a record that is not whole yet. Bytes no record parses in the middle (a writer
+    /// killed part way through an append, which the next append went past) are skipped.
+    private mutating func applyRecords(through end: Int64) {
+        let capacity = Int(min(end - journalLength, Int64(Journal.maximumPayload) * 64))
+        guard capacity > 0 else { return }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 8)
+        defer { buffer.deallocate() }
+        // In pieces of at most `capacity` bytes, until `end` or a record that is not whole yet.
+        while journalLength < end {
+            let count = Int(min(end - journalLength, Int64(capacity)))
+            guard case .success(let read) = Syscall.preadAll(journal.fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]),
+                                                             at: journalLength), read > 0 else { return }
+            var applied = 0
+            let summary = Journal.replay(UnsafeRawBufferPointer(rebasing: buffer[0..<read]), from: 0) { record in
+                apply(followed: record)
+                applied += 1
+            }
+            journalLength += Int64(summary.validLength)
+            journalRecords += applied
+            guard summary.validLength > 0 else { return }
+        }
+    }
+
+    private mutating func apply(followed record: Journal.Record) {
+        index.apply(record)
+        switch record {
+        case .put(let put):
+            if let entry = index[put.hash] { noteExpiry(entry) }
+            externalChanges?.note(put.hash)
+        case .remove(let hash):
+            externalChanges?.note(hash)
+        case .clear:
+            pendingAccess.removeAll()
+            externalChanges?.noteEverything()
+        case .access, .close:
+            break
+        }
+    }
+
+    /// Another instance compacted the journal (`generation` is the shared page's). After one
+    /// compaction the old file is complete and its end is the new file's `base`: this instance
+    /// reads the old file to its end and goes on in the new one. After more than one, it reads
+    /// the new file whole.
+    private mutating func switchJournal(to generation: Int, _ shared: SharedJournal) {
+        let path = shared.layout.journal
+        guard case .success(let fd) = shared.layout.directory.open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK) else { return }
+        let file = FileDescriptor(fd)
+        if generation == journalGeneration + 1 {
+            if case .success(let info) = Syscall.fstat(journal.fd), Int64(info.st_size) > journalLength {
+                applyRecords(through: Int64(info.st_size))
+            }
+            journal = file
+            journalLength = Int64(shared.region[.base])
+            journalRecords = Int(shared.region[.baseRecords])
+        } else {
+            guard case .success(let bytes?) = FileIO.readAll(fd: fd, limit: Int.max),
+                  bytes.withUnsafeBytes({ Journal.checkHeader($0) }) == .valid else { return }
+            var fresh = Index(blockSize: index.blockSize, expectedCount: bytes.count / 80)
+            let summary = bytes.withUnsafeBytes { Journal.replay($0) { fresh.apply($0) } }
+            index = fresh
+            pendingAccess.removeAll()
+            externalChanges?.noteEverything()
+            earliestExpirySeconds = 0
+            for (_, entry) in index.entries { noteExpiry(entry) }
+            journal = file
+            journalLength = Int64(bytes.count)
+            journalRecords = summary.records
+        }
+        journalGeneration = generation
+        reservedEnd = journalLength
+        canReserve = true
+    }
+}
+
+/// Keys other instances changed, as ``CacheState/externalChanges`` collects them.
+struct ExternalChanges: Sendable {
+    var hashes: [KeyHash] = []
+    /// Everything may have changed (a `removeAll`, a journal read afresh, too many to list).
+    var everything = false
+
+    var isEmpty: Bool { hashes.isEmpty && !everything }
+
+    mutating func note(_ hash: KeyHash) {
+        guard !everything else { return }
+        if hashes.count >= 65_536 { noteEverything() } else { hashes.append(hash) }
+    }
+
+    mutating func noteEverything() {
+        everything = true
+        hashes = []
+    }
+}
+
+/// The state lock. In shared mode every acquisition first follows the journal (see
+/// ``CacheState/follow()``), so that whatever runs under it sees what other instances stored
+/// and removed before the call began.
+struct StateLock: Sendable {
+    let mutex: PthreadMutex<CacheState>
+
+    init(_ state: CacheState) { mutex = PthreadMutex(state) }
+
+    func withLock<Result, E: Error>(_ body: (inout CacheState) throws(E) -> Result) throws(E) -> Result {
+        try mutex.withLock { (state: inout CacheState) throws(E) -> Result in
+            if state.shared != nil, !state.isClosed { state.follow() }
+            return try body(&state)
+        }
     }
 }
 

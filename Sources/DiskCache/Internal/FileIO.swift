@@ -138,6 +138,12 @@ enum FileIO {
         case .failure(let error): return .failure(error)
         }
         defer { Syscall.close(fd) }
+        return readAll(fd: fd, limit: limit)
+    }
+
+    /// The whole of the open file `fd`, read from offset 0; nil if it is not a regular file or
+    /// is larger than `limit`.
+    static func readAll(fd: Int32, limit: Int) -> Result<[UInt8]?, Errno> {
         let size: Int
         switch Syscall.fstat(fd) {
         case .success(let info) where info.st_mode & S_IFMT == S_IFREG: size = Int(info.st_size)

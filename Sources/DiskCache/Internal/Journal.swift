@@ -199,9 +199,12 @@ enum Journal {
     /// for the next offset where a valid record starts (a corrupt record in the middle loses
     /// only the bytes it spans); if none follows, everything from the bad record on is a
     /// torn tail.
-    static func replay(_ bytes: UnsafeRawBufferPointer, apply: (Record) -> Void) -> ReplaySummary {
-        var summary = ReplaySummary()
-        var offset = headerSize
+    ///
+    /// `start` is where the first record is: after the header for a whole journal, 0 for the
+    /// records a follower reads from the middle of one.
+    static func replay(_ bytes: UnsafeRawBufferPointer, from start: Int = headerSize, apply: (Record) -> Void) -> ReplaySummary {
+        var summary = ReplaySummary(validLength: start, lastRecordStart: start)
+        var offset = start
         var lastType: RecordType?
         while offset < bytes.count {
             if let (record, type, length) = decodeRecord(bytes, at: offset) {

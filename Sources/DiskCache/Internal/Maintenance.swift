@@ -175,19 +175,31 @@ extension DiskCache {
         let threshold = configuration.compactionThreshold
         return state.withLock { state in
             let redundant = state.journalRecords - state.index.count
-            return !state.isClosed && state.compactionDelta == nil && redundant >= threshold && redundant >= state.index.count
+            return !state.isClosed && !state.isCompacting && redundant >= threshold && redundant >= state.index.count
         }
+    }
+
+    /// Runs `body` as the one instance doing housekeeping (compaction, sweeps), in shared mode
+    /// holding the housekeeping lock: with `wait` false, nil at once when another instance holds
+    /// it (that one does the work). In exclusive mode it just runs `body`.
+    func asHousekeeper<T>(wait: Bool, _ body: () throws(DiskCacheError) -> T) throws(DiskCacheError) -> T? {
+        guard let sharedRegion else { return try body() }
+        guard case .success = sharedRegion.lock(.housekeeping, .exclusive, wait: wait) else { return nil }
+        defer { sharedRegion.lock(.housekeeping, .unlock) }
+        return try body()
     }
 
     /// Rewrites the journal as one PUT a live entry.
     ///
-    /// The snapshot is taken under the lock, written to `journal.tmp` outside it while
-    /// records appended meanwhile are collected, then those are copied over, the file is
-    /// synced and renamed over `journal` under the lock (a pause of one fsync). A crash at any
-    /// point leaves either the old journal or the new one, both complete.
+    /// The snapshot is taken under the lock and written to `journal.tmp` outside it; then,
+    /// under the lock (and in shared mode the append lock), the records appended to the old
+    /// journal since the snapshot are copied over, the file is synced and renamed over
+    /// `journal` (a pause of one fsync). A crash at any point leaves either the old journal or
+    /// the new one, both complete. In shared mode the shared page then tells the other
+    /// instances where the new file takes over (``SharedRegion``).
     func compactJournal() {
         do {
-            try compactJournalNow()
+            try compactJournalNow(wait: false)
         } catch DiskCacheError.Code.closed {
             // A close overtook it: the journal is unchanged, nothing to report.
         } catch {
@@ -195,29 +207,39 @@ extension DiskCache {
         }
     }
 
-    func compactJournalNow() throws(DiskCacheError) {
-        guard let snapshot = try state.withLock({ state throws(DiskCacheError) -> [(KeyHash, IndexEntry)]? in
-            guard !state.isClosed else { throw DiskCacheError.closed() }
-            guard state.compactionDelta == nil else { return nil }
-            state.compactionDelta = []
-            state.journalRecordsAtSnapshot = state.journalRecords
-            return state.index.entries.map { ($0.key, $0.value) }
-        }) else { return }
-        do throws(DiskCacheError) {
-            try writeCompactedJournal(snapshot)
-            state.withLock { $0.statistics.compactions += 1 }
-        } catch {
-            _ = layout.directory.unlink(layout.journalTemp)
-            state.withLock { $0.compactionDelta = nil }
-            throw error
+    /// What a compaction starts from: the live entries, and where in which journal they stand.
+    struct CompactionSnapshot {
+        var entries: [(KeyHash, IndexEntry)]
+        var journalLength: Int64
+        var generation: Int
+        var records: Int
+    }
+
+    func compactJournalNow(wait: Bool) throws(DiskCacheError) {
+        _ = try asHousekeeper(wait: wait) { () throws(DiskCacheError) in
+            guard let snapshot = try state.withLock({ state throws(DiskCacheError) -> CompactionSnapshot? in
+                guard !state.isClosed else { throw DiskCacheError.closed() }
+                guard !state.isCompacting else { return nil }
+                state.isCompacting = true
+                return CompactionSnapshot(entries: state.index.entries.map { ($0.key, $0.value) }, journalLength: state.journalLength,
+                                          generation: state.journalGeneration, records: state.journalRecords)
+            }) else { return }
+            defer { state.withLock { $0.isCompacting = false } }
+            do throws(DiskCacheError) {
+                try writeCompactedJournal(snapshot)
+                state.withLock { $0.statistics.compactions += 1 }
+            } catch {
+                _ = layout.directory.unlink(layout.journalTemp)
+                throw error
+            }
         }
     }
 
-    private func writeCompactedJournal(_ snapshot: [(KeyHash, IndexEntry)]) throws(DiskCacheError) {
+    private func writeCompactedJournal(_ snapshot: CompactionSnapshot) throws(DiskCacheError) {
         let temp = layout.journalTemp
         // Whatever is left at journal.tmp (a file, or a directory someone made) is in the way.
         layout.directory.removeTree(temp)
-        let fd = try layout.directory.open(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600).get(orThrow: "create journal.tmp", path: temp)
+        let fd = try layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600).get(orThrow: "create journal.tmp", path: temp)
         let file = FileDescriptor(fd)
         var buffer = Journal.header()
         buffer.reserveCapacity(1 << 20)
@@ -228,7 +250,7 @@ extension DiskCache {
             length += Int64(buffer.count)
             buffer.removeAll(keepingCapacity: true)
         }
-        for (hash, entry) in snapshot {
+        for (hash, entry) in snapshot.entries {
             let put = Journal.Put(hash: hash, size: entry.size, metaSize: entry.metaSize, isInline: entry.isInline, slot: entry.slot,
                                   checksum: entry.checksum, created: entry.created, accessed: entry.accessedMilliseconds,
                                   expires: entry.expiresSeconds == 0 ? nil : Int64(entry.expiresSeconds) * 1000)
@@ -239,19 +261,45 @@ extension DiskCache {
         try Syscall.fsync(file.fd).get(orThrow: "sync journal.tmp", path: temp)
         if maintenance.isStopping { throw DiskCacheError.closed() }
         try state.withLock { state throws(DiskCacheError) in
-            guard !state.isClosed, let delta = state.compactionDelta else { throw DiskCacheError.closed() }
-            buffer = delta
-            try drain(true)
-            try Syscall.fsync(file.fd).get(orThrow: "sync journal.tmp", path: temp)
-            try layout.directory.rename(temp, layout.journal).get(orThrow: "replace the journal", path: layout.journal)
-            _ = layout.directory.fsyncDirectory(layout.root)
-            let deltaRecords = state.journalRecords - state.journalRecordsAtSnapshot
-            state.journal = file
-            state.journalLength = length
-            state.reservedEnd = length
-            state.journalRecords = snapshot.count + deltaRecords
-            state.journalGeneration += 1
-            state.compactionDelta = nil
+            guard !state.isClosed else { throw DiskCacheError.closed() }
+            try state.withAppendLock { state throws(DiskCacheError) in
+                // Only the housekeeper compacts, so the journal is still the snapshot's.
+                guard state.journalGeneration == snapshot.generation else { throw DiskCacheError.closed() }
+                // The records appended since the snapshot, read back from the old journal.
+                var from = snapshot.journalLength
+                while from < state.journalLength {
+                    let count = Int(min(state.journalLength - from, 1 << 20))
+                    buffer = [UInt8](repeating: 0, count: count)
+                    let read = try buffer.withUnsafeMutableBytes { Syscall.preadAll(state.journal.fd, $0, at: from) }
+                        .get(orThrow: "read the journal", path: layout.journal)
+                    guard read == count else {
+                        throw DiskCacheError(code: .ioFailure, message: "The journal is shorter than this instance has read", path: layout.journal)
+                    }
+                    try drain(true)
+                    from += Int64(count)
+                }
+                try Syscall.fsync(file.fd).get(orThrow: "sync journal.tmp", path: temp)
+                try layout.directory.rename(temp, layout.journal).get(orThrow: "replace the journal", path: layout.journal)
+                _ = layout.directory.fsyncDirectory(layout.root)
+                if configuration.stopsCompactionAfterRename { throw DiskCacheError.closed() }
+                state.journal = file
+                state.journalLength = length
+                state.reservedEnd = length
+                state.canReserve = true
+                state.journalRecords = snapshot.entries.count + (state.journalRecords - snapshot.records)
+                state.journalGeneration += 1
+                if let region = state.shared?.region {
+                    // Where the new file takes over, then the generation, then `end`: an
+                    // instance that reads `end` without the append lock and the generation
+                    // unchanged after it knows `end` is the old file's; one that sees the new
+                    // generation takes the append lock (held here until all is in place) and
+                    // finds `base` already set, even if this process dies before `end`.
+                    region[.base] = UInt64(length)
+                    region[.baseRecords] = UInt64(state.journalRecords)
+                    region[.generation] = UInt64(state.journalGeneration)
+                    region[.end] = UInt64(length)
+                }
+            }
         }
     }
 
@@ -270,10 +318,8 @@ extension DiskCache {
                 finished = false
                 return false
             }
-            stripe(hash).mutex.withLock { _ in
-                let entry = state.withLock { $0.index[hash] }
-                let vouched = entry.map { $0.slot == slot && (kind == .meta || !$0.isInline) } ?? false
-                if !vouched, layout.directory.removeEntryFile(path) { removed += 1 }
+            withStripe(hash) {
+                if !isVouched(hash, slot: slot, kind: kind), layout.directory.removeEntryFile(path) { removed += 1 }
             }
             return true
         }
@@ -282,7 +328,10 @@ extension DiskCache {
         }
         state.withLock { state in
             state.statistics.recovery.orphanFilesRemoved += removed
-            if finished { state.orphanScanPending = false }
+            if finished {
+                state.orphanScanPending = false
+                if let region = state.shared?.region { region[.flags] = region[.flags] & ~SharedRegion.flagOrphanScanDue }
+            }
         }
     }
 }

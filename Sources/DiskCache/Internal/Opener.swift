@@ -1,3 +1,4 @@
+import CDiskCacheSupport
 import Foundation
 import Logging
 #if canImport(Glibc)
@@ -41,7 +42,61 @@ struct Opener {
     }
 
     func open() throws(DiskCacheError) -> Opened {
-        let locks = try Self.takeLocks(layout)
+        var sharing = configuration.sharing
+        if sharing == .shared, let kind = Self.networkFilesystem(layout.root, probe: configuration.filesystemTypeProbe) {
+            logger.notice("The cache is on a network filesystem, where locks between machines cannot be trusted; opened exclusively",
+                          metadata: ["path": "\(layout.root)", "filesystem": "\(kind)"])
+            sharing = .exclusive
+        }
+        guard sharing == .shared else { return try recover(locks: Self.takeLocks(layout), region: nil) }
+        let joined = try Self.joinShared(layout)
+        // Opens (and closes) happen one at a time: until this one is done, no other starts.
+        defer { joined.region.lock(.opening, .unlock) }
+        if joined.alone {
+            return try recover(locks: [joined.directory], region: joined.region)
+        }
+        return try join(locks: [joined.directory], region: joined.region)
+    }
+
+    /// Opening a cache other instances have open (shared mode): nothing in the directory is
+    /// changed (the first instance recovered it); the journal is read holding the append lock,
+    /// so that no record is half written and no compaction swaps files meanwhile.
+    private func join(locks: [FileDescriptor], region: SharedRegion) throws(DiskCacheError) -> Opened {
+        let mark = try checkVersion()
+        let blockSize = Self.blockSize(layout)
+        let (index, records, journal, generation) = try region.withLock(.append) { () throws(DiskCacheError) in
+            guard case .valid(let bytes) = try readJournal() else {
+                throw DiskCacheError(code: .ioFailure,
+                                     message: "The journal is missing or unreadable while other instances have the cache open; close them, and the next open rebuilds it",
+                                     path: layout.journal)
+            }
+            var index = Index(blockSize: blockSize, expectedCount: bytes.count / 80)
+            let summary = bytes.withUnsafeBytes { buffer in Journal.replay(buffer) { index.apply($0) } }
+            let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
+            return (index, summary.records, (FileDescriptor(fd), Int64(bytes.count)), Int(region[.generation]))
+        }
+        region.add(.openCount, 1)
+        var state = CacheState(index: index, journal: journal.0, journalLength: journal.1,
+                               reservedEnd: journal.1, journalRecords: records)
+        state.journalGeneration = generation
+        state.shared = SharedJournal(region: region, layout: layout)
+        state.statistics.recovery.recordsReplayed = records
+        state.diskCapacity = configuration.diskCapacity
+        state.countLimit = configuration.countLimit
+        for (_, entry) in state.index.entries { state.noteExpiry(entry) }
+        return Opened(layout: layout.withVersion(Layout.formatVersion), blockSize: blockSize, locks: locks, state: state,
+                      needsOrphanScan: false, applicationVersion: mark.application)
+    }
+
+    private static func blockSize(_ layout: Layout) -> Int64 {
+        if case .success(let info) = Syscall.statvfs(layout.root), info.f_frsize > 0 { return Int64(info.f_frsize) }
+        return 4096
+    }
+
+    /// Opening a cache no other instance has open: checks the mark, cleans up after the last
+    /// session, replays the journal (cutting a torn tail), and in shared mode writes the shared
+    /// page afresh.
+    private func recover(locks: [FileDescriptor], region: SharedRegion?) throws(DiskCacheError) -> Opened {
         let mark = try checkVersion()
         let version = mark.format
         // Read (and check the version of) the journal before anything in the directory changes,
@@ -69,12 +124,7 @@ struct Opener {
             logger.warning("Moved aside files or links found in place of shard directories", metadata: ["count": "\(movedAside)"])
         }
 
-        let blockSize: Int64
-        if case .success(let info) = Syscall.statvfs(layout.root), info.f_frsize > 0 {
-            blockSize = Int64(info.f_frsize)
-        } else {
-            blockSize = 4096
-        }
+        let blockSize = Self.blockSize(layout)
 
         var index: Index
         var records: Int
@@ -124,11 +174,20 @@ struct Opener {
         index.shrinkToFit()
         if version < Layout.flatShardsVersion { try migrateFromFormat1(index) }
 
-        let fd = try layout.directory.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
+        let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
         let journal = FileDescriptor(fd)
         let length = try Syscall.fstat(fd).get(orThrow: "read the journal's size", path: layout.journal).st_size
         var state = CacheState(index: index, journal: journal, journalLength: Int64(length),
                                reservedEnd: Int64(length), journalRecords: records)
+        if let region {
+            region[.base] = UInt64(length)
+            region[.baseRecords] = UInt64(records)
+            region[.end] = UInt64(length)
+            region[.openCount] = 1
+            region[.flags] = needsOrphanScan ? SharedRegion.flagOrphanScanDue : 0
+            region[.generation] = 0
+            state.shared = SharedJournal(region: region, layout: layout)
+        }
         state.statistics.recovery = recovery
         state.orphanScanPending = needsOrphanScan
         state.diskCapacity = configuration.diskCapacity
@@ -291,19 +350,77 @@ struct Opener {
         return [lockFile, directory]
     }
 
+    /// Shared mode's way in: a shared `flock` on the cache directory (which an exclusive owner,
+    /// or an older version of the library, holds exclusively: then `.locked`), then, in
+    /// `SHARED`, the opening lock (waited for) and a test of whether any other instance holds
+    /// the presence lock. The caller lets go of the opening lock when it is done.
+    static func joinShared(_ layout: Layout) throws(DiskCacheError) -> (directory: FileDescriptor, region: SharedRegion, alone: Bool) {
+        let directory = FileDescriptor(try layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY)
+            .get(orThrow: "open the cache directory", path: layout.root))
+        try lock(directory.fd, optional: true, shared: true, layout)
+        let path = layout.root + "/" + SharedRegion.fileName
+        let fd = try SharedRegion.openFile(layout).get(orThrow: "open the shared page", path: path)
+        if case .failure(let error) = SharedRegion.range(fd, start: SharedRegion.Lock.opening.rawValue, length: 1, .exclusive, wait: true) {
+            Syscall.close(fd)
+            throw DiskCacheError.io(error, "lock the shared page (the filesystem may not support shared caches: open it with sharing: .exclusive)", path: path)
+        }
+        let alone: Bool
+        switch SharedRegion.range(fd, start: SharedRegion.Lock.presence.rawValue, length: 1, .exclusive, wait: false) {
+        case .success: alone = true
+        case .failure(.wouldBlock): alone = false
+        case .failure(let error):
+            Syscall.close(fd)
+            throw DiskCacheError.io(error, "lock the shared page", path: path)
+        }
+        // From here the region owns `fd`; dropping it lets go of every lock taken on it.
+        let region = try SharedRegion.map(fd: fd, layout: layout, initialise: alone)
+        try region.lock(.presence, .shared).get(orThrow: "lock the shared page", path: path)
+        if alone {
+            // Names no process: tools that report the owner say the cache is shared.
+            let note = Array("shared\n".utf8)
+            if case .success(let lockFile) = layout.directory.open(layout.lockFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600) {
+                _ = Syscall.ftruncate(lockFile, 0)
+                _ = note.withUnsafeBytes { Syscall.pwriteAll(lockFile, $0, at: 0) }
+                Syscall.close(lockFile)
+            }
+        }
+        return (directory, region, alone)
+    }
+
+    /// The kind of network filesystem `path` is on, or nil for a local one (`statfs(2)`'s
+    /// `f_type`). Advisory locks and a page mapped by several processes are not coherent
+    /// between machines on these, so a cache there is never shared.
+    static func networkFilesystem(_ path: String, probe: (@Sendable (String) -> Int?)?) -> String? {
+        let type: Int
+        if let probe {
+            guard let probed = probe(path) else { return nil }
+            type = probed
+        } else {
+            let found = cdiskcache_filesystem_type(path)
+            guard found >= 0 else { return nil }
+            type = Int(found)
+        }
+        let kinds: [Int: String] = [
+            0x6969: "NFS", 0x517B: "SMB", 0xFF53_4D42: "CIFS", 0xFE53_4D42: "SMB2", 0x0102_1997: "9P",
+            0x00C3_6400: "Ceph", 0x5346_414F: "AFS", 0x6573_5546: "FUSE", 0x7375_7245: "Coda", 0x564C: "NCP",
+        ]
+        return kinds[type & 0xFFFF_FFFF]
+    }
+
     /// `flock(LOCK_EX | LOCK_NB)` on `fd`, or `.locked` naming the owner. With `optional`, a
     /// filesystem that cannot lock a directory (some network filesystems) leaves `LOCK` alone
     /// in charge.
-    private static func lock(_ fd: Int32, optional: Bool, _ layout: Layout) throws(DiskCacheError) {
+    private static func lock(_ fd: Int32, optional: Bool, shared: Bool = false, _ layout: Layout) throws(DiskCacheError) {
         var attempt = 0
-        var result = Syscall.lockExclusive(fd)
+        let take = shared ? Syscall.lockShared : Syscall.lockExclusive
+        var result = take(fd)
         // A child this process is starting holds a copy of every descriptor between fork and
         // exec, a just-closed cache's lock included: when the lock's owner is this very process,
         // give such a copy a moment to go away before reporting the cache as open.
         while case .failure(.wouldBlock) = result, attempt < 20, lockOwner(layout) == Int(getpid()) {
             attempt += 1
             usleep(10_000)
-            result = Syscall.lockExclusive(fd)
+            result = take(fd)
         }
         switch result {
         case .success:
@@ -313,14 +430,30 @@ struct Opener {
             if let pid = lockOwner(layout) {
                 owner = pid == Int(getpid()) ? " (by another DiskCache in this process)" : " (by process \(pid))"
             }
+            if shared {
+                throw DiskCacheError(code: .locked,
+                                     message: "The cache is open exclusively\(owner) (sharing: .exclusive, or an older version of this library); it can be shared once that closes",
+                                     path: layout.root)
+            }
+            if !owner.isEmpty || !isSharedNote(layout) {
+                throw DiskCacheError(code: .locked,
+                                     message: "The cache is already open\(owner); an exclusive DiskCache must be its only one",
+                                     path: layout.root)
+            }
             throw DiskCacheError(code: .locked,
-                                 message: "The cache is already open\(owner); one DiskCache at a time may own a directory",
+                                 message: "The cache is open by instances sharing it; it can be opened exclusively once they all close (or open it with sharing: .shared)",
                                  path: layout.root)
         case .failure where optional:
             return
         case .failure(let error):
             throw DiskCacheError.io(error, "lock the cache directory", path: layout.lockFile)
         }
+    }
+
+    /// Whether the lock file says the cache was last opened in shared mode.
+    private static func isSharedNote(_ layout: Layout) -> Bool {
+        guard case .success(let bytes?) = FileIO.readAll(layout.lockFile, limit: 64, in: layout.directory) else { return false }
+        return String(decoding: bytes, as: UTF8.self).hasPrefix("shared")
     }
 
     /// The pid the lock file names.

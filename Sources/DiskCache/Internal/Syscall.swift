@@ -315,6 +315,10 @@ enum Syscall {
         retrying { Glibc_flock(fd, LOCK_EX | LOCK_NB) }.map { _ in () }
     }
 
+    static func lockShared(_ fd: Int32) -> Result<Void, Errno> {
+        retrying { Glibc_flock(fd, LOCK_SH | LOCK_NB) }.map { _ in () }
+    }
+
     /// Reserves disk blocks past the end of a file without changing its size.
     static func reserve(_ fd: Int32, offset: Int64, length: Int64) -> Result<Void, Errno> {
         retrying { cdiskcache_reserve(fd, off_t(offset), off_t(length)) }.map { _ in () }

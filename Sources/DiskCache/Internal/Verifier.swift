@@ -11,6 +11,19 @@ struct Verifier {
     let layout: Layout
     let entries: [(KeyHash, IndexEntry)]
     let hasher: KeyHasher
+    /// For a cache that is open (and may change while it is read): asked before a finding about
+    /// an entry or a file is kept. Nil for a cache nobody writes meanwhile.
+    var settle: Settle? = nil
+
+    /// What a finding about a cache that changes meanwhile is checked against at the end.
+    struct Settle {
+        /// Whether the index still holds this entry: one replaced or removed while it was read
+        /// is no finding.
+        var isCurrent: (KeyHash, IndexEntry) -> Bool
+        /// Whether the file is still there with no entry vouching for it: one a store
+        /// committed, or removed, while the shards were listed is no finding.
+        var isOrphan: (KeyHash, UInt8, ShardScanner.FileKind, String) -> Bool
+    }
 
     struct Findings {
         var problems: [DiskCache.Problem] = []
@@ -32,7 +45,7 @@ struct Verifier {
         var findings = Findings()
         let total = entries.count
         for (number, (hash, entry)) in entries.enumerated() {
-            if let problem = check(hash, entry, findings: &findings) {
+            if let problem = check(hash, entry, findings: &findings), settle?.isCurrent(hash, entry) ?? true {
                 findings.problems.append(problem)
                 findings.badEntries.append((hash, entry))
             }
@@ -42,7 +55,8 @@ struct Verifier {
         let vouched = Dictionary(entries, uniquingKeysWith: { a, _ in a })
         ShardScanner(layout: layout).forEachEntryFile { hash, slot, kind, path in
             let entry = vouched[hash]
-            if entry == nil || entry!.slot != slot || (kind == .body && entry!.isInline) {
+            if entry == nil || entry!.slot != slot || (kind == .body && entry!.isInline),
+               settle?.isOrphan(hash, slot, kind, path) ?? true {
                 findings.orphans.append((hash, slot, kind, path))
                 findings.problems.append(DiskCache.Problem(kind: .orphanFile, path: path, key: nil,
                                                            detail: "no journal record vouches for this file"))
@@ -58,7 +72,8 @@ struct Verifier {
 
     /// The cache's own directories must be real directories: a link in place of a shard or
     /// `tmp/` is never followed (so every write into it fails), and so is a file there. A
-    /// `journal.tmp` is only there while a compaction writes it, which a verify never overlaps.
+    /// `journal.tmp` is only there while a compaction writes it, which a verify never overlaps
+    /// (in shared mode it runs as the one housekeeper, which every compaction must be).
     private func checkStructure(findings: inout Findings) {
         guard layout.version >= Layout.flatShardsVersion else { return }  // format 1 makes shards on demand
         let directory = layout.directory

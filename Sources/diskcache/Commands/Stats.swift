@@ -61,7 +61,8 @@ struct Stats: ParsableCommand {
         }
         fields.add("Block size", "\(summary.blockSize)")
         if let owner = summary.openBy {
-            fields.add("Open", owner.isEmpty ? "yes, in a running process" : "yes, in process \(owner)")
+            fields.add("Open", owner.isEmpty ? "yes, in a running process"
+                                : owner == "shared" ? "yes, shared by running processes" : "yes, in process \(owner)")
         } else {
             fields.add("Cleanly closed", summary.wasCleanlyClosed ? "yes" : "no")
         }

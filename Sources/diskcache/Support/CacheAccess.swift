@@ -38,7 +38,8 @@ struct CacheOptions: ParsableArguments {
     func inspectSnapshot(quietly: Bool = false) throws -> DiskCacheInspector {
         let inspector = try DiskCacheInspector(directory: url, whileOpen: true)
         if !quietly, let owner = inspector.summary.openBy {
-            Terminal.writeError("note: the cache is open\(owner.isEmpty ? "" : " in process " + owner); this is what it held when read\n")
+            let by = owner.isEmpty ? "" : owner == "shared" ? " (shared by running processes)" : " in process " + owner
+            Terminal.writeError("note: the cache is open\(by); this is what it held when read\n")
         }
         return inspector
     }

@@ -1,0 +1,172 @@
+import CDiskCacheSupport
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `SHARED`: what the processes (and `DiskCache` instances) that have one cache open in shared
+/// mode coordinate through. Its first page is mapped by each of them (`MAP_SHARED`) and holds a
+/// few counters; byte ranges past its end are locks (`fcntl` open-file-description locks, so
+/// two instances in one process exclude each other as two processes do, and a process killed
+/// at any moment lets go of all of them).
+///
+/// ```
+/// offset  u64 LE (read and written atomically)
+///   0     magic "DCSHARED"
+///   8     version (1)
+///  16     generation   bumped by each compaction, which replaces the journal file
+///  24     base         length of the journal file the last compaction wrote
+///  32     baseRecords  records in it
+///  40     end          the journal's length after the last append (where followers read to)
+///  48     openCount    instances open; a clean close counts itself out
+///  56     flags        bit 0: an orphan scan is due and has not finished
+/// ```
+///
+/// The first instance to open (the one that finds no other: ``Lock/presence`` taken
+/// exclusively) recovers the cache and writes the page afresh; the others only read and update
+/// it. See docs/on-disk-format.md, "Sharing a cache".
+final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is only touched through atomics
+    static let fileName = "SHARED"
+    static let size = 4096
+    static let magic = Array("DCSHARED".utf8)
+    static let version: UInt64 = 1
+
+    /// The byte ranges used as locks, all past the mapped page.
+    enum Lock: Int64 {
+        /// Exclusive while an instance opens or closes: opens and closes happen one at a time.
+        case opening = 1_048_576
+        /// Shared by every open instance; taken exclusively only by one that finds itself alone.
+        case presence = 1_048_577
+        /// Exclusive while one instance compacts, sweeps or scans for orphans.
+        case housekeeping = 1_048_578
+        /// Exclusive around each journal append, and around a compaction's swap of journals.
+        case append = 1_048_579
+    }
+    /// Key stripe `i` is the byte `stripeBase + i`: a writer holds its key's stripe across
+    /// processes as its own threads hold `StripeLock`.
+    static let stripeBase: Int64 = 1_048_576 + 4096
+
+    enum Field: Int {
+        case generation = 16, base = 24, baseRecords = 32, end = 40, openCount = 48, flags = 56
+    }
+    static let flagOrphanScanDue: UInt64 = 1
+
+    let fd: Int32
+    let path: String
+    private let page: UnsafeMutableRawPointer
+
+    private init(fd: Int32, path: String, page: UnsafeMutableRawPointer) {
+        self.fd = fd
+        self.path = path
+        self.page = page
+    }
+
+    deinit {
+        munmap(page, Self.size)
+        Syscall.close(fd)
+    }
+
+    /// Opens (creating when missing) `SHARED` in the cache directory. The mapping is made only
+    /// by ``map(initialise:)``, once the caller knows whether it is alone.
+    static func openFile(_ layout: Layout) -> Result<Int32, Errno> {
+        layout.directory.open(layout.root + "/" + fileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600)
+    }
+
+    /// Maps the page of `fd`. With `initialise` (the first instance, alone) the file is made one
+    /// page long and the page written afresh; otherwise it must already be a valid page.
+    static func map(fd: Int32, layout: Layout, initialise: Bool) throws(DiskCacheError) -> SharedRegion {
+        let path = layout.root + "/" + fileName
+        if initialise {
+            try Syscall.ftruncate(fd, 0).get(orThrow: "reset the shared page", path: path)
+            try Syscall.ftruncate(fd, Int64(size)).get(orThrow: "size the shared page", path: path)
+        } else {
+            let info = try Syscall.fstat(fd).get(orThrow: "read the shared page's size", path: path)
+            guard info.st_mode & S_IFMT == S_IFREG, Int(info.st_size) >= size else {
+                throw DiskCacheError(code: .ioFailure,
+                                     message: "The shared page is not a page long while other instances have the cache open",
+                                     path: path)
+            }
+        }
+        guard let page = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), page != MAP_FAILED else {
+            throw DiskCacheError.io(Errno.current, "map the shared page", path: path)
+        }
+        let region = SharedRegion(fd: fd, path: path, page: page)
+        if initialise {
+            magic.withUnsafeBytes { page.copyMemory(from: $0.baseAddress!, byteCount: 8) }
+            region.store(.generation, 0)
+            region[.base] = 0
+            region[.baseRecords] = 0
+            region[.end] = 0
+            region[.openCount] = 0
+            region[.flags] = 0
+            cdiskcache_atomic_store(page.advanced(by: 8).assumingMemoryBound(to: UInt64.self), version)
+        } else {
+            let found = Array(UnsafeRawBufferPointer(start: page, count: 8))
+            let version = cdiskcache_atomic_load(page.advanced(by: 8).assumingMemoryBound(to: UInt64.self))
+            guard found == magic, version == Self.version else {
+                throw DiskCacheError(code: .ioFailure,
+                                     message: "The shared page is not one this library wrote (version \(version)) while other instances have the cache open",
+                                     path: path)
+            }
+        }
+        return region
+    }
+
+    private func pointer(_ field: Field) -> UnsafeMutablePointer<UInt64> {
+        page.advanced(by: field.rawValue).assumingMemoryBound(to: UInt64.self)
+    }
+
+    subscript(field: Field) -> UInt64 {
+        get { cdiskcache_atomic_load(pointer(field)) }
+        set { cdiskcache_atomic_store(pointer(field), newValue) }
+    }
+
+    func store(_ field: Field, _ value: UInt64) { self[field] = value }
+
+    @discardableResult
+    func add(_ field: Field, _ delta: Int64) -> UInt64 { cdiskcache_atomic_add(pointer(field), delta) }
+
+    // MARK: - Locks
+
+    enum Kind: Int32 { case unlock = 0, shared = 1, exclusive = 2 }
+
+    /// Takes (or, with `.unlock`, lets go of) one of the lock bytes; `wait: false` fails with
+    /// `.wouldBlock` when another instance holds a conflicting lock.
+    @discardableResult
+    func lock(_ lock: Lock, _ kind: Kind, wait: Bool = true) -> Result<Void, Errno> {
+        Self.range(fd, start: lock.rawValue, length: 1, kind, wait: wait)
+    }
+
+    /// Runs `body` holding `lock` exclusively (waiting for it).
+    func withLock<T, E: Error>(_ lock: Lock, _ body: () throws(E) -> T) throws(E) -> T {
+        Self.waitFor(fd, start: lock.rawValue, length: 1)
+        defer { _ = self.lock(lock, .unlock) }
+        return try body()
+    }
+
+    /// Holds key stripe `index` (or all `count` of them from 0) exclusively while `body` runs.
+    func withStripes<T, E: Error>(from index: Int, count: Int = 1, _ body: () throws(E) -> T) throws(E) -> T {
+        let start = Self.stripeBase + Int64(index)
+        Self.waitFor(fd, start: start, length: Int64(count))
+        defer { _ = Self.range(fd, start: start, length: Int64(count), .unlock, wait: false) }
+        return try body()
+    }
+
+    static func range(_ fd: Int32, start: Int64, length: Int64, _ kind: Kind, wait: Bool) -> Result<Void, Errno> {
+        cdiskcache_range_lock(fd, start, length, kind.rawValue, wait ? 1 : 0) == 0 ? .success(()) : .failure(Errno.current)
+    }
+
+    /// Waits for an exclusive lock. A lock this file accepted once cannot fail later but for a
+    /// lack of kernel memory (ENOLCK): then it is retried, since going on without it would give
+    /// up the guarantee it stands for.
+    private static func waitFor(_ fd: Int32, start: Int64, length: Int64) {
+        while case .failure(let error) = range(fd, start: start, length: length, .exclusive, wait: true) {
+            precondition(error.rawValue == ENOLCK || error.rawValue == EDEADLK,
+                         "A lock on the cache's shared page failed: \(error)")
+            usleep(1000)
+        }
+    }
+}
