@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <pthread.h>
 
 int cdiskcache_reserve(int fd, off_t offset, off_t length) {
 #if defined(__linux__)
@@ -166,3 +167,41 @@ int64_t cdiskcache_filesystem_type(const char *path) {
     return -1;
 #endif
 }
+
+#if defined(__linux__)
+int cdiskcache_shared_mutex_init(void *address) {
+    pthread_mutexattr_t attributes;
+    int result = pthread_mutexattr_init(&attributes);
+    if (result != 0) return result;
+    result = pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
+    if (result == 0) result = pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
+    if (result == 0) {
+        memset(address, 0, sizeof(pthread_mutex_t));
+        result = pthread_mutex_init((pthread_mutex_t *)address, &attributes);
+    }
+    pthread_mutexattr_destroy(&attributes);
+    return result;
+}
+
+int cdiskcache_shared_mutex_lock(void *address) {
+    int result = pthread_mutex_lock((pthread_mutex_t *)address);
+    if (result == EOWNERDEAD) {
+        result = pthread_mutex_consistent((pthread_mutex_t *)address);
+        return result == 0 ? 1 : result;
+    }
+    return result;
+}
+
+int cdiskcache_shared_mutex_unlock(void *address) {
+    return pthread_mutex_unlock((pthread_mutex_t *)address);
+}
+
+int cdiskcache_shared_mutex_size(void) {
+    return (int)sizeof(pthread_mutex_t);
+}
+#else
+int cdiskcache_shared_mutex_init(void *address) { (void)address; return ENOTSUP; }
+int cdiskcache_shared_mutex_lock(void *address) { (void)address; return ENOTSUP; }
+int cdiskcache_shared_mutex_unlock(void *address) { (void)address; return ENOTSUP; }
+int cdiskcache_shared_mutex_size(void) { return 0; }
+#endif

@@ -135,6 +135,16 @@ extension DiskCache {
         }
     }
 
+    /// How one attempt of ``openBody(for:reading:_:)`` ended.
+    enum ReadAttempt<T> {
+        case done(T?)
+        /// Damaged: removed once confirmed (a miss), else looked at again.
+        case damaged(IndexEntry)
+        case expired(IndexEntry)
+        /// A writer replaced the entry between the lookup and the read: look again.
+        case again
+    }
+
     /// What a reader made of an entry's body (see ``openBody(for:reading:_:)``).
     enum BodyOpening<T> {
         case opened(T)
@@ -151,7 +161,8 @@ extension DiskCache {
     /// their key and expiry; then `open` makes what the caller hands out, from the entry, its
     /// metadata and the body if one was read. A hit that turns out a miss is taken back, a
     /// damaged entry is removed (once confirmed, see ``removeIfUnchanged(_:_:key:)``), and the
-    /// whole is tried again, up to four times, when a writer replaced the entry meanwhile.
+    /// whole is tried again when a writer replaced the entry meanwhile: up to four times without
+    /// the key's lock, then once holding it.
     func openBody<T>(for key: String,
                      reading: ((KeyHash, IndexEntry) -> ReadResult)? = nil,
                      _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> BodyOpening<T>)
@@ -163,19 +174,15 @@ extension DiskCache {
                 $0.statistics.misses += 1
             }
         }
-        for _ in 0..<4 {
+        func once() throws(DiskCacheError) -> ReadAttempt<T> {
             let now = configuration.clock()
-            guard let entry = lookupForRead(hash, at: now) else { return nil }
-            if entry.hasExpired(atMilliseconds: now) {
-                removeExpired(hash, entry, key: key)
-                return nil
-            }
+            guard let entry = lookupForRead(hash, at: now) else { return .done(nil) }
+            if entry.hasExpired(atMilliseconds: now) { return .expired(entry) }
             switch reading?(hash, entry) ?? readEntry(hash, key: key, expected: entry, wantBody: entry.isInline) {
             case .found(let meta, let inline):
                 if let expires = meta.expires, expires <= now {
                     undoHit()
-                    removeExpired(hash, entry, key: key)
-                    return nil
+                    return .expired(entry)
                 }
                 let opening: BodyOpening<T>
                 do throws(DiskCacheError) {
@@ -185,26 +192,43 @@ extension DiskCache {
                     throw error
                 }
                 switch opening {
-                case .opened(let value): return value
+                case .opened(let value): return .done(value)
                 case .damaged:
                     undoHit()
-                    if removeIfUnchanged(hash, entry, key: key) { return nil }
+                    return .damaged(entry)
                 case .replaced:
                     undoHit()
+                    return .again
                 case .unavailable:
                     takeBackHit()
-                    return nil
+                    return .done(nil)
                 }
             case .otherKey:
                 takeBackHit()
                 state.withLock { $0.statistics.hashCollisions += 1 }
-                return nil
+                return .done(nil)
             case .damaged:
                 undoHit()
-                if removeIfUnchanged(hash, entry, key: key) { return nil }
+                return .damaged(entry)
             case .unavailable:
                 takeBackHit()
+                return .done(nil)
+            }
+        }
+        // Without the key's lock first; a reader that a writer of the key (in any instance)
+        // overtook four times tries once more holding it, which no writer of the key can
+        // overtake: a key that always had a value never reads as a miss.
+        for attempt in 0..<5 {
+            let outcome = attempt < 4 ? try once() : try withStripe(hash) { () throws(DiskCacheError) in try once() }
+            switch outcome {
+            case .done(let value): return value
+            case .expired(let entry):
+                removeExpired(hash, entry, key: key)
                 return nil
+            case .damaged(let entry):
+                if removeIfUnchanged(hash, entry, key: key) { return nil }
+            case .again:
+                continue
             }
         }
         countMiss()

@@ -46,8 +46,11 @@ import Darwin
 /// store a body without holding it in memory; ``chunks(for:chunkSize:)`` and
 /// ``withFile(for:_:)`` read one the same way.
 ///
-/// **Ownership.** One `DiskCache` owns a directory at a time (an `flock` on `LOCK`); a second
-/// one, in this process or another, fails to open with ``DiskCacheError/Code/locked``.
+/// **Sharing.** By default any number of processes, and of `DiskCache` instances in one
+/// process, open a directory together: each sees what the others store and remove from its next
+/// call on, one instance at a time compacts and sweeps, and limits hold for the cache as a whole
+/// (``Configuration/Sharing``). With ``Configuration/sharing`` `.exclusive` one instance owns the
+/// directory, and any other open fails with ``DiskCacheError/Code/locked``.
 ///
 /// **Threads.** All methods may be called from any thread. Reads run in parallel; writes of
 /// different keys do their file I/O in parallel. The synchronous calls do their I/O on the
@@ -86,7 +89,8 @@ public final class DiskCache: Sendable {
     /// - ``DiskCacheError/Code/notACache``: the directory is not empty and does not carry the
     ///   cache's mark (a `VERSION` file, see `docs/on-disk-format.md`); nothing in it was touched.
     ///   A cache whose mark was lost is marked again by ``restoreMark(directory:)``.
-    /// - ``DiskCacheError/Code/locked``: another `DiskCache` has it open (this process or another).
+    /// - ``DiskCacheError/Code/locked``: it is open exclusively elsewhere, or this open is
+    ///   exclusive and others have it open (in this process or another).
     /// - ``DiskCacheError/Code/newerFormat``: written by a newer version; left untouched.
     ///
     /// #### Implementation details

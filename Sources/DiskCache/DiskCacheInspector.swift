@@ -264,9 +264,28 @@ public final class DiskCacheInspector: Sendable {
     }
 
     /// Checks every entry and file as ``DiskCache/verify(repair:progress:)-4b4nk`` does, without repairing.
+    /// On a cache a running process has open (read `whileOpen`), what changes meanwhile is no
+    /// finding: each finding is kept only if three fresh snapshots of the journal, 20 ms apart,
+    /// still confirm it, and a `journal.tmp` is taken for a compaction in progress.
     public func verify(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) -> DiskCache.VerificationReport {
         let entries = index.entries.map { ($0.key, $0.value) }.sorted { $0.0 < $1.0 }
-        let findings = Verifier(layout: layout, entries: entries, hasher: .xxh3).run(progress: progress)
+        // A cache open in a running process changes while it is read: a finding stands only if
+        // a fresh snapshot of the journal still says the same (a few times, a little apart, so
+        // that a store between writing its files and committing them has committed).
+        let settle: Verifier.Settle? = summary.openBy == nil ? nil : Verifier.Settle(
+            isCurrent: { hash, entry in
+                self.stillTrue { $0.index[hash]?.isSameCommit(as: entry) ?? false }
+            },
+            isOrphan: { hash, slot, kind, path in
+                self.stillTrue { fresh in
+                    guard fresh.layout.directory.exists(path) else { return false }
+                    guard let entry = fresh.index[hash] else { return true }
+                    return entry.slot != slot || (kind == .body && entry.isInline)
+                }
+            })
+        var verifier = Verifier(layout: layout, entries: entries, hasher: .xxh3, settle: settle)
+        verifier.compactionMayRun = summary.openBy != nil
+        let findings = verifier.run(progress: progress)
         var report = DiskCache.VerificationReport(entriesChecked: findings.entriesChecked, bytesChecked: findings.bytesChecked,
                                                   problems: findings.problems)
         if !summary.hasJournal {
@@ -291,6 +310,16 @@ public final class DiskCacheInspector: Sendable {
             report.notes.append("tmp/ holds \(names.count) \(names.count == 1 ? "item" : "items") left by interrupted writes or a removeAll; the next open removes \(names.count == 1 ? "it" : "them")")
         }
         return report
+    }
+
+    /// Whether `condition` holds in three fresh snapshots of the cache, 20 ms apart (false as
+    /// soon as one says otherwise, or when one cannot be read).
+    private func stillTrue(_ condition: (DiskCacheInspector) -> Bool) -> Bool {
+        for attempt in 0..<3 {
+            if attempt > 0 { usleep(20_000) }
+            guard let fresh = try? DiskCacheInspector(directory: directory, whileOpen: true), condition(fresh) else { return false }
+        }
+        return true
     }
 
     private func lookup(_ key: String) -> (KeyHash, IndexEntry)? {

@@ -73,8 +73,9 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     ///   - memoryCapacity: bytes kept in memory. 4 MiB by default.
     ///   - diskCapacity: bytes kept on disk. 20 MiB by default; 0 or a `nil` directory keeps
     ///     the cache in memory only.
-    ///   - directory: the disk tier's directory, owned by this cache alone (it is locked while
-    ///     open); `nil` for a memory-only cache. A cache there that this version's records did
+    ///   - directory: the disk tier's directory, which other processes and caches may have
+    ///     open at the same time (the disk tier opens it shared: each sees what the others
+    ///     store and remove; see `DiskCache.Configuration.Sharing`); `nil` for a memory-only cache. A cache there that this version's records did
     ///     not write (an earlier record layout, or a store used for something else) is emptied
     ///     at open: see ``recordFormatVersion``.
     ///   - engine: the caching rules; a private cache by default.
@@ -83,7 +84,7 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     ///
     /// #### Errors
     /// The storage layer's errors when the directory cannot be opened as a cache (a file, no
-    /// permission, locked by another cache, a newer format).
+    /// permission, open exclusively by a `DiskCache`, a newer format).
     public init(
         memoryCapacity: Int = 4 << 20,
         diskCapacity: Int = 20 << 20,

@@ -11,8 +11,10 @@ struct DiskCacheTool: AsyncParsableCommand {
         discussion: """
             Every subcommand takes the cache directory as its first argument. The read-only \
             subcommands (stats, ls, show, get, verify without --repair) never create, lock or \
-            modify anything, and refuse a cache another process has open; the others take the \
-            cache's lock for as long as they run.
+            modify anything; on a cache a running process has open they report what it held \
+            when they read it. The others open the cache shared, beside any application and \
+            any other command using it; one that an application opened exclusively they wait \
+            for (--wait), then refuse.
 
             Sizes are bytes or binary units: 512, 512K, 64M, 2G, 1T (64MB and 64MiB too).
 
@@ -20,7 +22,7 @@ struct DiskCacheTool: AsyncParsableCommand {
             """,
         subcommands: [
             Stats.self, List.self, Show.self, Get.self, Put.self, Remove.self, Clear.self,
-            Verify.self, Compact.self, Sweep.self, Bench.self,
+            Verify.self, Compact.self, Sweep.self, Bench.self, BenchWorker.self,
         ]
     )
 

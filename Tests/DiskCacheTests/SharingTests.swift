@@ -94,6 +94,34 @@ struct SharingTests {
         withExtendedLifetime(a) {}
     }
 
+    /// A process killed while it holds the append lock and a key's lock: the others go on, and
+    /// the next holder of the append lock is told, so it checks the journal's true length.
+    @Test func locksHeldByAKilledProcessPassToTheNextHolder() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: shared())
+        try cache.store(bytes("before"), for: "k")
+        let region = try #require(cache.sharedRegion)
+        let child = fork()
+        if child == 0 {
+            // The child: take both locks and die holding them.
+            region.withStripes(from: 7) { region.withLock(.append) { _ = kill(getpid(), SIGKILL) } }
+            _exit(1)
+        }
+        var status: Int32 = 0
+        #expect(waitpid(child, &status, 0) == child)
+        #expect(status & 0x7f == SIGKILL)
+        if SharedRegion.usesMutexes {
+            var finished = false
+            region.withStripes(from: 7) { region.withLock(.append) { finished = true } }
+            #expect(finished)
+            #expect(region[.holderDied] == 1)
+        }
+        try cache.store(bytes("after"), for: "k")
+        #expect(region[.holderDied] == 0)
+        let other = try DiskCache(directory: dir.cache, configuration: shared())
+        #expect(other.data(for: "k") == bytes("after"))
+    }
+
     @Test func oneKeyWrittenByTwoInstancesAtOnceEndsAsOneValueWhole() throws {
         let dir = TemporaryDirectory()
         let a = try DiskCache(directory: dir.cache, configuration: shared())

@@ -61,9 +61,10 @@ struct ErrorTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.cache.path) == [])
     }
 
-    /// `verify`, and every command that writes (after waiting for it), refuse a cache a process
-    /// has open exclusively; `stats`, `ls`, `show` and `get` read it (`SnapshotTests`).
-    @Test(arguments: [["verify"]] + modifying)
+    /// Every command that writes (after waiting for it) refuses a cache a process has open
+    /// exclusively; `stats`, `ls`, `show`, `get` and `verify` read it (`SnapshotTests`), and so
+    /// does `verify --repair`, which has nothing to write in this healthy cache.
+    @Test(arguments: modifying.filter { $0 != ["verify", "--repair"] })
     func aCacheOpenExclusivelyInAnotherProcessIsRefused(command: [String]) throws {
         let directory = TemporaryDirectory()
         _ = try SmallCache(at: directory.cache)
@@ -175,6 +176,21 @@ struct SnapshotTests {
         try cache.store(Data("later".utf8), for: "later")
         #expect(try runTool(["get", path, "later"]).stdout == Data("later".utf8))
 
+    }
+
+    /// `verify`, and `verify --repair`, while the process that has the cache open (this one)
+    /// keeps replacing, removing and compacting: what changes while it reads is no finding.
+    @Test func verifyDuringWritesFindsNothing() throws {
+        let directory = TemporaryDirectory()
+        let writer = try BackgroundWriter(directory.cache)
+        defer { writer.stop() }
+        for _ in 0..<5 {
+            let result = try runTool(["verify", directory.cache.path])
+            #expect(result.status == 0, "\(result.output)")
+            #expect(result.output.contains("no problems"), "\(result.output)")
+        }
+        let repair = try runTool(["verify", directory.cache.path, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)")
     }
 
     /// `get` while the process that has the cache open (this one) keeps replacing and removing

@@ -70,6 +70,17 @@ int64_t cdiskcache_filesystem_type(const char *path);
 
 /// Sequentially consistent 64-bit load and store on memory shared between processes (a
 /// `MAP_SHARED` mapping), and a fetch-and-add that returns the new value.
+/// Process-shared, robust mutexes living in a page several processes map (`MAP_SHARED`):
+/// uncontended, locking and unlocking make no system call, and one whose holder died (even by
+/// `kill -9`) is handed to the next locker, which is told so.
+/// `init` returns 0 or an errno (ENOTSUP where robust mutexes do not exist); `lock` returns 0,
+/// 1 when the previous holder died holding it (it is made consistent and now held), or an errno.
+int cdiskcache_shared_mutex_init(void *address);
+int cdiskcache_shared_mutex_lock(void *address);
+int cdiskcache_shared_mutex_unlock(void *address);
+/// Bytes one mutex takes (at most 64 where they are supported).
+int cdiskcache_shared_mutex_size(void);
+
 uint64_t cdiskcache_atomic_load(const uint64_t *address);
 void cdiskcache_atomic_store(uint64_t *address, uint64_t value);
 uint64_t cdiskcache_atomic_add(uint64_t *address, int64_t delta);

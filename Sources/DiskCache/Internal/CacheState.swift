@@ -183,18 +183,30 @@ extension CacheState {
     /// ``follow()`` to the journal's true end (its size): nothing is being appended meanwhile.
     mutating func followHoldingAppendLock() {
         guard let shared else { return }
-        var generation = Int(shared.region[.generation])
+        let region = shared.region
+        var generation = Int(region[.generation])
+        // Every append and compaction updates the page before it lets go of the lock; only one
+        // whose process died holding it may have left the page behind the files. (Where the
+        // lock is a byte range, whose holder's death is not reported, the files are always checked.)
+        guard !SharedRegion.usesMutexes || region[.holderDied] != 0 else {
+            if generation != journalGeneration { switchJournal(to: generation, shared) }
+            let end = Int64(bitPattern: region[.end])
+            if end > journalLength { applyRecords(through: end) }
+            return
+        }
         if generation == journalGeneration, case .success(let info) = Syscall.fstat(journal.fd), info.st_nlink == 0 {
             // A compaction renamed its file over this one and its process died before it said
             // so in the shared page. It held the append lock throughout, so nothing was appended
             // to either file since: every instance (this one first) reads the new file whole.
             generation += 2
-            shared.region[.generation] = UInt64(generation)
+            region[.generation] = UInt64(generation)
         }
         if generation != journalGeneration { switchJournal(to: generation, shared) }
         if case .success(let info) = Syscall.fstat(journal.fd), Int64(info.st_size) > journalLength {
             applyRecords(through: Int64(info.st_size))
         }
+        region[.end] = UInt64(journalLength)
+        region[.holderDied] = 0
     }
 
     /// Reads the journal from `journalLength` up to `end` and applies every whole record; stops

@@ -281,7 +281,11 @@ extension DiskCache {
                 try Syscall.fsync(file.fd).get(orThrow: "sync journal.tmp", path: temp)
                 try layout.directory.rename(temp, layout.journal).get(orThrow: "replace the journal", path: layout.journal)
                 _ = layout.directory.fsyncDirectory(layout.root)
-                if configuration.stopsCompactionAfterRename { throw DiskCacheError.closed() }
+                if configuration.stopsCompactionAfterRename {
+                    // What the next holder of the append lock learns when this process dies here.
+                    state.shared?.region[.holderDied] = 1
+                    throw DiskCacheError.closed()
+                }
                 state.journal = file
                 state.journalLength = length
                 state.reservedEnd = length

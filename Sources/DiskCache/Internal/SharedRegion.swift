@@ -8,21 +8,29 @@ import Darwin
 #endif
 
 /// `SHARED`: what the processes (and `DiskCache` instances) that have one cache open in shared
-/// mode coordinate through. Its first page is mapped by each of them (`MAP_SHARED`) and holds a
-/// few counters; byte ranges past its end are locks (`fcntl` open-file-description locks, so
-/// two instances in one process exclude each other as two processes do, and a process killed
-/// at any moment lets go of all of them).
+/// mode coordinate through. Each of them maps it (`MAP_SHARED`). Its first page holds a few
+/// counters; the pages after it hold the locks taken for every write: the append lock and one
+/// lock per key stripe, each a process-shared robust mutex (no system call unless contended; a
+/// process killed while holding one hands it to the next locker, which is told). The rarer
+/// locks are byte ranges past the file's end (`fcntl` open-file-description locks, so two
+/// instances in one process exclude each other as two processes do, and a process killed at any
+/// moment lets go of all of them); where robust mutexes do not exist, the append and stripe
+/// locks are such byte ranges too.
 ///
 /// ```
 /// offset  u64 LE (read and written atomically)
 ///   0     magic "DCSHARED"
-///   8     version (1)
+///   8     version (2)
 ///  16     generation   bumped by each compaction, which replaces the journal file
 ///  24     base         length of the journal file the last compaction wrote
 ///  32     baseRecords  records in it
 ///  40     end          the journal's length after the last append (where followers read to)
 ///  48     openCount    instances open; a clean close counts itself out
 ///  56     flags        bit 0: an orphan scan is due and has not finished
+///  64     holderDied   1 when an instance died holding the append lock (the next holder checks
+///                      the journal's true length and link count, then clears it)
+/// 4096    the append lock (a pthread mutex, in 64 bytes)
+/// 4160    key stripe i's lock at 4160 + 64 × i, i < 256
 /// ```
 ///
 /// The first instance to open (the one that finds no other: ``Lock/presence`` taken
@@ -30,9 +38,14 @@ import Darwin
 /// it. See docs/on-disk-format.md, "Sharing a cache".
 final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is only touched through atomics
     static let fileName = "SHARED"
-    static let size = 4096
+    static let size = 6 * 4096
     static let magic = Array("DCSHARED".utf8)
-    static let version: UInt64 = 1
+    static let version: UInt64 = 2
+    /// Whether the append and stripe locks are robust mutexes in the mapping (else byte ranges).
+    static let usesMutexes = (1...64).contains(Int(cdiskcache_shared_mutex_size()))
+    static let appendMutexOffset = 4096
+    static let stripeMutexBase = 4096 + 64
+    static let stripeCount = 256
 
     /// The byte ranges used as locks, all past the mapped page.
     enum Lock: Int64 {
@@ -50,7 +63,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     static let stripeBase: Int64 = 1_048_576 + 4096
 
     enum Field: Int {
-        case generation = 16, base = 24, baseRecords = 32, end = 40, openCount = 48, flags = 56
+        case generation = 16, base = 24, baseRecords = 32, end = 40, openCount = 48, flags = 56, holderDied = 64
     }
     static let flagOrphanScanDue: UInt64 = 1
 
@@ -102,6 +115,16 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
             region[.end] = 0
             region[.openCount] = 0
             region[.flags] = 0
+            region[.holderDied] = 0
+            if usesMutexes {
+                for offset in [appendMutexOffset] + (0..<stripeCount).map({ stripeMutexBase + 64 * $0 }) {
+                    let result = cdiskcache_shared_mutex_init(page.advanced(by: offset))
+                    guard result == 0 else {
+                        munmap(page, size)
+                        throw DiskCacheError.io(Errno(rawValue: result), "set up the shared page's locks", path: path)
+                    }
+                }
+            }
             cdiskcache_atomic_store(page.advanced(by: 8).assumingMemoryBound(to: UInt64.self), version)
         } else {
             let found = Array(UnsafeRawBufferPointer(start: page, count: 8))
@@ -142,17 +165,39 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
 
     /// Runs `body` holding `lock` exclusively (waiting for it).
     func withLock<T, E: Error>(_ lock: Lock, _ body: () throws(E) -> T) throws(E) -> T {
+        if lock == .append && Self.usesMutexes {
+            let mutex = page.advanced(by: Self.appendMutexOffset)
+            if Self.lockMutex(mutex) { self[.holderDied] = 1 }
+            defer { cdiskcache_shared_mutex_unlock(mutex) }
+            return try body()
+        }
         Self.waitFor(fd, start: lock.rawValue, length: 1)
         defer { _ = self.lock(lock, .unlock) }
         return try body()
     }
 
-    /// Holds key stripe `index` (or all `count` of them from 0) exclusively while `body` runs.
+    /// Holds key stripe `index` (or all `count` of them from it) exclusively while `body` runs.
     func withStripes<T, E: Error>(from index: Int, count: Int = 1, _ body: () throws(E) -> T) throws(E) -> T {
+        if Self.usesMutexes {
+            let mutexes = (index..<index + count).map { page.advanced(by: Self.stripeMutexBase + 64 * $0) }
+            // A holder that died left its key's files uncommitted: the next writer of the key
+            // writes over them, so there is nothing to mend here.
+            for mutex in mutexes { Self.lockMutex(mutex) }
+            defer { for mutex in mutexes.reversed() { cdiskcache_shared_mutex_unlock(mutex) } }
+            return try body()
+        }
         let start = Self.stripeBase + Int64(index)
         Self.waitFor(fd, start: start, length: Int64(count))
         defer { _ = Self.range(fd, start: start, length: Int64(count), .unlock, wait: false) }
         return try body()
+    }
+
+    /// Locks a mutex of the mapping; true when its last holder died holding it.
+    @discardableResult
+    private static func lockMutex(_ mutex: UnsafeMutableRawPointer) -> Bool {
+        let result = cdiskcache_shared_mutex_lock(mutex)
+        precondition(result == 0 || result == 1, "A lock on the cache's shared page failed: \(Errno(rawValue: result))")
+        return result == 1
     }
 
     static func range(_ fd: Int32, start: Int64, length: Int64, _ kind: Kind, wait: Bool) -> Result<Void, Errno> {

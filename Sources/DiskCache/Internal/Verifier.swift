@@ -14,6 +14,9 @@ struct Verifier {
     /// For a cache that is open (and may change while it is read): asked before a finding about
     /// an entry or a file is kept. Nil for a cache nobody writes meanwhile.
     var settle: Settle? = nil
+    /// A `journal.tmp` may be a compaction running in another process (an open cache read
+    /// without its locks): then it is no finding.
+    var compactionMayRun = false
 
     /// What a finding about a cache that changes meanwhile is checked against at the end.
     struct Settle {
@@ -96,7 +99,7 @@ struct Verifier {
             findings.problems.append(problem)
             findings.brokenDirectories.append(path)
         }
-        if directory.exists(layout.journalTemp) {
+        if !compactionMayRun && directory.exists(layout.journalTemp) {
             findings.problems.append(DiskCache.Problem(kind: .temporaryFile, path: layout.journalTemp, key: nil,
                                                        detail: "left by an interrupted compaction (it blocks the next one)"))
             findings.leftovers.append(layout.journalTemp)

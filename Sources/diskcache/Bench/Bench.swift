@@ -57,6 +57,13 @@ struct Bench: ParsableCommand {
         moved in, each beside plain pwrite/copy/pread of the same bytes, with the peak resident \
         memory each grew the process by).
 
+        With --processes N, put and get are measured instead with one cache used by N \
+        processes at once (child processes of this tool, each putting its share of --entries \
+        keys, then all reading random keys for --duration seconds), beside one process alone on \
+        a shared cache and one alone on a cache opened exclusively: the three in turns, \
+        --process-rounds times, medians reported. No floor or peer runs then: the one-process \
+        rates of the same run are the baselines.
+
         Durability is `none` by default: the numbers are those of the page cache and the \
         filesystem, not of the device's flushes. With --durability immediate the floor fsyncs \
         each file and its directory, and SQLite runs with synchronous=FULL.
@@ -126,6 +133,12 @@ struct Bench: ParsableCommand {
     @Option(help: "For idle: the cache's sweepInterval in seconds.")
     var sweepInterval = 1.0
 
+    @Option(help: "Measure one cache used by this many processes at once against one process (see above).")
+    var processes: Int?
+
+    @Option(help: "With --processes: rounds of the three setups (the report gives their medians).")
+    var processRounds = 3
+
     @Flag(help: "Print the results as JSON (the progress bar still goes to standard error).")
     var json = false
 
@@ -148,6 +161,8 @@ struct Bench: ParsableCommand {
             throw ValidationError("--floor-probe-seconds, --floor-probe-rounds and --floor-probe-puts must be positive")
         }
         _ = try parsedPeers()
+        if let processes, processes < 2 { throw ValidationError("--processes must be at least 2") }
+        guard processRounds >= 1 else { throw ValidationError("--process-rounds must be at least 1") }
     }
 
     static let peers = ["sqlite", "urlcache"]
@@ -229,6 +244,29 @@ struct Bench: ParsableCommand {
         defer { if !keep { try? fm.removeItem(atPath: cleanupPath) } }
 
         let threshold = inlineThreshold.flatMap(BenchSize.parse) ?? DiskCache.Configuration().inlineThreshold
+        if let processes {
+            let progress = BenchProgress(enabled: !quiet)
+            if !quiet {
+                progress.note("bench: \(root), \(processes) processes, durability \(try parsedDurability()), sizes \(sizes.map(BenchSize.label).joined(separator: ",")), entries " +
+                              sizes.map { "\(BenchSize.label($0))=\(entriesFor($0))" }.joined(separator: " "))
+            }
+            let scaling = BenchProcesses(root: root, sizes: sizes, entries: entriesFor, durability: try parsedDurability(),
+                                         inlineThreshold: threshold, seconds: duration, processes: processes,
+                                         rounds: processRounds, seed: seed, progress: progress)
+            var report = try scaling.run()
+            progress.finish()
+            if keep { report.notes.append("kept: \(root)") }
+            let output: String
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                output = String(decoding: try encoder.encode(report), as: UTF8.self) + "\n"
+            } else {
+                output = BenchProcesses.table(report)
+            }
+            FileHandle.standardOutput.write(Data(output.utf8))
+            return
+        }
         let peers = try parsedPeers()
         let plan = BenchPlan(root: root, sizes: sizes, entries: entriesFor, operations: operations,
                              durability: try parsedDurability(), threads: threads, seconds: duration, coldReads: cold,

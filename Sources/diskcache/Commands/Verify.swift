@@ -15,8 +15,9 @@ struct Verify: ParsableCommand {
             Leftovers the next open removes by itself (files in tmp/, a cache that was not \
             closed cleanly) are printed as notes and do not count as problems.
 
-            Without --repair nothing is modified (and a cache another process has open is \
-            refused). With --repair, a cache whose VERSION file was lost or damaged is marked \
+            Without --repair nothing is modified. A cache a running process has open is read \
+            as it changes: a finding is reported only if fresh reads of the journal still \
+            confirm it. With --repair, a cache whose VERSION file was lost or damaged is marked \
             again first, when the rest of the directory is recognisably a cache; then, when the \
             check finds problems, the cache is opened read-write: damaged entries are removed, orphan and leftover files deleted, \
             permissions restored and the journal rewritten; each repair is listed, then the \
@@ -87,8 +88,9 @@ struct Verify: ParsableCommand {
 
     /// The read-only check; the inspector (and the lock it holds) is gone when this returns.
     private func check(label: String) throws -> Check {
-        // With --repair the command will write: it waits for the cache, as the other writers do.
-        let inspector = try repair ? cache.inspect(waiting: lockWait.wait) : cache.inspect()
+        // A cache a running process has open is read as a snapshot (what changes meanwhile is
+        // no finding); the repair then opens it shared, as the other writers do.
+        let inspector = try cache.inspectSnapshot(quietly: label != "verifying")
         let bar = ProgressBar(label: label)
         let report = inspector.verify { done, total in bar.update(done: done, total: total) }
         bar.finish()

@@ -61,11 +61,6 @@ struct CacheOptions: ParsableArguments {
         try Self.retryingWhileLocked(waiting: waiting) { try openOnce(create: create, reportsRecovery: reportsRecovery) }
     }
 
-    /// ``inspect()``, tried again while another process has the cache open, for up to `waiting` seconds.
-    func inspect(waiting: Double) throws -> DiskCacheInspector {
-        try Self.retryingWhileLocked(waiting: waiting) { try inspect() }
-    }
-
     /// Runs `body` again, after short jittered pauses, while it throws ``DiskCacheError/Code/locked``
     /// and `waiting` seconds have not passed; the last error then says how long it waited.
     private static func retryingWhileLocked<T>(waiting: Double, _ body: () throws -> T) throws -> T {

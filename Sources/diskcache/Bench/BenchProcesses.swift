@@ -1,0 +1,307 @@
+import ArgumentParser
+import DiskCache
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `diskcache bench --processes N`: put and get throughput of one cache used by N processes at
+/// once, beside the same work done by one process on a cache it shares with nobody (shared
+/// mode, the default) and on one it opened exclusively. All three run in turns in each round,
+/// in child processes of this tool (`bench-worker`), so that each is measured the same way.
+struct BenchProcesses {
+    var root: String
+    var sizes: [Int]
+    var entries: (Int) -> Int
+    var durability: DiskCache.Durability
+    var inlineThreshold: Int
+    var seconds: Double
+    var processes: Int
+    var rounds: Int
+    var seed: UInt64
+    let progress: BenchProgress
+
+    enum Setup: String, CaseIterable, Codable {
+        case exclusive, shared, sharedByMany = "shared-by-many"
+    }
+
+    /// One setup's rates for one body size: each round's, and their medians.
+    struct Row: Codable {
+        var size: String
+        var setup: Setup
+        var processes: Int
+        var putRates: [Double] = []
+        var getRates: [Double] = []
+        var failedGets = 0
+        var putMedian: Double { median(putRates) }
+        var getMedian: Double { median(getRates) }
+    }
+
+    struct Report: Codable {
+        var date: String
+        var machine: BenchMachine
+        var processes: Int
+        var rounds: Int
+        var durability: String
+        var entriesPerSize: [String: Int]
+        var getSeconds: Double
+        var rows: [Row]
+        var notes: [String]
+    }
+
+    func run() throws -> Report {
+        var rows: [Row] = []
+        progress.plan(phases: sizes.count * rounds * Setup.allCases.count)
+        var entriesPerSize: [String: Int] = [:]
+        for size in sizes {
+            let label = BenchSize.label(size)
+            entriesPerSize[label] = entries(size)
+            var bySetup = Dictionary(uniqueKeysWithValues: Setup.allCases.map {
+                ($0, Row(size: label, setup: $0, processes: $0 == .sharedByMany ? processes : 1))
+            })
+            for round in 0..<rounds {
+                // Each round starts with another setup, so none always follows the same one.
+                let order = Setup.allCases.indices.map { Setup.allCases[($0 + round) % Setup.allCases.count] }
+                for setup in order {
+                    progress.phase("\(label) \(setup.rawValue), round \(round + 1)/\(rounds)")
+                    let measured = try measure(setup, size: size, round: round)
+                    bySetup[setup]!.putRates.append(measured.put)
+                    bySetup[setup]!.getRates.append(measured.get)
+                    bySetup[setup]!.failedGets += measured.failedGets
+                }
+            }
+            rows += Setup.allCases.map { bySetup[$0]! }
+        }
+        var notes: [String] = []
+        if durability == .none {
+            notes.append("durability none: no fsync; these are page-cache and filesystem costs")
+        }
+        for row in rows where row.failedGets > 0 {
+            notes.append("\(row.size) \(row.setup.rawValue): \(row.failedGets) gets missed or read the wrong size")
+        }
+        return Report(date: ISO8601DateFormatter().string(from: Date()), machine: BenchMachine.describe(directory: root),
+                      processes: processes, rounds: rounds, durability: durability.description,
+                      entriesPerSize: entriesPerSize, getSeconds: seconds, rows: rows, notes: notes)
+    }
+
+    /// One setup in a fresh cache: its workers fill it (each its share of the keys), then all
+    /// read random keys for `seconds`. Rates are all workers' operations over the slowest one's time.
+    private func measure(_ setup: Setup, size: Int, round: Int) throws -> (put: Double, get: Double, failedGets: Int) {
+        let directory = root + "/processes-\(BenchSize.label(size))-\(setup.rawValue)-\(round)"
+        defer { BenchTrash.setAside(directory, root: root) }
+        let count = setup == .sharedByMany ? processes : 1
+        let workers = try (0..<count).map { index in
+            try BenchWorkerProcess(arguments: [
+                "bench-worker", directory,
+                "--sharing", setup == .exclusive ? "exclusive" : "shared",
+                "--durability", durabilityArgument,
+                "--inline-threshold", "\(inlineThreshold)",
+                "--size", "\(size)", "--entries", "\(entries(size))",
+                "--index", "\(index)", "--workers", "\(count)",
+                "--seed", "\(seed &+ UInt64(index))",
+            ])
+        }
+        defer { for worker in workers { worker.stop() } }
+        for worker in workers { try worker.expect("ready") }
+        sync()
+        let put = try phase(workers, command: "put")
+        progress.phaseFraction(0.5)
+        let get = try phase(workers, command: "get \(seconds)")
+        for worker in workers { try worker.send("quit") }
+        for worker in workers { try worker.expect("closed") }
+        return (put.rate, get.rate, get.failures)
+    }
+
+    private var durabilityArgument: String {
+        switch durability {
+        case .none: "none"
+        case .immediate: "immediate"
+        default: "batched"
+        }
+    }
+
+    /// Sends `command` to every worker at once and waits for each one's `done OPS NANOS FAILURES`.
+    private func phase(_ workers: [BenchWorkerProcess], command: String) throws -> (rate: Double, failures: Int) {
+        for worker in workers { try worker.send(command) }
+        var operations = 0, slowest: UInt64 = 1, failures = 0
+        for worker in workers {
+            let fields = try worker.expect("done").split(separator: " ")
+            guard fields.count == 4, let ops = Int(fields[1]), let nanos = UInt64(fields[2]), let failed = Int(fields[3]) else {
+                throw ToolError("bench-worker: unexpected answer \(fields.joined(separator: " "))", status: ExitStatus.failed)
+            }
+            operations += ops
+            slowest = max(slowest, nanos)
+            failures += failed
+        }
+        return (Double(operations) / (Double(slowest) / 1e9), failures)
+    }
+
+    /// The report as a table: medians per setup, and the two ratios the setups are measured for.
+    static func table(_ report: Report) -> String {
+        var lines: [String] = []
+        lines.append("One cache, \(report.processes) processes (\(report.rounds) rounds, medians; durability \(report.durability); gets for \(String(format: "%g", report.getSeconds)) s)")
+        lines.append("machine: \(report.machine.processors) processors, \(report.machine.cpuModel), \(report.machine.fileSystem)")
+        let many = "shared ×\(report.processes)"
+        let header = ["size", "op", "exclusive", "shared", many, "shared ÷ exclusive", "\(report.processes) procs ÷ 1"]
+        var cells: [[String]] = []
+        var sizes: [String] = []
+        for row in report.rows where !sizes.contains(row.size) { sizes.append(row.size) }
+        for size in sizes {
+            let rows = Dictionary(uniqueKeysWithValues: report.rows.filter { $0.size == size }.map { ($0.setup, $0) })
+            guard let exclusive = rows[.exclusive], let shared = rows[.shared], let byMany = rows[.sharedByMany] else { continue }
+            for (op, rate) in [("put", \Row.putMedian), ("get", \Row.getMedian)] {
+                cells.append([size, op, rateText(exclusive[keyPath: rate]), rateText(shared[keyPath: rate]),
+                              rateText(byMany[keyPath: rate]),
+                              String(format: "%.2f×", shared[keyPath: rate] / max(1e-9, exclusive[keyPath: rate])),
+                              String(format: "%.2f×", byMany[keyPath: rate] / max(1e-9, shared[keyPath: rate]))])
+            }
+        }
+        let widths = header.indices.map { column in ([header] + cells).map { $0[column].count }.max() ?? 0 }
+        for row in [header] + cells {
+            lines.append(row.enumerated().map { column, text in
+                column < 2 ? text.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                           : String(repeating: " ", count: widths[column] - text.count) + text
+            }.joined(separator: "  "))
+        }
+        lines.append("Rates are operations per second of all processes together (their operations over the slowest one's time).")
+        for note in report.notes { lines.append("note: \(note)") }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private static func rateText(_ rate: Double) -> String {
+        rate >= 10_000 ? String(format: "%.1fk/s", rate / 1000) : String(format: "%.0f/s", rate)
+    }
+}
+
+private func median(_ values: [Double]) -> Double {
+    guard !values.isEmpty else { return 0 }
+    let sorted = values.sorted()
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+
+/// A `diskcache bench-worker` child, spoken to in lines on its standard input and output.
+final class BenchWorkerProcess {
+    private let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+    private var buffer: [UInt8] = []
+
+    init(arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: Bundle.main.executablePath ?? CommandLine.arguments[0])
+        process.arguments = arguments
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+    }
+
+    func send(_ line: String) throws {
+        try input.fileHandleForWriting.write(contentsOf: Data((line + "\n").utf8))
+    }
+
+    /// The next line, which must start with `word` (a worker that failed says why instead).
+    @discardableResult
+    func expect(_ word: String) throws -> String {
+        let line = try readLine()
+        guard line == word || line.hasPrefix(word + " ") else {
+            throw ToolError("bench-worker: expected \(word), got: \(line)", status: ExitStatus.failed)
+        }
+        return line
+    }
+
+    private func readLine() throws -> String {
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[..<newline], as: UTF8.self)
+                buffer.removeSubrange(...newline)
+                return line
+            }
+            // read(2) itself: FileHandle's read(upToCount:) waits for the whole count.
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let count = chunk.withUnsafeMutableBytes { read(output.fileHandleForReading.fileDescriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw ToolError("bench-worker: ended without answering", status: ExitStatus.failed) }
+            buffer += chunk[..<count]
+        }
+    }
+
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+}
+
+/// `diskcache bench-worker`: one process of `bench --processes` (not for direct use).
+struct BenchWorker: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bench-worker",
+        abstract: "One process of `bench --processes` (driven by it over standard input).",
+        shouldDisplay: false
+    )
+
+    @Argument var directory: String
+    @Option var sharing = "shared"
+    @Option var durability = "none"
+    @Option var inlineThreshold = DiskCache.Configuration().inlineThreshold
+    @Option var size = 1024
+    @Option var entries = 1000
+    @Option var index = 0
+    @Option var workers = 1
+    @Option var seed: UInt64 = 1
+
+    func run() throws {
+        var configuration = DiskCache.Configuration(diskCapacity: .max, durability: durability == "immediate" ? .immediate
+                                                        : durability == "batched" ? .batched : .none,
+                                                    minimumFreeSpace: 0, minimumFreeFraction: 0, sweepInterval: nil)
+        configuration.inlineThreshold = inlineThreshold
+        configuration.sharing = sharing == "exclusive" ? .exclusive : .shared
+        let cache = try DiskCache(directory: URL(fileURLWithPath: directory), configuration: configuration)
+        var random = BenchRandom(seed: seed)
+        var value = Data(count: size)
+        value.withUnsafeMutableBytes { bytes in
+            for i in 0..<bytes.count { bytes[i] = UInt8(truncatingIfNeeded: random.next()) }
+        }
+        say("ready")
+        while let line = Swift.readLine() {
+            let words = line.split(separator: " ")
+            switch words.first {
+            case "put":
+                let start = benchNanoseconds()
+                var done = 0, failed = 0
+                for key in stride(from: index, to: entries, by: workers) {
+                    do { try cache.store(value, for: "bench-\(key)") } catch { failed += 1 }
+                    done += 1
+                }
+                say("done \(done) \(benchNanoseconds() - start) \(failed)")
+            case "get":
+                let seconds = words.count > 1 ? Double(words[1]) ?? 1 : 1
+                let start = benchNanoseconds()
+                let end = start + UInt64(seconds * 1e9)
+                var done = 0, failed = 0
+                var now = start
+                while now < end {
+                    for _ in 0..<64 {
+                        if cache.data(for: "bench-\(random.below(entries))")?.count != size { failed += 1 }
+                        done += 1
+                    }
+                    now = benchNanoseconds()
+                }
+                say("done \(done) \(now - start) \(failed)")
+            case "quit":
+                try cache.close()
+                say("closed")
+                return
+            default:
+                throw ToolError("bench-worker: unknown command \(line)", status: ExitStatus.failed)
+            }
+        }
+    }
+
+    private func say(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    }
+}
