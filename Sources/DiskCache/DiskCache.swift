@@ -49,7 +49,7 @@ import Darwin
 /// **Sharing.** By default any number of processes, and of `DiskCache` instances in one
 /// process, open a directory together: each sees what the others store and remove from its next
 /// call on, one instance at a time compacts and sweeps, and limits hold for the cache as a whole
-/// (``Configuration/Sharing``). With ``Configuration/sharing`` `.exclusive` one instance owns the
+/// (``Sharing``). With ``Configuration/sharing`` `.exclusive` one instance owns the
 /// directory, and any other open fails with ``DiskCacheError/Code/locked``.
 ///
 /// **Threads.** All methods may be called from any thread. Reads run in parallel; writes of

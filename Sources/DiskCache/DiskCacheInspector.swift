@@ -46,7 +46,7 @@ public final class DiskCacheInspector: Sendable {
         public var wasCleanlyClosed = true
         /// Set when the cache was open in a running process when it was read (with `whileOpen`):
         /// the process id its `LOCK` names, "shared" when instances share it (see
-        /// ``DiskCache/Configuration/Sharing``), or "" when it names none.
+        /// ``DiskCache/Sharing``), or "" when it names none.
         public var openBy: String?
     }
 

@@ -19,7 +19,7 @@ import DiskCacheLocking
 /// lock per group of keys), so memory never holds a value the disk has since replaced or lost.
 ///
 /// **Sharing.** When the disk tier is shared with other instances (the default, see
-/// ``DiskCache/Configuration/Sharing``), each call first drops from memory the keys the others
+/// ``DiskCache/Sharing``), each call first drops from memory the keys the others
 /// stored or removed since, so the memory tier never serves a value another process replaced.
 public final class TieredCache: Sendable {
     /// Where a record may be kept: `URLCache.StoragePolicy`'s three values.

@@ -75,7 +75,7 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     ///     the cache in memory only.
     ///   - directory: the disk tier's directory, which other processes and caches may have
     ///     open at the same time (the disk tier opens it shared: each sees what the others
-    ///     store and remove; see `DiskCache.Configuration.Sharing`); `nil` for a memory-only cache. A cache there that this version's records did
+    ///     store and remove; see `DiskCache.Sharing`); `nil` for a memory-only cache. A cache there that this version's records did
     ///     not write (an earlier record layout, or a store used for something else) is emptied
     ///     at open: see ``recordFormatVersion``.
     ///   - engine: the caching rules; a private cache by default.
