@@ -68,6 +68,9 @@ public final class DiskCache: Sendable {
     let state: StateLock
     /// Shared mode's page and locks (see ``SharedRegion``); nil in exclusive mode.
     let sharedRegion: SharedRegion?
+    /// How deep ``asHousekeeper(wait:_:)`` calls are nested (they all run on the maintenance
+    /// queue, so nesting is the only way two overlap).
+    let housekeepingDepth = PthreadMutex(0)
     let syncState = PthreadMutex(SyncState())
     let stripes: [StripeLock] = (0..<256).map { _ in StripeLock() }
     /// `LOCK` and the directory, `flock`ed while the cache is open; emptied by `close()`.
@@ -142,6 +145,12 @@ public final class DiskCache: Sendable {
             return
         }
         try sharedRegion.withLock(.opening) { () throws(DiskCacheError) in
+            // Out before the next open or close begins: an instance opening after this one
+            // must find it gone (or find it the last and recover, not join a closed journal).
+            defer {
+                state.withLock { $0.isClosed = true }
+                sharedRegion.lock(.presence, .unlock)
+            }
             let last: Bool
             if case .success = sharedRegion.lock(.presence, .exclusive, wait: false) { last = true } else { last = false }
             let stillOpen = sharedRegion.add(.openCount, -1)

@@ -117,7 +117,11 @@ struct CacheState {
     mutating func withAppendLock<T>(_ body: (inout CacheState) throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
         guard let region = shared?.region else { return try body(&self) }
         return try region.withLock(.append) { () throws(DiskCacheError) -> T in
-            followHoldingAppendLock()
+            guard followHoldingAppendLock() else {
+                throw DiskCacheError(code: .ioFailure,
+                                     message: "Cannot read the journal another instance's compaction wrote; nothing was written",
+                                     path: shared?.layout.journal)
+            }
             return try body(&self)
         }
     }
@@ -176,37 +180,50 @@ extension CacheState {
             }
         }
         // Another instance compacted: switch files holding the append lock, so that the old
-        // file is known to be complete.
-        region.withLock(.append) { followHoldingAppendLock() }
+        // file is known to be complete. (If the switch fails, this instance stays where it
+        // is and tries again on its next call; an append would fail meanwhile.)
+        region.withLock(.append) { _ = followHoldingAppendLock() }
     }
 
     /// ``follow()`` to the journal's true end (its size): nothing is being appended meanwhile.
-    mutating func followHoldingAppendLock() {
-        guard let shared else { return }
+    /// Returns false when the journal another instance's compaction left could not be opened
+    /// or read: this instance is then behind the journal and must not append.
+    mutating func followHoldingAppendLock() -> Bool {
+        guard let shared else { return true }
         let region = shared.region
         var generation = Int(region[.generation])
         // Every append and compaction updates the page before it lets go of the lock; only one
         // whose process died holding it may have left the page behind the files. (Where the
         // lock is a byte range, whose holder's death is not reported, the files are always checked.)
         guard !SharedRegion.usesMutexes || region[.holderDied] != 0 else {
-            if generation != journalGeneration { switchJournal(to: generation, shared) }
+            if generation != journalGeneration { guard switchJournal(to: generation, shared) else { return false } }
             let end = Int64(bitPattern: region[.end])
             if end > journalLength { applyRecords(through: end) }
-            return
+            return true
         }
-        if generation == journalGeneration, case .success(let info) = Syscall.fstat(journal.fd), info.st_nlink == 0 {
-            // A compaction renamed its file over this one and its process died before it said
-            // so in the shared page. It held the append lock throughout, so nothing was appended
-            // to either file since: every instance (this one first) reads the new file whole.
-            generation += 2
+        // A compaction renames its file over `journal` and then records the new file's inode in
+        // the page, holding the append lock throughout. Another file there than the page names
+        // means its process died in between: nothing was appended to either file since, so
+        // every instance (this one first) reads the new file whole, and it is made durable
+        // first (the dead compactor may not have synced the directory).
+        let current = shared.layout.directory.lstat(shared.layout.journal)
+        if case .success(let info) = current, !region.namesJournal(info) {
+            generation = Int(region[.generation]) + 2
             region[.generation] = UInt64(generation)
+            region.nameJournal(info)
+            if case .success(let fd) = shared.layout.directory.open(shared.layout.journal, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) {
+                _ = Syscall.fsync(fd)
+                Syscall.close(fd)
+            }
+            _ = shared.layout.directory.fsyncDirectory(shared.layout.root)
         }
-        if generation != journalGeneration { switchJournal(to: generation, shared) }
+        if generation != journalGeneration { guard switchJournal(to: generation, shared) else { return false } }
         if case .success(let info) = Syscall.fstat(journal.fd), Int64(info.st_size) > journalLength {
             applyRecords(through: Int64(info.st_size))
         }
         region[.end] = UInt64(journalLength)
         region[.holderDied] = 0
+        return true
     }
 
     /// Reads the journal from `journalLength` up to `end` and applies every whole record; stops
@@ -253,9 +270,9 @@ extension CacheState {
     /// compaction the old file is complete and its end is the new file's `base`: this instance
     /// reads the old file to its end and goes on in the new one. After more than one, it reads
     /// the new file whole.
-    private mutating func switchJournal(to generation: Int, _ shared: SharedJournal) {
+    private mutating func switchJournal(to generation: Int, _ shared: SharedJournal) -> Bool {
         let path = shared.layout.journal
-        guard case .success(let fd) = shared.layout.directory.open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK) else { return }
+        guard case .success(let fd) = shared.layout.directory.open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK) else { return false }
         let file = FileDescriptor(fd)
         if generation == journalGeneration + 1 {
             if case .success(let info) = Syscall.fstat(journal.fd), Int64(info.st_size) > journalLength {
@@ -266,7 +283,7 @@ extension CacheState {
             journalRecords = Int(shared.region[.baseRecords])
         } else {
             guard case .success(let bytes?) = FileIO.readAll(fd: fd, limit: Int.max),
-                  bytes.withUnsafeBytes({ Journal.checkHeader($0) }) == .valid else { return }
+                  bytes.withUnsafeBytes({ Journal.checkHeader($0) }) == .valid else { return false }
             var fresh = Index(blockSize: index.blockSize, expectedCount: bytes.count / 80)
             let summary = bytes.withUnsafeBytes { Journal.replay($0) { fresh.apply($0) } }
             index = fresh
@@ -275,12 +292,13 @@ extension CacheState {
             earliestExpirySeconds = 0
             for (_, entry) in index.entries { noteExpiry(entry) }
             journal = file
-            journalLength = Int64(bytes.count)
+            journalLength = Int64(summary.validLength)
             journalRecords = summary.records
         }
         journalGeneration = generation
         reservedEnd = journalLength
         canReserve = true
+        return true
     }
 }
 

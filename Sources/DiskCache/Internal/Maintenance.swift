@@ -184,6 +184,14 @@ extension DiskCache {
     /// it (that one does the work). In exclusive mode it just runs `body`.
     func asHousekeeper<T>(wait: Bool, _ body: () throws(DiskCacheError) -> T) throws(DiskCacheError) -> T? {
         guard let sharedRegion else { return try body() }
+        // Nested (a callback of a sweep calling `compact()`, say): the lock is this instance's
+        // already, and only the outermost call lets go of it.
+        let depth = housekeepingDepth.withLock { depth in
+            depth += 1
+            return depth
+        }
+        defer { housekeepingDepth.withLock { $0 -= 1 } }
+        guard depth == 1 else { return try body() }
         guard case .success = sharedRegion.lock(.housekeeping, .exclusive, wait: wait) else { return nil }
         defer { sharedRegion.lock(.housekeeping, .unlock) }
         return try body()
@@ -301,6 +309,10 @@ extension DiskCache {
                     region[.base] = UInt64(length)
                     region[.baseRecords] = UInt64(state.journalRecords)
                     region[.generation] = UInt64(state.journalGeneration)
+                    // The new file's identity after the generation: a process dying before this
+                    // leaves a page that names the old file, which the next holder of the
+                    // append lock notices (see `followHoldingAppendLock`).
+                    if case .success(let info) = Syscall.fstat(file.fd) { region.nameJournal(info) }
                     region[.end] = UInt64(length)
                 }
             }

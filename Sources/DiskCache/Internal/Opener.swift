@@ -73,7 +73,9 @@ struct Opener {
             var index = Index(blockSize: blockSize, expectedCount: bytes.count / 80)
             let summary = bytes.withUnsafeBytes { buffer in Journal.replay(buffer) { index.apply($0) } }
             let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
-            return (index, summary.records, (FileDescriptor(fd), Int64(bytes.count)), Int(region[.generation]))
+            // Up to the last whole record: bytes after it are a dead appender's, which the
+            // next append writes over.
+            return (index, summary.records, (FileDescriptor(fd), Int64(summary.validLength)), Int(region[.generation]))
         }
         region.add(.openCount, 1)
         var state = CacheState(index: index, journal: journal.0, journalLength: journal.1,
@@ -176,7 +178,8 @@ struct Opener {
 
         let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
         let journal = FileDescriptor(fd)
-        let length = try Syscall.fstat(fd).get(orThrow: "read the journal's size", path: layout.journal).st_size
+        let status = try Syscall.fstat(fd).get(orThrow: "read the journal's size", path: layout.journal)
+        let length = status.st_size
         var state = CacheState(index: index, journal: journal, journalLength: Int64(length),
                                reservedEnd: Int64(length), journalRecords: records)
         if let region {
@@ -186,6 +189,7 @@ struct Opener {
             region[.openCount] = 1
             region[.flags] = needsOrphanScan ? SharedRegion.flagOrphanScanDue : 0
             region[.generation] = 0
+            region.nameJournal(status)
             state.shared = SharedJournal(region: region, layout: layout)
         }
         state.statistics.recovery = recovery

@@ -28,7 +28,9 @@ import Darwin
 ///  48     openCount    instances open; a clean close counts itself out
 ///  56     flags        bit 0: an orphan scan is due and has not finished
 ///  64     holderDied   1 when an instance died holding the append lock (the next holder checks
-///                      the journal's true length and link count, then clears it)
+///                      the journal's true length and which file it is, then clears it)
+///  72     journalInode the inode and device of the journal file the page describes
+///  80     journalDevice
 /// 4096    the append lock (a pthread mutex, in 64 bytes)
 /// 4160    key stripe i's lock at 4160 + 64 × i, i < 256
 /// ```
@@ -53,7 +55,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         case opening = 1_048_576
         /// Shared by every open instance; taken exclusively only by one that finds itself alone.
         case presence = 1_048_577
-        /// Exclusive while one instance compacts, sweeps or scans for orphans.
+        /// Exclusive while one instance compacts, sweeps or verifies.
         case housekeeping = 1_048_578
         /// Exclusive around each journal append, and around a compaction's swap of journals.
         case append = 1_048_579
@@ -64,6 +66,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
 
     enum Field: Int {
         case generation = 16, base = 24, baseRecords = 32, end = 40, openCount = 48, flags = 56, holderDied = 64
+        case journalInode = 72, journalDevice = 80
     }
     static let flagOrphanScanDue: UInt64 = 1
 
@@ -93,7 +96,9 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     static func map(fd: Int32, layout: Layout, initialise: Bool) throws(DiskCacheError) -> SharedRegion {
         let path = layout.root + "/" + fileName
         if initialise {
-            try Syscall.ftruncate(fd, 0).get(orThrow: "reset the shared page", path: path)
+            // Sized, never cut to zero first: an instance that closed but is still referenced
+            // keeps its mapping, and must not find its pages gone (SIGBUS). Every field and lock
+            // is written afresh below.
             try Syscall.ftruncate(fd, Int64(size)).get(orThrow: "size the shared page", path: path)
         } else {
             let info = try Syscall.fstat(fd).get(orThrow: "read the shared page's size", path: path)
@@ -108,6 +113,9 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         }
         let region = SharedRegion(fd: fd, path: path, page: page)
         if initialise {
+            // The version last, so that a page left half written reads as not this library's.
+            cdiskcache_atomic_store(page.advanced(by: 8).assumingMemoryBound(to: UInt64.self), 0)
+            page.advanced(by: 16).initializeMemory(as: UInt8.self, repeating: 0, count: 4096 - 16)
             magic.withUnsafeBytes { page.copyMemory(from: $0.baseAddress!, byteCount: 8) }
             region.store(.generation, 0)
             region[.base] = 0
@@ -148,6 +156,17 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     }
 
     func store(_ field: Field, _ value: UInt64) { self[field] = value }
+
+    /// Whether `info` (the journal's status) is the file the page describes.
+    func namesJournal(_ info: stat) -> Bool {
+        self[.journalInode] == UInt64(info.st_ino) && self[.journalDevice] == UInt64(info.st_dev)
+    }
+
+    /// Records `info`'s file as the journal the page describes.
+    func nameJournal(_ info: stat) {
+        self[.journalInode] = UInt64(info.st_ino)
+        self[.journalDevice] = UInt64(info.st_dev)
+    }
 
     @discardableResult
     func add(_ field: Field, _ delta: Int64) -> UInt64 { cdiskcache_atomic_add(pointer(field), delta) }
