@@ -72,7 +72,7 @@ public final class DiskCache: Sendable {
     /// queue, so nesting is the only way two overlap).
     let housekeepingDepth = PthreadMutex(0)
     let syncState = PthreadMutex(SyncState())
-    let stripes: [StripeLock] = (0..<256).map { _ in StripeLock() }
+    let stripes: [StripeLock] = (0..<SharedRegion.stripeCount).map { _ in StripeLock() }
     /// `LOCK` and the directory, `flock`ed while the cache is open; emptied by `close()`.
     let locks: PthreadMutex<[FileDescriptor]>
     let temporaryCounter = Atomic<UInt64>(0)

@@ -71,6 +71,12 @@ struct CacheState {
         }
     }
 
+    /// Notes the expiry of every entry afresh (after the index was built or rebuilt).
+    mutating func noteEveryExpiry() {
+        earliestExpirySeconds = 0
+        for (_, entry) in index.entries { noteExpiry(entry) }
+    }
+
     /// Bytes of the journal as the sweeper counts it.
     func journalDiskUsage(blockSize: Int64) -> Int64 { roundUp(journalLength, blockSize) }
 
@@ -165,7 +171,7 @@ struct SharedJournal: Sendable {
 
 extension CacheState {
     /// Shared mode: applies the records other instances appended since this one last looked.
-    /// Costs two atomic loads when nothing changed. Called under the state lock at the start
+    /// Costs three atomic loads when nothing changed. Called under the state lock at the start
     /// of every operation (see ``StateLock``).
     mutating func follow() {
         guard let region = shared?.region else { return }
@@ -193,22 +199,18 @@ extension CacheState {
         let region = shared.region
         var generation = Int(region[.generation])
         // Every append and compaction updates the page before it lets go of the lock; only one
-        // whose process died holding it may have left the page behind the files. (Where the
-        // lock is a byte range, whose holder's death is not reported, the files are always checked.)
-        guard !SharedRegion.usesMutexes || region[.holderDied] != 0 else {
-            if generation != journalGeneration { guard switchJournal(to: generation, shared) else { return false } }
-            let end = Int64(bitPattern: region[.end])
-            if end > journalLength { applyRecords(through: end) }
-            return true
-        }
-        // A compaction renames its file over `journal` and then records the new file's inode in
-        // the page, holding the append lock throughout. Another file there than the page names
-        // means its process died in between: nothing was appended to either file since, so
-        // every instance (this one first) reads the new file whole, and it is made durable
-        // first (the dead compactor may not have synced the directory).
-        let current = shared.layout.directory.lstat(shared.layout.journal)
-        if case .success(let info) = current, !region.namesJournal(info) {
-            generation = Int(region[.generation]) + 2
+        // whose process died holding it may have left the page behind the files, and only then
+        // are the files looked at. (Where the lock is a byte range, whose holder's death is not
+        // reported, they always are.)
+        let holderMayHaveDied = !SharedRegion.usesMutexes || region[.holderDied] != 0
+        if holderMayHaveDied, case .success(let info) = shared.layout.directory.lstat(shared.layout.journal),
+           !region.namesJournal(info) {
+            // A compaction renames its file over `journal` and then records the new file's
+            // inode in the page, holding the append lock throughout. Another file there than the
+            // page names means its process died in between: nothing was appended to either file
+            // since, so every instance (this one first) reads the new file whole, and it is made
+            // durable first (the dead compactor may not have synced the directory).
+            generation += 2
             region[.generation] = UInt64(generation)
             region.nameJournal(info)
             if case .success(let fd) = shared.layout.directory.open(shared.layout.journal, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) {
@@ -218,6 +220,13 @@ extension CacheState {
             _ = shared.layout.directory.fsyncDirectory(shared.layout.root)
         }
         if generation != journalGeneration { guard switchJournal(to: generation, shared) else { return false } }
+        guard holderMayHaveDied else {
+            let end = Int64(bitPattern: region[.end])
+            if end > journalLength { applyRecords(through: end) }
+            return true
+        }
+        // The file's true end: a record a dead appender wrote whole is applied, a part of one
+        // is left for the next append to write over.
         if case .success(let info) = Syscall.fstat(journal.fd), Int64(info.st_size) > journalLength {
             applyRecords(through: Int64(info.st_size))
         }
@@ -284,13 +293,11 @@ extension CacheState {
         } else {
             guard case .success(let bytes?) = FileIO.readAll(fd: fd, limit: Int.max),
                   bytes.withUnsafeBytes({ Journal.checkHeader($0) }) == .valid else { return false }
-            var fresh = Index(blockSize: index.blockSize, expectedCount: bytes.count / 80)
-            let summary = bytes.withUnsafeBytes { Journal.replay($0) { fresh.apply($0) } }
-            index = fresh
+            let summary: Journal.ReplaySummary
+            (index, summary) = Index.replaying(bytes, blockSize: index.blockSize)
             pendingAccess.removeAll()
             externalChanges?.noteEverything()
-            earliestExpirySeconds = 0
-            for (_, entry) in index.entries { noteExpiry(entry) }
+            noteEveryExpiry()
             journal = file
             journalLength = Int64(summary.validLength)
             journalRecords = summary.records

@@ -116,6 +116,13 @@ struct Index {
         values.reserveCapacity(expectedCount)
     }
 
+    /// The index a whole journal's bytes (header included) describe, and what the replay found.
+    static func replaying(_ bytes: [UInt8], blockSize: Int64) -> (Index, Journal.ReplaySummary) {
+        var index = Index(blockSize: blockSize, expectedCount: bytes.count / 80)
+        let summary = bytes.withUnsafeBytes { Journal.replay($0) { index.apply($0) } }
+        return (index, summary)
+    }
+
     /// The table size that keeps `count` entries at most half full.
     private static func buckets(for count: Int) -> Int {
         var buckets = 16

@@ -70,8 +70,7 @@ struct Opener {
                                      message: "The journal is missing or unreadable while other instances have the cache open; close them, and the next open rebuilds it",
                                      path: layout.journal)
             }
-            var index = Index(blockSize: blockSize, expectedCount: bytes.count / 80)
-            let summary = bytes.withUnsafeBytes { buffer in Journal.replay(buffer) { index.apply($0) } }
+            let (index, summary) = Index.replaying(bytes, blockSize: blockSize)
             let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
             // Up to the last whole record: bytes after it are a dead appender's, which the
             // next append writes over.
@@ -85,7 +84,7 @@ struct Opener {
         state.statistics.recovery.recordsReplayed = records
         state.diskCapacity = configuration.diskCapacity
         state.countLimit = configuration.countLimit
-        for (_, entry) in state.index.entries { state.noteExpiry(entry) }
+        state.noteEveryExpiry()
         return Opened(layout: layout.withVersion(Layout.formatVersion), blockSize: blockSize, locks: locks, state: state,
                       needsOrphanScan: false, applicationVersion: mark.application)
     }
@@ -141,10 +140,8 @@ struct Opener {
             _ = layout.directory.rename(layout.journal, layout.journalCorrupt)
             (index, records) = try rebuildByScan(blockSize: blockSize, recovery: &recovery)
         case .valid(let bytes):
-            index = Index(blockSize: blockSize, expectedCount: bytes.count / 80)
-            let summary = bytes.withUnsafeBytes { buffer in
-                Journal.replay(buffer) { index.apply($0) }
-            }
+            let summary: Journal.ReplaySummary
+            (index, summary) = Index.replaying(bytes, blockSize: blockSize)
             records = summary.records
             recovery.recordsReplayed = summary.records
             recovery.truncatedBytes = summary.truncatedBytes
@@ -188,7 +185,6 @@ struct Opener {
             region[.end] = UInt64(length)
             region[.openCount] = 1
             region[.flags] = needsOrphanScan ? SharedRegion.flagOrphanScanDue : 0
-            region[.generation] = 0
             region.nameJournal(status)
             state.shared = SharedJournal(region: region, layout: layout)
         }
@@ -196,7 +192,7 @@ struct Opener {
         state.orphanScanPending = needsOrphanScan
         state.diskCapacity = configuration.diskCapacity
         state.countLimit = configuration.countLimit
-        for (_, entry) in state.index.entries { state.noteExpiry(entry) }
+        state.noteEveryExpiry()
         return Opened(layout: layout.withVersion(Layout.formatVersion), blockSize: blockSize, locks: locks, state: state,
                       needsOrphanScan: needsOrphanScan, applicationVersion: mark.application)
     }
@@ -348,9 +344,7 @@ struct Opener {
             .get(orThrow: "open the cache directory", path: layout.root))
         try lock(lockFile.fd, optional: false, layout)
         try lock(directory.fd, optional: true, layout)
-        let pid = Array("\(getpid())\n".utf8)
-        _ = Syscall.ftruncate(lockFile.fd, 0)
-        _ = pid.withUnsafeBytes { Syscall.pwriteAll(lockFile.fd, $0, at: 0) }
+        writeNote("\(getpid())\n", to: lockFile.fd)
         return [lockFile, directory]
     }
 
@@ -381,10 +375,8 @@ struct Opener {
         try region.lock(.presence, .shared).get(orThrow: "lock the shared page", path: path)
         if alone {
             // Names no process: tools that report the owner say the cache is shared.
-            let note = Array("shared\n".utf8)
             if case .success(let lockFile) = layout.directory.open(layout.lockFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600) {
-                _ = Syscall.ftruncate(lockFile, 0)
-                _ = note.withUnsafeBytes { Syscall.pwriteAll(lockFile, $0, at: 0) }
+                writeNote("shared\n", to: lockFile)
                 Syscall.close(lockFile)
             }
         }
@@ -452,6 +444,12 @@ struct Opener {
         case .failure(let error):
             throw DiskCacheError.io(error, "lock the cache directory", path: layout.lockFile)
         }
+    }
+
+    /// Replaces what `LOCK` says (an owner's pid, or "shared"), for error messages and tools.
+    private static func writeNote(_ text: String, to fd: Int32) {
+        _ = Syscall.ftruncate(fd, 0)
+        _ = Array(text.utf8).withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 0) }
     }
 
     /// Whether the lock file says the cache was last opened in shared mode.

@@ -91,8 +91,8 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         layout.directory.open(layout.root + "/" + fileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600)
     }
 
-    /// Maps the page of `fd`. With `initialise` (the first instance, alone) the file is made one
-    /// page long and the page written afresh; otherwise it must already be a valid page.
+    /// Maps `fd`. With `initialise` (the first instance, alone) the file is sized and every
+    /// field and lock written afresh; otherwise it must already be one this library wrote.
     static func map(fd: Int32, layout: Layout, initialise: Bool) throws(DiskCacheError) -> SharedRegion {
         let path = layout.root + "/" + fileName
         if initialise {
@@ -117,13 +117,6 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
             cdiskcache_atomic_store(page.advanced(by: 8).assumingMemoryBound(to: UInt64.self), 0)
             page.advanced(by: 16).initializeMemory(as: UInt8.self, repeating: 0, count: 4096 - 16)
             magic.withUnsafeBytes { page.copyMemory(from: $0.baseAddress!, byteCount: 8) }
-            region.store(.generation, 0)
-            region[.base] = 0
-            region[.baseRecords] = 0
-            region[.end] = 0
-            region[.openCount] = 0
-            region[.flags] = 0
-            region[.holderDied] = 0
             if usesMutexes {
                 for offset in [appendMutexOffset] + (0..<stripeCount).map({ stripeMutexBase + 64 * $0 }) {
                     let result = cdiskcache_shared_mutex_init(page.advanced(by: offset))
@@ -154,8 +147,6 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         get { cdiskcache_atomic_load(pointer(field)) }
         set { cdiskcache_atomic_store(pointer(field), newValue) }
     }
-
-    func store(_ field: Field, _ value: UInt64) { self[field] = value }
 
     /// Whether `info` (the journal's status) is the file the page describes.
     func namesJournal(_ info: stat) -> Bool {
@@ -198,11 +189,12 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     /// Holds key stripe `index` (or all `count` of them from it) exclusively while `body` runs.
     func withStripes<T, E: Error>(from index: Int, count: Int = 1, _ body: () throws(E) -> T) throws(E) -> T {
         if Self.usesMutexes {
-            let mutexes = (index..<index + count).map { page.advanced(by: Self.stripeMutexBase + 64 * $0) }
+            let stripes = index..<index + count
+            func mutex(_ stripe: Int) -> UnsafeMutableRawPointer { page.advanced(by: Self.stripeMutexBase + 64 * stripe) }
             // A holder that died left its key's files uncommitted: the next writer of the key
             // writes over them, so there is nothing to mend here.
-            for mutex in mutexes { Self.lockMutex(mutex) }
-            defer { for mutex in mutexes.reversed() { cdiskcache_shared_mutex_unlock(mutex) } }
+            for stripe in stripes { Self.lockMutex(mutex(stripe)) }
+            defer { for stripe in stripes.reversed() { cdiskcache_shared_mutex_unlock(mutex(stripe)) } }
             return try body()
         }
         let start = Self.stripeBase + Int64(index)

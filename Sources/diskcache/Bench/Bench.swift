@@ -256,14 +256,7 @@ struct Bench: ParsableCommand {
             var report = try scaling.run()
             progress.finish()
             if keep { report.notes.append("kept: \(root)") }
-            let output: String
-            if json {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-                output = String(decoding: try encoder.encode(report), as: UTF8.self) + "\n"
-            } else {
-                output = BenchProcesses.table(report)
-            }
+            let output = json ? try BenchReport.json(report) : BenchProcesses.table(report)
             FileHandle.standardOutput.write(Data(output.utf8))
             return
         }

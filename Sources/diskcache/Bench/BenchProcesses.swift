@@ -172,9 +172,7 @@ struct BenchProcesses {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    private static func rateText(_ rate: Double) -> String {
-        rate >= 10_000 ? String(format: "%.1fk/s", rate / 1000) : String(format: "%.0f/s", rate)
-    }
+    private static func rateText(_ rate: Double) -> String { BenchReport.rate(rate) + "/s" }
 }
 
 private func median(_ values: [Double]) -> Double {

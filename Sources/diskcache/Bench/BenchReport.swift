@@ -152,9 +152,12 @@ extension BenchReport {
         return String(format: "%.1fµs", microseconds)
     }
 
-    func json() throws -> String {
+    func json() throws -> String { try Self.json(self) }
+
+    /// Any report as pretty-printed JSON with sorted keys.
+    static func json(_ value: some Encodable) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        return String(decoding: try encoder.encode(self), as: UTF8.self) + "\n"
+        return String(decoding: try encoder.encode(value), as: UTF8.self) + "\n"
     }
 }
