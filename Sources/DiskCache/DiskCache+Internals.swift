@@ -245,8 +245,12 @@ extension DiskCache {
     /// Whether a journal record vouches for this entry file: its entry uses the slot, and a body
     /// file belongs to an entry whose body is not inline. Call under the hash's stripe, so that
     /// no store of the key is between writing its files and committing them.
+    /// An instance behind the journal (``CacheState/isBehind``) vouches for every file: it
+    /// cannot tell.
     func isVouched(_ hash: KeyHash, slot: UInt8, kind: ShardScanner.FileKind) -> Bool {
-        guard let entry = state.withLock({ $0.index[hash] }) else { return false }
+        let (entry, isBehind) = state.withLock { ($0.index[hash], $0.isBehind) }
+        guard !isBehind else { return true }
+        guard let entry else { return false }
         return entry.slot == slot && (kind == .meta || !entry.isInline)
     }
 
@@ -418,26 +422,29 @@ extension DiskCache {
             if let confirming {
                 guard let entry = state.withLock({ $0.index[hash] }), predicate(entry), confirming(entry) else { return nil }
             }
-            let removed = try state.withLock { state throws(DiskCacheError) -> (generation: Int, end: Int64, entry: IndexEntry)? in
-                guard !state.isClosed else { throw DiskCacheError.closed() }
-                guard let entry = state.index[hash], predicate(entry) else { return nil }
-                let position = try state.append(Journal.encode(.remove(hash)), records: 1, path: layout.journal)
-                state.index.remove(hash)
-                switch reason {
-                case .corrupt:
-                    state.statistics.corruptEntriesRemoved += 1
-                    state.statistics.misses += 1
-                case .explicit:
-                    state.statistics.removals += 1
-                default:
-                    break
+            let removed = try state.withLock { state throws(DiskCacheError) in
+                // Decided holding the append lock (shared mode), after the journal was followed
+                // to its end: the entry whose files are unlinked is the one the record removes.
+                try state.append(path: layout.journal) { state throws(DiskCacheError) -> (bytes: [UInt8], records: Int, result: IndexEntry)? in
+                    guard let entry = state.index[hash], predicate(entry) else { return nil }
+                    state.index.remove(hash)
+                    switch reason {
+                    case .corrupt:
+                        state.statistics.corruptEntriesRemoved += 1
+                        state.statistics.misses += 1
+                    case .explicit:
+                        state.statistics.removals += 1
+                    default:
+                        break
+                    }
+                    return (Journal.encode(.remove(hash)), 1, entry)
                 }
-                return (position.generation, position.end, entry)
             }
             guard let removed else { return nil }
-            _ = layout.directory.unlink(layout.metaFile(hash, slot: removed.entry.slot))
-            if !removed.entry.isInline { _ = layout.directory.unlink(layout.bodyFile(hash, slot: removed.entry.slot)) }
-            return (removed.generation, removed.end, removed.entry.size)
+            let entry = removed.result
+            _ = layout.directory.unlink(layout.metaFile(hash, slot: entry.slot))
+            if !entry.isInline { _ = layout.directory.unlink(layout.bodyFile(hash, slot: entry.slot)) }
+            return (removed.position.generation, removed.position.end, entry.size)
         }
         guard let position else {
             try syncForRetriedRemove()
@@ -455,6 +462,9 @@ extension DiskCache {
     func beginWrite(_ hash: KeyHash) throws(DiskCacheError) -> IndexEntry? {
         try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
             guard !state.isClosed else { throw DiskCacheError.closed() }
+            // Behind the journal, the committed entry (whose slot the new files must not use)
+            // is not known.
+            guard !state.isBehind else { throw state.behindError() }
             try state.reserveJournalSpace(Journal.putRecordSize, path: layout.journal)
             return state.index[hash]
         }

@@ -85,7 +85,12 @@ extension DiskCache {
 
     /// ``verify(repair:progress:)-4b4nk`` but the journal rewrite, as the one housekeeper.
     private func verifyPass(repair: Bool, progress: ((Int, Int) -> Void)?) throws(DiskCacheError) -> VerificationReport {
-        let entries = state.withLock { $0.index.entries.map { ($0.key, $0.value) } }.sorted { $0.0 < $1.0 }
+        // Behind the journal (see `CacheState.isBehind`) every file of an entry stored since
+        // would look like an orphan.
+        let entries = try state.withLock { state throws(DiskCacheError) in
+            guard !state.isBehind else { throw state.behindError() }
+            return state.index.entries.map { ($0.key, $0.value) }
+        }.sorted { $0.0 < $1.0 }
         // Stores and removals go on meanwhile (here and, in shared mode, in other instances):
         // what they changed while it was read is no finding.
         let settle = Verifier.Settle(

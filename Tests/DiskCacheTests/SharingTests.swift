@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import DiskCacheLocking
 @testable import DiskCache
 
 /// Several `DiskCache` instances, in this process and in child processes, on one directory.
@@ -100,6 +101,38 @@ struct SharingTests {
         #expect(reopened.data(for: "key-0") == nil)
         #expect(reopened.count == 51)
         withExtendedLifetime(a) {}
+    }
+
+    /// An instance that cannot open the journal another instance's compaction wrote (out of file
+    /// descriptors, say) is behind: until it catches up it refuses writes, removals and verify,
+    /// so it never writes into the slot of an entry it does not know or deletes its files.
+    @Test func anInstanceThatCannotFollowACompactionChangesNothingUntilItCatchesUp() throws {
+        let dir = TemporaryDirectory()
+        let failing = PthreadMutex(true)
+        var behind = shared()
+        behind.failsJournalSwitch = { failing.withLock { $0 } }
+        let a = try DiskCache(directory: dir.cache, configuration: shared())
+        let b = try DiskCache(directory: dir.cache, configuration: behind)
+        for i in 0..<20 { try a.store(bytes("old-\(i)"), for: "key-\(i)") }
+        #expect(b.data(for: "key-1") == bytes("old-1"))
+        try a.compact()
+        // Into key-1's other slot, the one b (which still sees old-1) would pick.
+        try a.store(randomData(count: 20_000, seed: 2), for: "key-1")
+        try a.store(bytes("fresh"), for: "fresh")
+        #expect(throws: DiskCacheError.self) { try b.store(bytes("from b"), for: "key-1") }
+        #expect(throws: DiskCacheError.self) { try b.removeValue(for: "key-2") }
+        #expect(throws: DiskCacheError.self) { try b.verify(repair: true) }
+        #expect(a.data(for: "key-1") == randomData(count: 20_000, seed: 2))
+        #expect(a.data(for: "fresh") == bytes("fresh"))
+        #expect(a.data(for: "key-2") == bytes("old-2"))
+        failing.withLock { $0 = false }
+        #expect(b.data(for: "key-1") == randomData(count: 20_000, seed: 2))
+        #expect(b.data(for: "fresh") == bytes("fresh"))
+        try b.store(bytes("from b"), for: "key-1")
+        #expect(a.data(for: "key-1") == bytes("from b"))
+        #expect(try b.verify().isHealthy)
+        try a.close()
+        try b.close()
     }
 
     /// A process killed while it holds the append lock and a key's lock: the others go on, and

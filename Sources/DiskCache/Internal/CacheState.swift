@@ -46,6 +46,11 @@ struct CacheState {
     /// In shared mode, the page and locks the instances sharing the cache coordinate through;
     /// nil in exclusive mode.
     var shared: SharedJournal?
+    /// Shared mode: another instance's compaction replaced the journal and this instance could
+    /// not open or read the new file (e.g. out of file descriptors). Its index may lack what
+    /// others stored since: until a later call catches up, it appends nothing, begins no write
+    /// and removes no file (see ``followHoldingAppendLock()``).
+    var isBehind = false
     /// The keys other instances stored or removed, collected while something in front of this
     /// cache (a `TieredCache`'s memory tier) wants to drop its copies of them; nil otherwise.
     var externalChanges: ExternalChanges?
@@ -109,13 +114,29 @@ struct CacheState {
     /// In shared mode the append holds the append lock, first applies what others appended, and
     /// goes at the file's true end.
     mutating func append(_ bytes: [UInt8], records: Int, path: String) throws(DiskCacheError) -> (generation: Int, end: Int64) {
+        try append(path: path) { _ in (bytes, records, ()) }!.position
+    }
+
+    /// Appends the records `decide` returns, if any: in shared mode `decide` runs holding the
+    /// append lock after following the journal, so it sees every record appended before its own
+    /// (what a removal checks must still be there when its record goes in).
+    mutating func append<T>(path: String, deciding decide: (inout CacheState) throws(DiskCacheError) -> (bytes: [UInt8], records: Int, result: T)?)
+        throws(DiskCacheError) -> (position: (generation: Int, end: Int64), result: T)? {
         // After close the lock is released: another owner may be appending to this file.
         guard !isClosed else { throw DiskCacheError.closed() }
         return try withAppendLock { state throws(DiskCacheError) in
-            let position = try state.appendAtEnd(bytes, records: records, path: path)
+            guard let decided = try decide(&state) else { return nil }
+            let position = try state.appendAtEnd(decided.bytes, records: decided.records, path: path)
             state.shared?.region[.end] = UInt64(position.end)
-            return position
+            return (position, decided.result)
         }
+    }
+
+    /// The error for a write or removal refused while ``isBehind``.
+    func behindError() -> DiskCacheError {
+        DiskCacheError(code: .ioFailure,
+                       message: "Cannot read the journal another instance's compaction wrote; nothing was written",
+                       path: shared?.layout.journal)
     }
 
     /// Runs `body` holding the append lock (shared mode: after following the journal to its
@@ -123,11 +144,7 @@ struct CacheState {
     mutating func withAppendLock<T>(_ body: (inout CacheState) throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
         guard let region = shared?.region else { return try body(&self) }
         return try region.withLock(.append) { () throws(DiskCacheError) -> T in
-            guard followHoldingAppendLock() else {
-                throw DiskCacheError(code: .ioFailure,
-                                     message: "Cannot read the journal another instance's compaction wrote; nothing was written",
-                                     path: shared?.layout.journal)
-            }
+            guard followHoldingAppendLock() else { throw behindError() }
             return try body(&self)
         }
     }
@@ -167,6 +184,8 @@ struct CacheState {
 struct SharedJournal: Sendable {
     let region: SharedRegion
     let layout: Layout
+    /// Tests: the switch to another instance's compacted journal fails while this says so.
+    var failsSwitch: (@Sendable () -> Bool)? = nil
 }
 
 extension CacheState {
@@ -187,15 +206,21 @@ extension CacheState {
         }
         // Another instance compacted: switch files holding the append lock, so that the old
         // file is known to be complete. (If the switch fails, this instance stays where it
-        // is and tries again on its next call; an append would fail meanwhile.)
+        // is, marked behind, and tries again on its next call.)
         region.withLock(.append) { _ = followHoldingAppendLock() }
     }
 
     /// ``follow()`` to the journal's true end (its size): nothing is being appended meanwhile.
-    /// Returns false when the journal another instance's compaction left could not be opened
-    /// or read: this instance is then behind the journal and must not append.
+    /// Returns false (and sets ``isBehind``) when the journal another instance's compaction
+    /// left could not be opened or read: this instance is then behind the journal and must not
+    /// append.
     mutating func followHoldingAppendLock() -> Bool {
         guard let shared else { return true }
+        isBehind = !followToTrueEnd(shared)
+        return !isBehind
+    }
+
+    private mutating func followToTrueEnd(_ shared: SharedJournal) -> Bool {
         let region = shared.region
         var generation = Int(region[.generation])
         // Every append and compaction updates the page before it lets go of the lock; only one
@@ -280,6 +305,7 @@ extension CacheState {
     /// reads the old file to its end and goes on in the new one. After more than one, it reads
     /// the new file whole.
     private mutating func switchJournal(to generation: Int, _ shared: SharedJournal) -> Bool {
+        if let failsSwitch = shared.failsSwitch, failsSwitch() { return false }
         let path = shared.layout.journal
         guard case .success(let fd) = shared.layout.directory.open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK) else { return false }
         let file = FileDescriptor(fd)

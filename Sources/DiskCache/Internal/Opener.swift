@@ -80,7 +80,7 @@ struct Opener {
         var state = CacheState(index: index, journal: journal.0, journalLength: journal.1,
                                reservedEnd: journal.1, journalRecords: records)
         state.journalGeneration = generation
-        state.shared = SharedJournal(region: region, layout: layout)
+        state.shared = SharedJournal(region: region, layout: layout, failsSwitch: configuration.failsJournalSwitch)
         state.statistics.recovery.recordsReplayed = records
         state.diskCapacity = configuration.diskCapacity
         state.countLimit = configuration.countLimit
@@ -186,7 +186,7 @@ struct Opener {
             region[.openCount] = 1
             region[.flags] = needsOrphanScan ? SharedRegion.flagOrphanScanDue : 0
             region.nameJournal(status)
-            state.shared = SharedJournal(region: region, layout: layout)
+            state.shared = SharedJournal(region: region, layout: layout, failsSwitch: configuration.failsJournalSwitch)
         }
         state.statistics.recovery = recovery
         state.orphanScanPending = needsOrphanScan
