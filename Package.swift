@@ -9,11 +9,13 @@ let package = Package(
         .library(name: "MemoryCache", targets: ["MemoryCache"]),
         .library(name: "HTTPCache", targets: ["HTTPCache"]),
         .executable(name: "diskcache", targets: ["diskcache"]),
+        .executable(name: "diskcache-server", targets: ["diskcache-server"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
-        // Test-only: a real HTTP origin server on loopback for the HTTPCache tests.
+        // The server (`diskcache-server`), and a real HTTP origin on loopback for the tests; no
+        // library product links it.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
@@ -59,6 +61,27 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // The caching reverse proxy: its own executable, so the libraries and `diskcache` stay light.
+        .target(
+            name: "CacheServer",
+            dependencies: [
+                "DiskCache",
+                "DiskCacheLocking",
+                "HTTPCache",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(
+            name: "diskcache-server",
+            dependencies: [
+                "CacheServer",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         // A child process for the crash and lock tests: it writes to a cache until killed.
         .executableTarget(
             name: "DiskCacheTestWorker",
@@ -74,11 +97,26 @@ let package = Package(
             ]
         ),
         .testTarget(name: "MemoryCacheTests", dependencies: ["DiskCacheLocking", "MemoryCache"]),
-        .testTarget(
-            name: "HTTPCacheTests",
+        // A scripted HTTP origin on loopback, for the HTTP cache's and the server's tests.
+        .target(
+            name: "HTTPTestOrigin",
             dependencies: [
                 "DiskCacheLocking",
-                "HTTPCache",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/HTTPTestOrigin"
+        ),
+        .testTarget(
+            name: "HTTPCacheTests",
+            dependencies: ["DiskCacheLocking", "HTTPCache", "HTTPTestOrigin"]
+        ),
+        .testTarget(
+            name: "CacheServerTests",
+            dependencies: [
+                "CacheServer", "DiskCache", "DiskCacheLocking", "HTTPCache", "HTTPTestOrigin",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

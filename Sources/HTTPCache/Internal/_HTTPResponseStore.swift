@@ -104,8 +104,12 @@ final class _HTTPResponseStore: Sendable {
     /// With `bodyFile` the body is the contents of that file, brought in as `transfer` says
     /// (``TieredCache/store(contentsOf:for:metadata:expires:transfer:policy:)-5brdm``), and
     /// `entry.body` is ignored.
+    ///
+    /// With `onlyMetadata` (a caller that does not hold the body), nothing but the metadata is
+    /// ever written: when the record cannot be updated in place, nothing is stored.
     func store(_ entry: CachedHTTPResponse, forKey primaryKey: String, refreshing: Date? = nil,
-               bodyUnchanged: Bool = false, bodyFile: (url: URL, transfer: DiskCache.FileTransfer)? = nil) throws {
+               bodyUnchanged: Bool = false, onlyMetadata: Bool = false,
+               bodyFile: (url: URL, transfer: DiskCache.FileTransfer)? = nil) throws {
         guard entry.storagePolicy != .notAllowed else { return }
         let id = entry.variantID
         try lock(primaryKey).withLock { _ in
@@ -138,6 +142,7 @@ final class _HTTPResponseStore: Sendable {
                try records.updateMetadata(entry.encodedMetadata(), for: key, policy: entry.storagePolicy.tiered) {
                 return
             }
+            if onlyMetadata { return }
             if let bodyFile {
                 try records.store(contentsOf: bodyFile.url, for: key, metadata: entry.encodedMetadata(),
                                   transfer: bodyFile.transfer, policy: entry.storagePolicy.tiered)

@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import Synchronization
+import HTTPTestOrigin
 import Testing
 @testable import HTTPCache
 

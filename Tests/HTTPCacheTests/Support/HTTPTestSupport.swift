@@ -3,6 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 @testable import HTTPCache
+import HTTPTestOrigin
 
 /// A temporary directory for one test, removed by ``remove()``.
 struct TemporaryDirectory {

@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import DiskCache
 import DiskCacheLocking
+import HTTPTestOrigin
 import Testing
 @testable import HTTPCache
 

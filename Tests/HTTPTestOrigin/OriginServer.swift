@@ -1,28 +1,28 @@
-import Foundation
+public import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import DiskCacheLocking
 
 /// A request as the origin server received it.
-struct RecordedRequest: Sendable {
-    var method: String
-    var path: String
-    var headers: [(name: String, value: String)]
-    var body: Data
+public struct RecordedRequest: Sendable {
+    public var method: String
+    public var path: String
+    public var headers: [(name: String, value: String)]
+    public var body: Data
 
-    func header(_ name: String) -> String? {
+    public func header(_ name: String) -> String? {
         headers.first { $0.name.lowercased() == name.lowercased() }?.value
     }
 }
 
 /// What the origin server answers.
-struct ScriptedResponse: Sendable {
-    var status: Int
-    var headers: [(String, String)]
-    var body: Data
+public struct ScriptedResponse: Sendable {
+    public var status: Int
+    public var headers: [(String, String)]
+    public var body: Data
 
-    init(status: Int = 200, _ headers: [(String, String)] = [], body: String = "") {
+    public init(status: Int = 200, _ headers: [(String, String)] = [], body: String = "") {
         self.status = status
         self.headers = headers
         self.body = Data(body.utf8)
@@ -33,26 +33,26 @@ struct ScriptedResponse: Sendable {
 ///
 /// It records every request, can hold its answers until released (to keep requests in flight),
 /// and answers at most `maximumRequests` requests, after which it closes connections.
-final class OriginServer: Sendable {
-    typealias Script = @Sendable (RecordedRequest) -> ScriptedResponse
+public final class OriginServer: Sendable {
+    public typealias Script = @Sendable (RecordedRequest) -> ScriptedResponse
 
     private struct State {
         var script: Script = { _ in ScriptedResponse(status: 404) }
-        var requests: [RecordedRequest] = []
+        public var requests: [RecordedRequest] = []
         var isHolding = false
         var held: [EventLoopPromise<Void>] = []
         var requestWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
         var children: [any Channel] = []
     }
 
-    let maximumRequests: Int
+    public let maximumRequests: Int
     private let state = PthreadMutex(State())
     private let channel: any Channel
 
     /// The server's base URL, `http://127.0.0.1:<port>`.
-    let baseURL: URL
+    public let baseURL: URL
 
-    init(maximumRequests: Int = 200) async throws {
+    public init(maximumRequests: Int = 200) async throws {
         self.maximumRequests = maximumRequests
         let box = PthreadMutex<OriginServer?>(nil)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -71,22 +71,22 @@ final class OriginServer: Sendable {
         box.withLock { $0 = self }
     }
 
-    func url(_ path: String) -> URL { URL(string: baseURL.absoluteString + path)! }
+    public func url(_ path: String) -> URL { URL(string: baseURL.absoluteString + path)! }
 
     /// Sets how the server answers from now on.
-    func respond(_ script: @escaping Script) {
+    public func respond(_ script: @escaping Script) {
         state.withLock { $0.script = script }
     }
 
     /// Every request received so far.
-    var requests: [RecordedRequest] { state.withLock { $0.requests } }
-    var requestCount: Int { state.withLock { $0.requests.count } }
+    public var requests: [RecordedRequest] { state.withLock { $0.requests } }
+    public var requestCount: Int { state.withLock { $0.requests.count } }
 
     /// Holds every answer from now on until ``release()``.
-    func hold() { state.withLock { $0.isHolding = true } }
+    public func hold() { state.withLock { $0.isHolding = true } }
 
     /// Sends the held answers and stops holding.
-    func release() {
+    public func release() {
         let held = state.withLock { state in
             state.isHolding = false
             defer { state.held = [] }
@@ -96,7 +96,7 @@ final class OriginServer: Sendable {
     }
 
     /// Returns once at least `count` requests have been received.
-    func waitForRequests(_ count: Int) async {
+    public func waitForRequests(_ count: Int) async {
         await withCheckedContinuation { continuation in
             let ready = state.withLock { state in
                 if state.requests.count >= count { return true }
@@ -108,7 +108,7 @@ final class OriginServer: Sendable {
     }
 
     /// Stops listening and closes every open connection; later requests fail to connect.
-    func stop() async throws {
+    public func stop() async throws {
         release()
         let children = state.withLock { $0.children }
         try await channel.close()
@@ -180,7 +180,9 @@ private final class Handler: ChannelInboundHandler {
         if response.status != 304 && response.status != 204 && !(isHEAD && headers.contains(name: "Content-Length")) {
             headers.replaceOrAdd(name: "Content-Length", value: String(response.body.count))
         }
-        headers.replaceOrAdd(name: "Connection", value: keepAlive ? "keep-alive" : "close")
+        // Options a script put in Connection (naming hop-by-hop fields) are kept.
+        let options = headers[canonicalForm: "Connection"].map(String.init)
+        headers.replaceOrAdd(name: "Connection", value: (options + [keepAlive ? "keep-alive" : "close"]).joined(separator: ", "))
         let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         if !isHEAD, response.status != 304, !response.body.isEmpty {

@@ -1,0 +1,161 @@
+import Foundation
+import DiskCache
+import DiskCacheLocking
+import HTTPCache
+public import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// An RFC 9111 caching reverse proxy over the disk store: every request goes to one origin,
+/// and what may be stored is stored, in a cache directory other processes may share.
+///
+/// ```swift
+/// let server = try await CacheServer.start(configuration)
+/// try await server.run()          // until shutdown()
+/// ```
+///
+/// `shutdown()` stops accepting connections, closes idle ones, lets requests in progress finish
+/// (for up to ``ServerConfiguration/shutdownGracePeriod``), then closes the store cleanly.
+public final class CacheServer: Sendable {
+    public let configuration: ServerConfiguration
+    /// The port the server listens on (the one chosen when the configuration says 0).
+    public let port: Int
+    let handler: ProxyHandler
+    private let cache: HTTPURLCache
+    private let listener: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
+    private let connections = PthreadMutex(Connections())
+    private let logger: Logger
+
+    private struct Connections {
+        var open: [Int: (channel: any Channel, busy: Bool)] = [:]
+        var nextID = 0
+        var isDraining = false
+    }
+
+    /// Opens the store and starts listening.
+    ///
+    /// #### Errors
+    /// ``ServerConfigurationError`` for a value that cannot work; the store's error when the
+    /// cache directory cannot be opened (a file, no permission, opened exclusively elsewhere);
+    /// NIO's error when the address cannot be bound (in use, not an address of this machine).
+    public static func start(_ configuration: ServerConfiguration,
+                             logger: Logger = Logger(label: "diskcache-server")) async throws -> CacheServer {
+        try configuration.validate()
+        let cache = try HTTPURLCache(memoryCapacity: configuration.memoryCapacity, diskCapacity: configuration.diskCapacity,
+                                     directory: configuration.cacheDirectory, engine: configuration.engine)
+        let group = MultiThreadedEventLoopGroup.singleton
+        let listener: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
+        do {
+            listener = try await ServerBootstrap(group: group)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .serverChannelOption(.backlog, value: 1024)
+                .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+                .bind(host: configuration.host, port: configuration.port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                        return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
+                    }
+                }
+        } catch {
+            try? cache.closeStore()
+            throw ServerConfigurationError("cannot listen on \(configuration.host):\(configuration.port): \(error)")
+        }
+        let origin = OriginClient(origin: configuration.origin, group: group, connectTimeout: configuration.originConnectTimeout,
+                                  readTimeout: configuration.originReadTimeout)
+        return CacheServer(configuration: configuration, cache: cache, listener: listener,
+                           handler: ProxyHandler(cache: cache, configuration: configuration, origin: origin, logger: logger), logger: logger)
+    }
+
+    private init(configuration: ServerConfiguration, cache: HTTPURLCache,
+                 listener: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>,
+                 handler: ProxyHandler, logger: Logger) {
+        self.configuration = configuration
+        self.cache = cache
+        self.listener = listener
+        self.handler = handler
+        self.logger = logger
+        port = listener.channel.localAddress?.port ?? configuration.port
+    }
+
+    /// What the server has done so far.
+    public var statistics: ServerStatistics { handler.statistics.withLock { $0 } }
+
+    /// Serves connections until ``shutdown()``; then waits for the connections to finish and
+    /// closes the store.
+    public func run() async throws {
+        logger.info("Listening", metadata: ["address": "\(configuration.host):\(port)", "origin": "\(configuration.origin)",
+                                            "cache": "\(configuration.cacheDirectory.path)"])
+        try await listener.executeThenClose { inbound in
+            try await withThrowingDiscardingTaskGroup { group in
+                for try await connection in inbound {
+                    group.addTask { await self.serve(connection) }
+                }
+            }
+        }
+        await handler.waitForRefreshes()
+        try cache.closeStore()
+        logger.info("Stopped; the store is closed")
+    }
+
+    /// Stops accepting connections and closes idle ones; a request in progress finishes (its
+    /// connection closes after it), for up to the grace period. ``run()`` returns after.
+    public func shutdown() async {
+        let idle = connections.withLock { state -> [any Channel] in
+            state.isDraining = true
+            return state.open.values.filter { !$0.busy }.map(\.channel)
+        }
+        try? await listener.channel.close()
+        for channel in idle { try? await channel.close() }
+        let deadline = ContinuousClock.now + configuration.shutdownGracePeriod
+        while ContinuousClock.now < deadline, connections.withLock({ !$0.open.isEmpty }) {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        for channel in connections.withLock({ $0.open.values.map(\.channel) }) { try? await channel.close() }
+    }
+
+    private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async {
+        let id: Int? = connections.withLock { state in
+            guard !state.isDraining else { return nil }
+            state.nextID += 1
+            state.open[state.nextID] = (connection.channel, false)
+            return state.nextID
+        }
+        guard let id else {
+            try? await connection.channel.close()
+            return
+        }
+        defer { _ = connections.withLock { $0.open.removeValue(forKey: id) } }
+        do {
+            try await connection.executeThenClose { inbound, outbound in
+                var parts = inbound.makeAsyncIterator()
+                while true {
+                    guard setBusy(id, false) else { return }
+                    guard let part = try await parts.next() else { return }
+                    guard case .head(let head) = part else { continue }
+                    guard setBusy(id, true) else { return }
+                    let started = ContinuousClock.now
+                    let outcome = try await handler.handle(head, parts: &parts, writer: outbound)
+                    logAccess(head, outcome, since: started)
+                    guard head.isKeepAlive, outcome.canContinue else { return }
+                }
+            }
+        } catch {
+            logger.debug("A connection ended early", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Marks a connection busy or idle; false when the server is draining and it should close.
+    private func setBusy(_ id: Int, _ busy: Bool) -> Bool {
+        connections.withLock { state in
+            state.open[id]?.busy = busy
+            return !state.isDraining || busy
+        }
+    }
+
+    private func logAccess(_ head: HTTPRequestHead, _ outcome: Outcome, since started: ContinuousClock.Instant) {
+        let elapsed = ContinuousClock.now - started
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        logger.info("\(head.method.rawValue) \(head.uri) \(outcome.status) \(outcome.bytes) \(outcome.cacheStatus) \(String(format: "%.1f", milliseconds))ms")
+    }
+}

@@ -1,0 +1,50 @@
+import HTTPCache
+import NIOHTTP1
+
+/// Header-field rules of a proxy (RFC 9110 §7.6.1, RFC 9111 §3.1).
+enum Fields {
+    /// Fields that describe one connection, never forwarded or stored.
+    static let hopByHop = ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Transfer-Encoding", "Upgrade", "Trailer",
+                           "Proxy-Authenticate", "Proxy-Authorization"]
+
+    /// `headers` without hop-by-hop fields and those their `Connection` field names.
+    static func endToEnd(_ headers: HTTPHeaders) -> HTTPHeaders {
+        var result = headers
+        let named = headers[canonicalForm: "Connection"].map(String.init)
+        for name in hopByHop + named { result.remove(name: name) }
+        return result
+    }
+
+    /// The conditional fields of a client's request.
+    static let conditional = ["If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range"]
+
+    static func fields(_ headers: HTTPHeaders) -> HTTPHeaderFields {
+        HTTPHeaderFields(headers.map { ($0.name, $0.value) })
+    }
+
+    static func headers(_ fields: HTTPHeaderFields) -> HTTPHeaders {
+        HTTPHeaders(fields.map { ($0.name, $0.value) })
+    }
+
+    /// Whether a client's `If-None-Match` / `If-Modified-Since` (RFC 9110 §13.1.2, §13.1.3)
+    /// hold for `stored`: then a GET or HEAD is answered 304.
+    static func notModified(_ request: HTTPHeaders, stored: StoredResponse) -> Bool {
+        let ifNoneMatch = request[canonicalForm: "If-None-Match"].map(String.init)
+        if !ifNoneMatch.isEmpty {
+            guard let tag = stored.entityTag else { return false }
+            return ifNoneMatch.contains { value in
+                value == "*" || EntityTag(value).map { $0.matchesWeakly(tag) } ?? false
+            }
+        }
+        guard let since = request.first(name: "If-Modified-Since").flatMap({ HTTPDate.parse($0) }) else { return false }
+        guard let modified = stored.lastModified ?? stored.date else { return false }
+        return modified <= since
+    }
+
+    /// The fields a 304 carries (RFC 9110 §15.4.5): those a 200 would have had, but the body's.
+    static func notModifiedHeaders(_ stored: HTTPHeaders) -> HTTPHeaders {
+        var result = stored
+        for name in ["Content-Length", "Content-Type", "Content-Encoding", "Content-Range"] { result.remove(name: name) }
+        return result
+    }
+}

@@ -1,0 +1,64 @@
+import DiskCache
+import DiskCacheLocking
+import Foundation
+import HTTPCache
+import NIOCore
+import NIOHTTP1
+
+// The server's own answers: errors, the health and metrics endpoints, and purges.
+extension ProxyHandler {
+    /// A short text answer of the server's own.
+    func respond(_ status: HTTPResponseStatus, _ text: String, writer: ClientWriter, head request: HTTPRequestHead,
+                 contentType: String = "text/plain; charset=utf-8", cacheStatus: String = "BYPASS") async throws -> Outcome {
+        let body = ByteBuffer(string: text.hasSuffix("\n") ? text : text + "\n")
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: contentType)
+        headers.add(name: "Content-Length", value: String(body.readableBytes))
+        headers.add(name: "Cache-Control", value: "no-store")
+        try await writer.write(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)))
+        if request.method != .HEAD { try await writer.write(.body(.byteBuffer(body))) }
+        try await writer.write(.end(nil))
+        return Outcome(status: status.code, bytes: Int64(body.readableBytes), cacheStatus: cacheStatus)
+    }
+
+    /// `/_cache/health` (200 while the store is open) and `/_cache/metrics` (Prometheus text).
+    func answerInternal(_ head: HTTPRequestHead, writer: ClientWriter) async throws -> Outcome {
+        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+        guard head.method == .GET || head.method == .HEAD else {
+            return try await respond(.methodNotAllowed, "Only GET and HEAD", writer: writer, head: head, cacheStatus: "INTERNAL")
+        }
+        let records = cache.storeStatistics()
+        switch path {
+        case "/_cache/health":
+            return try await respond(.ok, "{\"status\":\"ok\",\"entries\":\(records.entries),\"bytes\":\(records.bytes)}",
+                                     writer: writer, head: head, contentType: "application/json", cacheStatus: "INTERNAL")
+        case "/_cache/metrics":
+            let text = statistics.withLock { $0 }.prometheus(storeBytes: records.bytes, storeEntries: records.entries)
+            return try await respond(.ok, text, writer: writer, head: head, contentType: "text/plain; version=0.0.4", cacheStatus: "INTERNAL")
+        default:
+            return try await respond(.notFound, "No such endpoint: \(path)", writer: writer, head: head, cacheStatus: "INTERNAL")
+        }
+    }
+
+    /// `PURGE <target>` with `Authorization: Bearer <token>`: removes what is stored for the
+    /// target (GET and HEAD responses, every variant); `PURGE *` removes everything.
+    func purge(_ head: HTTPRequestHead, writer: ClientWriter) async throws -> Outcome {
+        guard let token = configuration.purgeToken else {
+            return try await respond(.forbidden, "Purging is off (no purge token is configured)", writer: writer, head: head, cacheStatus: "PURGE")
+        }
+        guard head.headers.first(name: "Authorization") == "Bearer \(token)" else {
+            return try await respond(.unauthorized, "A purge needs Authorization: Bearer <token>", writer: writer, head: head, cacheStatus: "PURGE")
+        }
+        let cache = self.cache
+        if head.uri == "*" || head.uri == "/*" {
+            try await BlockingIOPool.shared.run { cache.removeAllCachedResponses() }
+            return try await respond(.ok, "Purged everything", writer: writer, head: head, cacheStatus: "PURGE")
+        }
+        guard let target = Self.target(of: head.uri), let url = URL(string: configuration.origin.description + target) else {
+            return try await respond(.badRequest, "The purge target \(head.uri) is not a path", writer: writer, head: head, cacheStatus: "PURGE")
+        }
+        let removed = try await BlockingIOPool.shared.run { try cache.purge(url) }
+        return try await respond(removed ? .ok : .notFound, removed ? "Purged \(target)" : "Nothing stored for \(target)",
+                                 writer: writer, head: head, cacheStatus: "PURGE")
+    }
+}

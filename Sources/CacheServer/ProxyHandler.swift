@@ -1,0 +1,454 @@
+import DiskCache
+import DiskCacheLocking
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import HTTPCache
+import Logging
+import NIOCore
+import NIOHTTP1
+
+typealias ClientWriter = NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
+typealias ClientParts = NIOAsyncChannelInboundStream<HTTPServerRequestPart>.AsyncIterator
+
+/// How one request was answered, for the access log and the connection.
+struct Outcome {
+    var status: UInt = 0
+    var bytes: Int64 = 0
+    /// HIT, MISS, REVALIDATED, STALE, BYPASS, or what an internal endpoint did.
+    var cacheStatus = "BYPASS"
+    /// The request's body was read to its end, so the next request can be read.
+    var canContinue = true
+}
+
+/// Answers requests: from the cache as RFC 9111 allows, else from the origin, storing what may
+/// be stored as it streams through.
+final class ProxyHandler: Sendable {
+    let cache: HTTPURLCache
+    let configuration: ServerConfiguration
+    let origin: OriginClient
+    let logger: Logger
+    let gate = FetchGate()
+    let statistics = PthreadMutex(ServerStatistics())
+    /// Keys whose stale-while-revalidate refresh is running.
+    private let refreshing = PthreadMutex(Set<String>())
+    private let refreshTasks = PthreadMutex([String: Task<Void, Never>]())
+
+    init(cache: HTTPURLCache, configuration: ServerConfiguration, origin: OriginClient, logger: Logger) {
+        self.cache = cache
+        self.configuration = configuration
+        self.origin = origin
+        self.logger = logger
+    }
+
+    private var engine: CachePolicyEngine { cache.engine }
+
+    private func count(_ update: (inout ServerStatistics) -> Void) {
+        statistics.withLock { update(&$0) }
+    }
+
+    /// Waits for the background refreshes under way.
+    func waitForRefreshes() async {
+        while let task = refreshTasks.withLock({ $0.values.first }) { await task.value }
+    }
+
+    // MARK: - One request
+
+    /// One request as the client sent it, and what the cache makes of it.
+    struct Exchange {
+        let head: HTTPRequestHead
+        /// Path and query, as sent to the origin.
+        let target: String
+        let cacheRequest: CacheRequest
+        let urlRequest: URLRequest
+        var isHEAD: Bool { head.method == .HEAD }
+    }
+
+    /// Answers the request whose head is `head`, reading the rest of it from `parts`. Throws when
+    /// the response could not be finished (the client went, or the origin's body was cut short):
+    /// the connection must then close.
+    func handle(_ head: HTTPRequestHead, parts: inout ClientParts, writer: ClientWriter) async throws -> Outcome {
+        if head.uri.hasPrefix("/_cache/") {
+            try await drain(&parts)
+            return try await answerInternal(head, writer: writer)
+        }
+        if head.method == .RAW(value: "PURGE") {
+            try await drain(&parts)
+            return try await purge(head, writer: writer)
+        }
+        guard let target = Self.target(of: head.uri), let url = URL(string: configuration.origin.description + target) else {
+            try await drain(&parts)
+            return try await respond(.badRequest, "The request target \(head.uri) is not a path", writer: writer, head: head)
+        }
+        let fields = Fields.fields(Fields.endToEnd(head.headers))
+        let cacheRequest = CacheRequest(method: head.method.rawValue, url: url, headers: fields)
+        var urlRequest = URLRequest(url: url)
+        urlRequest.httpMethod = head.method.rawValue
+        for field in fields { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }
+        let exchange = Exchange(head: head, target: target, cacheRequest: cacheRequest, urlRequest: urlRequest)
+        count { $0.requests += 1 }
+        if head.method == .GET || head.method == .HEAD {
+            try await drain(&parts)
+            return try await answerFromCache(exchange, writer: writer)
+        }
+        return try await forwardUnsafe(exchange, parts: &parts, writer: writer)
+    }
+
+    /// The origin-form target of a request target: a path (and query) as is, an absolute URI's path and query.
+    static func target(of uri: String) -> String? {
+        if uri.hasPrefix("/") { return uri }
+        guard let components = URLComponents(string: uri), components.scheme != nil else { return nil }
+        let path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        return path + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
+    }
+
+    private func drain(_ parts: inout ClientParts) async throws {
+        while let part = try await parts.next() {
+            if case .end = part { return }
+        }
+    }
+
+    // MARK: - GET and HEAD
+
+    private func answerFromCache(_ exchange: Exchange, writer: ClientWriter) async throws -> Outcome {
+        let cache = self.cache
+        let request = exchange.urlRequest
+        guard let stored = try await BlockingIOPool.shared.run({ cache.storedVariants(for: request) }) else {
+            return try await fetch(exchange, key: nil, adding: [:], validating: nil, fallback: nil, writer: writer).outcome!
+        }
+        var variants = stored.variants
+        var waited = false
+        // Each pass leaves out a variant whose body could not be read, so this ends.
+        while true {
+            let decision = engine.decision(for: exchange.cacheRequest, storedResponses: variants.map(\.entry.response), at: Date())
+            let chosen = decision.storedResponse.flatMap { response in variants.first { $0.entry.response == response } }
+            switch decision {
+            case .fresh, .stale:
+                if let outcome = try await serveStored(chosen!, exchange, status: "HIT", writer: writer) {
+                    count { $0.hits += 1 }
+                    return outcome
+                }
+                variants.removeAll { $0.recordKey == chosen!.recordKey }
+            case .staleWhileRevalidate(_, let conditional):
+                if let outcome = try await serveStored(chosen!, exchange, status: "STALE", writer: writer) {
+                    count { $0.hits += 1 }
+                    refreshInBackground(exchange, key: stored.key, validating: chosen!, adding: conditional)
+                    return outcome
+                }
+                variants.removeAll { $0.recordKey == chosen!.recordKey }
+            case .revalidate(_, let conditional):
+                let result = try await fetch(exchange, key: stored.key, adding: conditional, validating: chosen, fallback: chosen, writer: writer)
+                if let outcome = result.outcome { return outcome }
+                variants = try await BlockingIOPool.shared.run { cache.storedVariants(for: request)?.variants ?? [] }
+            case .mustFetch(let additional, let fallbackResponse):
+                let fallback = fallbackResponse.flatMap { response in variants.first { $0.entry.response == response } }
+                // One fetch per resource at a time: the others wait for it, then look again.
+                if fallback == nil, exchange.head.method == .GET, !waited {
+                    if await gate.enter(stored.key) {
+                        defer { gate.finish(stored.key) }
+                        let result = try await fetch(exchange, key: stored.key, adding: additional, validating: nil, fallback: nil, writer: writer)
+                        if let outcome = result.outcome { return outcome }
+                        return try await respond(.badGateway, "The origin's answer could not be used", writer: writer, head: exchange.head)
+                    }
+                    waited = true
+                    count { $0.coalesced += 1 }
+                    variants = try await BlockingIOPool.shared.run { cache.storedVariants(for: request)?.variants ?? [] }
+                    continue
+                }
+                let result = try await fetch(exchange, key: stored.key, adding: additional, validating: nil, fallback: fallback, writer: writer)
+                if let outcome = result.outcome { return outcome }
+                variants = try await BlockingIOPool.shared.run { cache.storedVariants(for: request)?.variants ?? [] }
+            case .gatewayTimeout, .unavailableOffline:
+                return try await respond(.gatewayTimeout, "Nothing stored satisfies only-if-cached", writer: writer, head: exchange.head)
+            }
+        }
+    }
+
+    /// Sends a stored response (or a 304 when the client's conditions hold for it); nil when
+    /// its body is gone or fails its checksum before anything was sent.
+    private func serveStored(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange, status: String,
+                             writer: ClientWriter) async throws -> Outcome? {
+        let response = variant.entry.response
+        var headers = Fields.headers(response.headers)
+        let age = engine.freshness(of: response, at: Date()).currentAge
+        let seconds = age.isNaN ? 0 : Int(min(max(age.rounded(.down), 0), 2_147_483_648))
+        headers.replaceOrAdd(name: "Age", value: String(seconds))
+        headers.add(name: "Via", value: "1.1 \(configuration.viaName)")
+        headers.replaceOrAdd(name: "X-Cache", value: status)
+        if Fields.notModified(exchange.head.headers, stored: response) {
+            let head = HTTPResponseHead(version: .http1_1, status: .notModified, headers: Fields.notModifiedHeaders(headers))
+            try await writer.write(.head(head))
+            try await writer.write(.end(nil))
+            return Outcome(status: 304, cacheStatus: status)
+        }
+        guard let chunks = try await cache.body(of: variant) else { return nil }
+        var iterator = chunks.makeAsyncIterator()
+        // The first chunk before the head: a body of one chunk is checked whole before a byte is sent.
+        let first: Data?
+        do { first = try await iterator.next() } catch { return nil }
+        headers.remove(name: "Transfer-Encoding")
+        headers.replaceOrAdd(name: "Content-Length", value: String(chunks.size))
+        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
+        try await writer.write(.head(head))
+        var sent: Int64 = 0
+        if !exchange.isHEAD {
+            var next = first
+            while let chunk = next {
+                if !chunk.isEmpty { try await writer.write(.body(.byteBuffer(ByteBuffer(bytes: chunk)))) }
+                sent += Int64(chunk.count)
+                // A later chunk that fails its checksum throws here: the connection closes short of the length.
+                next = try await iterator.next()
+            }
+        }
+        try await writer.write(.end(nil))
+        count { $0.bytesServed += sent }
+        return Outcome(status: UInt(response.status), bytes: sent, cacheStatus: status)
+    }
+
+    // MARK: - To the origin
+
+    /// What a fetch did: an answer sent, or nothing sent and the cache should be asked again
+    /// (a 304 for a response that was replaced meanwhile).
+    struct FetchResult {
+        var outcome: Outcome?
+    }
+
+    /// Sends the request to the origin (with `adding`'s fields; about `validating` when it
+    /// revalidates) and answers the client: from the cache after a 304, stale where an error
+    /// allows it, else with what the origin sent, stored as it passes when it may be.
+    private func fetch(_ exchange: Exchange, key: String?, adding: HTTPHeaderFields, validating: HTTPURLCache.StoredVariant?,
+                       fallback: HTTPURLCache.StoredVariant?, writer: ClientWriter) async throws -> FetchResult {
+        var headers = Fields.endToEnd(exchange.head.headers)
+        if validating != nil { for name in Fields.conditional { headers.remove(name: name) } }
+        for field in adding { headers.replaceOrAdd(name: field.name, value: field.value) }
+        let head = originHead(exchange, headers: headers)
+        let requestTime = Date()
+        var started = false
+        do {
+            return try await origin.exchange(head, sendBody: { _ in }) { responseHead, body in
+                let responseTime = Date()
+                count {
+                    $0.originRequests += 1
+                    $0.originSeconds += responseTime.timeIntervalSince(requestTime)
+                }
+                let code = Int(responseHead.status.code)
+                let fields = Fields.fields(Fields.endToEnd(responseHead.headers))
+                if code == 304, let validating, let key {
+                    while try await body.next() != nil {}
+                    let cache = self.cache
+                    let merged = try await BlockingIOPool.shared.run {
+                        cache.applyNotModified(fields, validated: validating, key: key, requestTime: requestTime, responseTime: responseTime)
+                    }
+                    guard let outcome = try await serveStored(HTTPURLCache.StoredVariant(entry: merged, recordKey: validating.recordKey),
+                                                              exchange, status: "REVALIDATED", writer: writer)
+                    else { return FetchResult(outcome: nil) }
+                    count { $0.revalidations += 1 }
+                    return FetchResult(outcome: outcome)
+                }
+                if CachePolicyEngine.staleIfErrorStatusCodes.contains(code), let stale = validating ?? fallback,
+                   engine.canServeStale(stale.entry.response, for: exchange.cacheRequest, at: responseTime, after: .errorStatus(code)),
+                   let outcome = try await serveStored(stale, exchange, status: "STALE", writer: writer) {
+                    count { $0.staleOnError += 1 }
+                    return FetchResult(outcome: outcome)
+                }
+                let storable = key != nil && exchange.head.method == .GET && code != 304 && code != 206
+                    && engine.storability(ofStatus: code, headers: fields, for: exchange.cacheRequest).isStorable
+                let stored = storable ? StoredResponse(request: exchange.cacheRequest, status: code, headers: fields,
+                                                       requestTime: requestTime, responseTime: responseTime) : nil
+                started = true
+                count { $0.misses += 1 }
+                return FetchResult(outcome: try await relay(responseHead, &body, exchange, storing: stored, writer: writer))
+            }
+        } catch {
+            guard !started, !(error is ClientGone) else { throw error }
+            count { $0.originErrors += 1 }
+            logger.warning("The origin failed", metadata: ["target": "\(exchange.target)", "error": "\(error)"])
+            if let stale = validating ?? fallback,
+               engine.canServeStale(stale.entry.response, for: exchange.cacheRequest, at: Date(), after: .disconnected),
+               let outcome = try await serveStored(stale, exchange, status: "STALE", writer: writer) {
+                count { $0.staleOnError += 1 }
+                return FetchResult(outcome: outcome)
+            }
+            return FetchResult(outcome: try await respond(.badGateway, "The origin did not answer: \(error)", writer: writer, head: exchange.head))
+        }
+    }
+
+    private func originHead(_ exchange: Exchange, headers: HTTPHeaders) -> HTTPRequestHead {
+        var headers = headers
+        headers.replaceOrAdd(name: "Host", value: configuration.origin.authority)
+        headers.add(name: "Via", value: "1.1 \(configuration.viaName)")
+        return HTTPRequestHead(version: .http1_1, method: exchange.head.method, uri: exchange.target, headers: headers)
+    }
+
+    /// Sends the origin's response on to the client as it arrives, and into the cache when
+    /// `storing` is set (the body spooled to a file in the cache's `tmp/`, then stored whole).
+    private func relay(_ responseHead: HTTPResponseHead, _ body: inout OriginClient.ResponseBody, _ exchange: Exchange,
+                       storing: StoredResponse?, writer: ClientWriter) async throws -> Outcome {
+        var headers = Fields.endToEnd(responseHead.headers)
+        headers.add(name: "Via", value: "\(responseHead.version.major).\(responseHead.version.minor) \(configuration.viaName)")
+        headers.replaceOrAdd(name: "X-Cache", value: storing == nil ? "BYPASS" : "MISS")
+        var spool: BodySpool?
+        if storing != nil, let directory = cache.temporaryDirectory {
+            do { spool = try await BodySpool.create(in: directory) } catch {
+                logger.warning("Cannot spool a response into the cache", metadata: ["error": "\(error)"])
+            }
+        }
+        var sent: Int64 = 0
+        do {
+            do { try await writer.write(.head(HTTPResponseHead(version: .http1_1, status: responseHead.status, headers: headers))) }
+            catch { throw ClientGone(underlying: error) }
+            // Each piece goes to the client when the next has come, the last only after the
+            // store: a client that has the whole body finds it in the cache.
+            var held: ByteBuffer?
+            while let buffer = try await body.next() {
+                if let previous = held {
+                    do { try await writer.write(.body(.byteBuffer(previous))) } catch { throw ClientGone(underlying: error) }
+                }
+                if !exchange.isHEAD {
+                    held = buffer
+                    sent += Int64(buffer.readableBytes)
+                }
+                if let current = spool {
+                    do { try await current.append(buffer) } catch {
+                        logger.warning("Cannot spool a response into the cache", metadata: ["error": "\(error)"])
+                        await current.remove()
+                        spool = nil
+                    }
+                }
+            }
+            if let spool, let storing {
+                await store(storing, exchange, spool: spool)
+            }
+            if let held {
+                do { try await writer.write(.body(.byteBuffer(held))) } catch { throw ClientGone(underlying: error) }
+            }
+            do { try await writer.write(.end(nil)) } catch { throw ClientGone(underlying: error) }
+        } catch {
+            await spool?.remove()
+            throw error
+        }
+        count { $0.bytesServed += sent }
+        return Outcome(status: UInt(responseHead.status.code), bytes: sent, cacheStatus: storing == nil ? "BYPASS" : "MISS")
+    }
+
+    private func store(_ response: StoredResponse, _ exchange: Exchange, spool: BodySpool) async {
+        let cache = self.cache
+        let entry = CachedHTTPResponse(url: exchange.cacheRequest.url, response: response, body: Data(),
+                                       mimeType: response.headers["Content-Type"].map { String($0.prefix { $0 != ";" }) })
+        let request = exchange.urlRequest
+        do {
+            try await spool.flush()
+            try await BlockingIOPool.shared.run { try cache.store(entry, bodyFile: spool.url, for: request) }
+            count { $0.stores += 1 }
+        } catch {
+            logger.warning("Cannot store a response", metadata: ["target": "\(exchange.target)", "error": "\(error)"])
+        }
+        await spool.remove()
+    }
+
+    /// A stale-while-revalidate refresh: one per key at a time, answering no client.
+    private func refreshInBackground(_ exchange: Exchange, key: String, validating: HTTPURLCache.StoredVariant, adding: HTTPHeaderFields) {
+        refreshTasks.withLock { tasks in
+            guard tasks[key] == nil else { return }
+            tasks[key] = Task {
+                await self.refresh(exchange, key: key, validating: validating, adding: adding)
+                _ = self.refreshTasks.withLock { $0.removeValue(forKey: key) }
+            }
+        }
+    }
+
+    private func refresh(_ exchange: Exchange, key: String, validating: HTTPURLCache.StoredVariant, adding: HTTPHeaderFields) async {
+        var headers = Fields.endToEnd(exchange.head.headers)
+        for name in Fields.conditional { headers.remove(name: name) }
+        for field in adding { headers.replaceOrAdd(name: field.name, value: field.value) }
+        let get = Exchange(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: exchange.head.uri, headers: exchange.head.headers),
+                       target: exchange.target, cacheRequest: exchange.cacheRequest, urlRequest: exchange.urlRequest)
+        let head = originHead(get, headers: headers)
+        let requestTime = Date()
+        let cache = self.cache
+        do {
+            try await origin.exchange(head, sendBody: { _ in }) { responseHead, body in
+                let responseTime = Date()
+                count { $0.originRequests += 1 }
+                let code = Int(responseHead.status.code)
+                let fields = Fields.fields(Fields.endToEnd(responseHead.headers))
+                if code == 304 {
+                    while try await body.next() != nil {}
+                    _ = try await BlockingIOPool.shared.run {
+                        cache.applyNotModified(fields, validated: validating, key: key, requestTime: requestTime, responseTime: responseTime)
+                    }
+                    return
+                }
+                guard engine.storability(ofStatus: code, headers: fields, for: get.cacheRequest).isStorable,
+                      let directory = cache.temporaryDirectory else {
+                    while try await body.next() != nil {}
+                    return
+                }
+                let spool = try await BodySpool.create(in: directory)
+                do {
+                    while let buffer = try await body.next() { try await spool.append(buffer) }
+                } catch {
+                    await spool.remove()
+                    throw error
+                }
+                await store(StoredResponse(request: get.cacheRequest, status: code, headers: fields,
+                                           requestTime: requestTime, responseTime: responseTime), get, spool: spool)
+            }
+        } catch {
+            count { $0.originErrors += 1 }
+            logger.warning("A background refresh failed", metadata: ["target": "\(exchange.target)", "error": "\(error)"])
+        }
+    }
+
+    // MARK: - Other methods
+
+    /// Forwards a request other than GET and HEAD with its body, streams the answer back, and
+    /// after a success of an unsafe method removes what is stored for its target and for the
+    /// `Location` / `Content-Location` it names (RFC 9111 §4.4).
+    private func forwardUnsafe(_ exchange: Exchange, parts: inout ClientParts, writer: ClientWriter) async throws -> Outcome {
+        let head = originHead(exchange, headers: Fields.endToEnd(exchange.head.headers))
+        var bodyRead = false
+        var started = false
+        var responseFields = HTTPHeaderFields()
+        do {
+            let outcome = try await origin.exchange(head, sendBody: { origin in
+                while let part = try await parts.next() {
+                    switch part {
+                    case .body(let buffer): try await origin.write(.body(.byteBuffer(buffer)))
+                    case .end: bodyRead = true; return
+                    case .head: throw ClientGone(underlying: nil)
+                    }
+                }
+                throw ClientGone(underlying: nil)
+            }) { responseHead, body in
+                count {
+                    $0.originRequests += 1
+                    $0.misses += 1
+                }
+                started = true
+                responseFields = Fields.fields(responseHead.headers)
+                return try await relay(responseHead, &body, exchange, storing: nil, writer: writer)
+            }
+            let urls = CachePolicyEngine.urlsToInvalidate(after: exchange.cacheRequest, status: Int(outcome.status), headers: responseFields)
+            if !urls.isEmpty {
+                let cache = self.cache
+                _ = try? await BlockingIOPool.shared.run { cache.invalidate(urls) }
+            }
+            var result = outcome
+            result.canContinue = bodyRead
+            return result
+        } catch {
+            guard !started, !(error is ClientGone) else { throw error }
+            count { $0.originErrors += 1 }
+            var outcome = try await respond(.badGateway, "The origin did not answer: \(error)", writer: writer, head: exchange.head)
+            outcome.canContinue = bodyRead
+            return outcome
+        }
+    }
+}
+
+/// The client went away (or sent something that ends the exchange) part way: the connection closes.
+struct ClientGone: Error {
+    let underlying: (any Error)?
+}

@@ -1,0 +1,98 @@
+public import Foundation
+public import HTTPCache
+
+/// How a ``CacheServer`` listens, where it forwards, and what it keeps.
+public struct ServerConfiguration: Sendable {
+    /// The address to listen on: loopback by default.
+    public var host: String = "127.0.0.1"
+    /// The port to listen on (0: any free port; ``CacheServer/port`` tells which).
+    public var port: Int = 8080
+    /// The origin every request goes to: `http://host[:port]`, with no path.
+    public var origin: Origin
+    /// The cache directory (opened shared: other processes may use it at the same time).
+    public var cacheDirectory: URL
+    /// Bytes of responses kept on disk.
+    public var diskCapacity: Int = 1 << 30
+    /// Bytes of responses kept in memory in front of the disk (bodies above 5 % of it go to disk only).
+    public var memoryCapacity: Int = 64 << 20
+    /// The caching rules: a shared cache (RFC 9111 §3.5: `private` and, without `public` or
+    /// `s-maxage`, authenticated responses are not stored); a stale response is served after an
+    /// origin failure only where `stale-if-error` allows it.
+    public var engine: CachePolicyEngine = CachePolicyEngine(mode: .shared, servesStaleWhenDisconnected: false)
+    /// The token a `PURGE` request must carry as `Authorization: Bearer <token>`; `nil`
+    /// refuses every purge.
+    public var purgeToken: String?
+    /// This node's name in `Via` (RFC 9110 §7.6.3).
+    public var viaName: String = "diskcache-server"
+    /// How long the origin may take to connect, and then to send each part of its answer.
+    public var originConnectTimeout: Duration = .seconds(5)
+    public var originReadTimeout: Duration = .seconds(60)
+    /// On shutdown, how long requests in progress may take to finish before their connections are closed.
+    public var shutdownGracePeriod: Duration = .seconds(10)
+
+    public init(origin: Origin, cacheDirectory: URL) {
+        self.origin = origin
+        self.cacheDirectory = cacheDirectory
+    }
+
+    /// An origin server reached over plain HTTP/1.1.
+    public struct Origin: Sendable, Hashable, CustomStringConvertible {
+        public var host: String
+        public var port: Int
+
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        /// Parses `http://host[:port]` (a trailing `/` allowed); throws a ``ServerConfigurationError``
+        /// saying what is wrong.
+        public init(parsing text: String) throws(ServerConfigurationError) {
+            guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
+                throw ServerConfigurationError("the origin \"\(text)\" is not a URL; expected http://host[:port]")
+            }
+            guard scheme == "http" else {
+                throw ServerConfigurationError("the origin \"\(text)\" uses \(scheme); only http:// origins are supported")
+            }
+            guard let host = components.host, !host.isEmpty else {
+                throw ServerConfigurationError("the origin \"\(text)\" has no host")
+            }
+            guard components.path.isEmpty || components.path == "/", components.query == nil, components.fragment == nil else {
+                throw ServerConfigurationError("the origin \"\(text)\" has a path or query; give only http://host[:port]")
+            }
+            guard components.user == nil, components.password == nil else {
+                throw ServerConfigurationError("the origin \"\(text)\" carries credentials; they are not supported")
+            }
+            let port = components.port ?? 80
+            guard (1...65_535).contains(port) else { throw ServerConfigurationError("the origin's port \(port) is out of range") }
+            self.init(host: host, port: port)
+        }
+
+        /// `host:port` as a `Host` field names it (the port left out when it is 80).
+        public var authority: String {
+            let bracketed = host.contains(":") ? "[\(host)]" : host
+            return port == 80 ? bracketed : "\(bracketed):\(port)"
+        }
+
+        public var description: String { "http://\(authority)" }
+    }
+
+    /// Checks the values that cannot be checked by their types.
+    public func validate() throws(ServerConfigurationError) {
+        guard (0...65_535).contains(port) else { throw ServerConfigurationError("the port \(port) is out of range (0-65535)") }
+        guard diskCapacity > 0 else { throw ServerConfigurationError("the disk capacity must be more than 0 bytes") }
+        guard memoryCapacity >= 0 else { throw ServerConfigurationError("the memory capacity cannot be negative") }
+        if let purgeToken, purgeToken.isEmpty || purgeToken.contains(where: { $0.isWhitespace }) {
+            throw ServerConfigurationError("the purge token must be non-empty and without spaces")
+        }
+        guard !viaName.isEmpty, !viaName.contains(where: { $0.isWhitespace || $0 == "," }) else {
+            throw ServerConfigurationError("the Via name \"\(viaName)\" must be one token (no spaces or commas)")
+        }
+    }
+}
+
+/// A configuration value that cannot work, and why.
+public struct ServerConfigurationError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}

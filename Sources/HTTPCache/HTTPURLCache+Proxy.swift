@@ -1,0 +1,102 @@
+#if canImport(FoundationNetworking)
+package import FoundationNetworking
+#endif
+package import Foundation
+package import DiskCache
+
+// What a caching proxy over this cache needs beyond `URLCache`'s surface: stored responses
+// without their bodies, bodies as chunks, a body stored from a file, and 304s applied without
+// reading a body into memory. Package access: the server target uses it; no library user sees it.
+
+extension HTTPURLCache {
+    /// A stored response (without its body) and the record it is in.
+    package struct StoredVariant: Sendable {
+        package let entry: CachedHTTPResponse
+        package let recordKey: String
+
+        package init(entry: CachedHTTPResponse, recordKey: String) {
+            self.entry = entry
+            self.recordKey = recordKey
+        }
+    }
+
+    /// The key `request` is stored under and every response stored there, without bodies; `nil`
+    /// when the key provider bypasses the request.
+    package func storedVariants(for request: URLRequest) -> (key: String, variants: [StoredVariant])? {
+        guard let key = keyProvider.key(for: request) else { return nil }
+        let variants = responses.variants(forKey: key, loadingBodies: false)
+        return (key, variants.map { StoredVariant(entry: $0.entry, recordKey: $0.recordKey) })
+    }
+
+    /// `variant`'s body as chunks read as they are asked for (the last only after the whole body
+    /// matched its checksum); `nil` when its record has gone or now holds another response.
+    package func body(of variant: StoredVariant, chunkSize: Int = 1 << 20) async throws -> DiskCache.Chunks? {
+        guard let chunks = try await responses.records.chunks(for: variant.recordKey, chunkSize: chunkSize),
+              let entry = CachedHTTPResponse(body: Data(), metadata: chunks.metadata),
+              entry.variantID == variant.entry.variantID, entry.response == variant.entry.response
+        else { return nil }
+        return chunks
+    }
+
+    /// Stores `entry` (its `body` empty) with the body in `bodyFile`, taken into the cache
+    /// (linked, no bytes copied, when on the cache's filesystem). ``willStore`` sees it first.
+    package func store(_ entry: CachedHTTPResponse, bodyFile: URL, for request: URLRequest) throws {
+        guard entry.storagePolicy != .notAllowed, let key = keyProvider.key(for: request),
+              let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed
+        else { return }
+        try responses.store(final, forKey: key, bodyFile: final.body.isEmpty ? (bodyFile, .move) : nil)
+    }
+
+    /// Applies a 304's header fields to the stored responses it selects (RFC 9111 §4.3.4; the
+    /// validated one when it selects none), rewriting their metadata only, and returns the
+    /// validated response as updated.
+    package func applyNotModified(_ headers: HTTPHeaderFields, validated: StoredVariant, key: String,
+                                  requestTime: Date, responseTime: Date) -> CachedHTTPResponse {
+        let variants = responses.variants(forKey: key, loadingBodies: false)
+        let validatedIndex = variants.firstIndex { $0.entry.variantID == validated.entry.variantID }
+        var indices = CachePolicyEngine.storedResponsesToUpdate(by: headers, among: variants.map(\.entry.response))
+        if indices.isEmpty, let validatedIndex { indices = [validatedIndex] }
+        var result = validated.entry
+        result.response = CachePolicyEngine.updating(result.response, with: headers, requestTime: requestTime, responseTime: responseTime)
+        for index in indices {
+            var entry = variants[index].entry
+            let stored = entry.response.responseTime
+            entry.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
+            try? responses.store(entry, forKey: key, refreshing: stored, bodyUnchanged: true, onlyMetadata: true)
+            if index == validatedIndex { result = entry }
+        }
+        return result
+    }
+
+    /// Removes what is stored for each of `urls` (after an unsafe method's success).
+    package func invalidate(_ urls: [URL]) {
+        for key in urls.flatMap({ keyProvider.invalidationKeys(for: $0) }) { try? responses.removeAll(forKey: key) }
+    }
+
+    /// Removes what is stored for a GET (and HEAD) of `url`; returns whether anything was.
+    package func purge(_ url: URL) throws -> Bool {
+        var found = false
+        for key in keyProvider.invalidationKeys(for: url) {
+            if !responses.variants(forKey: key, loadingBodies: false).isEmpty { found = true }
+            try responses.removeAll(forKey: key)
+        }
+        return found
+    }
+
+    /// Closes the disk tier (a clean shutdown: the journal records it); later calls fail.
+    package func closeStore() throws {
+        try responses.records.disk?.close()
+    }
+
+    /// Records and bytes in the disk tier.
+    package func storeStatistics() -> (entries: Int, bytes: Int64) {
+        (responses.records.disk?.count ?? 0, responses.records.currentDiskUsage)
+    }
+
+    /// A directory on the disk tier's filesystem for bodies on their way in (`tmp/` of the
+    /// cache directory, which the cache empties when it is opened alone); `nil` for a memory-only
+    /// cache.
+    package var temporaryDirectory: URL? {
+        responses.records.disk.map { $0.directory.appendingPathComponent("tmp", isDirectory: true) }
+    }
+}

@@ -1,0 +1,149 @@
+import ArgumentParser
+import CacheServer
+import Foundation
+import Logging
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `diskcache-server`: an RFC 9111 caching reverse proxy in front of one origin.
+@main
+struct ServerCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "diskcache-server",
+        abstract: "An RFC 9111 caching reverse proxy in front of one HTTP origin, over a disk cache.",
+        discussion: """
+        Every request goes to the origin unless the cache may answer it. GET /_cache/health and \
+        GET /_cache/metrics (Prometheus text) are the server's own; PURGE <path> and PURGE * with \
+        Authorization: Bearer <token> remove stored responses. SIGTERM or SIGINT: stop accepting, \
+        let requests in progress finish, close the store.
+
+        A configuration file holds lines of `name = value` (listen, origin, cache-dir, \
+        disk-capacity, memory-capacity, purge-token, via, log-level); `#` starts a comment. \
+        Options on the command line win over the file.
+        """
+    )
+
+    @Option(help: "Read settings from this file (name = value lines).")
+    var config: String?
+    @Option(help: "Address and port to listen on (default 127.0.0.1:8080).")
+    var listen: String?
+    @Option(help: "The origin, http://host[:port].")
+    var origin: String?
+    @Option(name: .customLong("cache-dir"), help: "The cache directory (created if missing; may be shared with other processes).")
+    var cacheDirectory: String?
+    @Option(name: .customLong("disk-capacity"), help: "Bytes kept on disk, e.g. 512M or 10G (default 1G).")
+    var diskCapacity: String?
+    @Option(name: .customLong("memory-capacity"), help: "Bytes kept in memory, e.g. 64M (default 64M).")
+    var memoryCapacity: String?
+    @Option(name: .customLong("purge-token"), help: "The bearer token PURGE requests must carry (or DISKCACHE_SERVER_PURGE_TOKEN); none refuses purges.")
+    var purgeToken: String?
+    @Option(help: "This node's name in Via (default diskcache-server).")
+    var via: String?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info (each request), notice, warning, error (default info).")
+    var logLevel: String?
+
+    func run() async throws {
+        var settings = try config.map(Self.readSettings) ?? [:]
+        let flags: [(String, String?)] = [("listen", listen), ("origin", origin), ("cache-dir", cacheDirectory),
+                                          ("disk-capacity", diskCapacity), ("memory-capacity", memoryCapacity),
+                                          ("purge-token", purgeToken), ("via", via), ("log-level", logLevel)]
+        for (name, value) in flags { if let value { settings[name] = value } }
+        if settings["purge-token"] == nil, let token = ProcessInfo.processInfo.environment["DISKCACHE_SERVER_PURGE_TOKEN"] {
+            settings["purge-token"] = token
+        }
+        let configuration: ServerConfiguration
+        do {
+            configuration = try Self.configuration(from: settings)
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        var logger = Logger(label: "diskcache-server")
+        let level = settings["log-level"] ?? "info"
+        guard let parsed = Logger.Level(rawValue: level) else {
+            throw ValidationError("the log level \"\(level)\" is not one of trace, debug, info, notice, warning, error, critical")
+        }
+        logger.logLevel = parsed
+        let server: CacheServer
+        do {
+            server = try await CacheServer.start(configuration, logger: logger)
+        } catch {
+            logger.critical("Cannot start: \(error)")
+            throw ExitCode(1)
+        }
+        let signals = [SIGTERM, SIGINT].map { number -> any DispatchSourceSignal in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number)
+            source.setEventHandler {
+                logger.notice("Shutting down (signal \(number))")
+                Task { await server.shutdown() }
+            }
+            source.resume()
+            return source
+        }
+        try await server.run()
+        withExtendedLifetime(signals) {}
+    }
+
+    static let settingNames: Set<String> = ["listen", "origin", "cache-dir", "disk-capacity", "memory-capacity", "purge-token", "via", "log-level"]
+
+    /// `name = value` lines; a clear error names the line that is wrong.
+    static func readSettings(_ path: String) throws -> [String: String] {
+        let text: String
+        do { text = try String(contentsOfFile: path, encoding: .utf8) } catch {
+            throw ValidationError("cannot read the configuration file \(path): \(error.localizedDescription)")
+        }
+        var settings: [String: String] = [:]
+        for (number, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = rawLine.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            guard !line.trimmingCharacters(in: .whitespaces).isEmpty else { continue }
+            let parts = line.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw ValidationError("\(path):\(number + 1): expected `name = value`, found \"\(rawLine)\"")
+            }
+            guard settingNames.contains(parts[0]) else {
+                throw ValidationError("\(path):\(number + 1): unknown setting \"\(parts[0])\"; known: \(settingNames.sorted().joined(separator: ", "))")
+            }
+            settings[parts[0]] = parts[1]
+        }
+        return settings
+    }
+
+    static func configuration(from settings: [String: String]) throws -> ServerConfiguration {
+        guard let originText = settings["origin"] else { throw ServerConfigurationError("no origin: give --origin http://host[:port]") }
+        guard let directory = settings["cache-dir"] else { throw ServerConfigurationError("no cache directory: give --cache-dir <path>") }
+        var configuration = ServerConfiguration(origin: try ServerConfiguration.Origin(parsing: originText),
+                                                cacheDirectory: URL(fileURLWithPath: directory, isDirectory: true))
+        if let listen = settings["listen"] {
+            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]) else {
+                throw ServerConfigurationError("the listen address \"\(listen)\" is not host:port")
+            }
+            configuration.host = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+            configuration.port = port
+        }
+        if let text = settings["disk-capacity"] { configuration.diskCapacity = try size(text, "disk capacity") }
+        if let text = settings["memory-capacity"] { configuration.memoryCapacity = try size(text, "memory capacity") }
+        configuration.purgeToken = settings["purge-token"]
+        if let via = settings["via"] { configuration.viaName = via }
+        try configuration.validate()
+        return configuration
+    }
+
+    /// `1048576`, `512K`, `64M`, `10G` (powers of 1024).
+    static func size(_ text: String, _ what: String) throws -> Int {
+        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
+        var digits = text.uppercased()
+        var multiplier = 1
+        if digits.hasSuffix("B") { digits.removeLast() }
+        if let last = digits.last, let unit = units[last] {
+            multiplier = unit
+            digits.removeLast()
+        }
+        guard let value = Int(digits), value >= 0, value <= Int.max / multiplier else {
+            throw ServerConfigurationError("the \(what) \"\(text)\" is not a size (bytes, or a number with K, M, G or T)")
+        }
+        return value * multiplier
+    }
+}

@@ -1,0 +1,234 @@
+import Foundation
+import HTTPTestOrigin
+import Logging
+import NIOHTTP1
+import NIOPosix
+import Testing
+@testable import CacheServer
+
+/// The server against a real origin on loopback.
+@Suite(.serialized)
+struct ProxyTests {
+    func response(_ text: String, _ headers: [(String, String)]) -> ScriptedResponse {
+        ScriptedResponse(status: 200, headers, body: text)
+    }
+
+    @Test func aFreshResponseIsServedFromTheStoreWithAgeAndVia() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60"), ("Content-Type", "text/plain")], body: "one") }
+        let first = try await fixture.get("/a?x=1")
+        #expect(first.status == 200 && first.text == "one")
+        #expect(first.header("X-Cache") == "MISS")
+        #expect(first.header("Via") == "1.1 diskcache-server")
+        let second = try await fixture.get("/a?x=1")
+        #expect(second.text == "one")
+        #expect(second.header("X-Cache") == "HIT")
+        #expect(second.header("Age").flatMap(Int.init) != nil)
+        #expect(second.header("Content-Type") == "text/plain")
+        #expect(fixture.origin.requestCount == 1)
+        // Another query is another resource.
+        _ = try await fixture.get("/a?x=2")
+        #expect(fixture.origin.requestCount == 2)
+        // HEAD is answered from the stored GET: its fields, no body.
+        let head = try await fixture.send(.HEAD, "/a?x=1")
+        #expect(head.status == 200 && head.body.isEmpty && head.header("Content-Length") == "3")
+        #expect(fixture.origin.requestCount == 2)
+        #expect(fixture.server.statistics.hits == 2)
+        try await fixture.finish()
+    }
+
+    @Test func aLargeBodyStreamsThroughAndIsStored() async throws {
+        let fixture = try await ServerFixture()
+        let body = pattern(count: 9 << 20, seed: 1)
+        fixture.origin.respond { _ in
+            var response = ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")])
+            response.body = body
+            return response
+        }
+        let first = try await fixture.get("/big")
+        #expect(first.body == body)
+        let second = try await fixture.get("/big")
+        #expect(second.header("X-Cache") == "HIT")
+        #expect(second.body == body)
+        #expect(fixture.origin.requestCount == 1)
+        try await fixture.finish()
+    }
+
+    @Test func aStaleResponseIsRevalidatedAndThe304IsServedWithTheStoredBody() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { request in
+            if request.header("If-None-Match") == "\"v1\"" {
+                return ScriptedResponse(status: 304, [("ETag", "\"v1\""), ("Cache-Control", "max-age=0"), ("X-Refreshed", "yes")])
+            }
+            return ScriptedResponse(status: 200, [("ETag", "\"v1\""), ("Cache-Control", "max-age=0")], body: "stored body")
+        }
+        _ = try await fixture.get("/r")
+        let second = try await fixture.get("/r")
+        #expect(second.status == 200 && second.text == "stored body")
+        #expect(second.header("X-Cache") == "REVALIDATED")
+        #expect(second.header("X-Refreshed") == "yes")
+        #expect(fixture.origin.requests.last?.header("If-None-Match") == "\"v1\"")
+        #expect(fixture.origin.requestCount == 2)
+        try await fixture.finish()
+    }
+
+    @Test func aClientsConditionalRequestIsAnswered304FromAFreshResponse() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { _ in
+            ScriptedResponse(status: 200, [("ETag", "\"abc\""), ("Last-Modified", "Sun, 01 Nov 2026 00:00:00 GMT"),
+                                           ("Cache-Control", "max-age=60")], body: "body")
+        }
+        _ = try await fixture.get("/c")
+        let matching = try await fixture.get("/c", headers: [("If-None-Match", "\"xyz\", W/\"abc\"")])
+        #expect(matching.status == 304 && matching.body.isEmpty)
+        #expect(matching.header("ETag") == "\"abc\"")
+        let other = try await fixture.get("/c", headers: [("If-None-Match", "\"xyz\"")])
+        #expect(other.status == 200 && other.text == "body")
+        let since = try await fixture.get("/c", headers: [("If-Modified-Since", "Mon, 02 Nov 2026 00:00:00 GMT")])
+        #expect(since.status == 304)
+        let before = try await fixture.get("/c", headers: [("If-Modified-Since", "Sat, 31 Oct 2026 00:00:00 GMT")])
+        #expect(before.status == 200)
+        #expect(fixture.origin.requestCount == 1)
+        try await fixture.finish()
+    }
+
+    @Test func hopByHopFieldsAreNeitherForwardedNorStored() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { _ in
+            ScriptedResponse(status: 200, [("Cache-Control", "max-age=60"), ("Connection", "X-Origin-Hop"), ("X-Origin-Hop", "1"),
+                                           ("Keep-Alive", "timeout=5"), ("X-End", "kept")], body: "x")
+        }
+        let first = try await fixture.get("/h", headers: [("Connection", "X-Client-Hop"), ("X-Client-Hop", "1"), ("TE", "trailers")])
+        #expect(first.header("X-Origin-Hop") == nil && first.header("Keep-Alive") == nil && first.header("X-End") == "kept")
+        let received = try #require(fixture.origin.requests.first)
+        #expect(received.header("X-Client-Hop") == nil && received.header("TE") == nil)
+        #expect(received.header("Via") == "1.1 diskcache-server")
+        let hit = try await fixture.get("/h")
+        #expect(hit.header("X-Cache") == "HIT")
+        #expect(hit.header("X-Origin-Hop") == nil && hit.header("Keep-Alive") == nil && hit.header("X-End") == "kept")
+        try await fixture.finish()
+    }
+
+    @Test func anUnsafeMethodIsForwardedWithItsBodyAndInvalidatesTheTarget() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { request in
+            if request.method == "POST" { return ScriptedResponse(status: 201, [("Location", "/other")], body: "created \(request.body.count)") }
+            return ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")], body: "page \(request.path)")
+        }
+        _ = try await fixture.get("/r")
+        _ = try await fixture.get("/other")
+        #expect(try await fixture.get("/r").header("X-Cache") == "HIT")
+        let body = pattern(count: 300_000, seed: 7)
+        let posted = try await fixture.send(.POST, "/r", body: body)
+        #expect(posted.status == 201 && posted.text == "created 300000")
+        #expect(fixture.origin.requests.last?.body == body)
+        #expect(try await fixture.get("/r").header("X-Cache") == "MISS")
+        #expect(try await fixture.get("/other").header("X-Cache") == "MISS")
+        try await fixture.finish()
+    }
+
+    @Test func purgeNeedsTheTokenAndRemovesOneTargetOrEverything() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { request in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")], body: request.path) }
+        _ = try await fixture.get("/p1")
+        _ = try await fixture.get("/p2")
+        #expect(try await fixture.send(.RAW(value: "PURGE"), "/p1").status == 401)
+        #expect(try await fixture.send(.RAW(value: "PURGE"), "/p1", headers: [("Authorization", "Bearer wrong")]).status == 401)
+        #expect(try await fixture.get("/p1").header("X-Cache") == "HIT")
+        #expect(try await fixture.send(.RAW(value: "PURGE"), "/p1", headers: [("Authorization", "Bearer token")]).status == 200)
+        #expect(try await fixture.send(.RAW(value: "PURGE"), "/nothing", headers: [("Authorization", "Bearer token")]).status == 404)
+        #expect(try await fixture.get("/p1").header("X-Cache") == "MISS")
+        #expect(try await fixture.get("/p2").header("X-Cache") == "HIT")
+        #expect(try await fixture.send(.RAW(value: "PURGE"), "*", headers: [("Authorization", "Bearer token")]).status == 200)
+        #expect(try await fixture.get("/p2").header("X-Cache") == "MISS")
+        try await fixture.finish()
+    }
+
+    @Test func concurrentMissesShareOneOriginFetch() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")], body: "shared") }
+        fixture.origin.hold()
+        let replies = Task {
+            try await withThrowingTaskGroup(of: ServerFixture.Reply.self) { group in
+                for _ in 0..<5 { group.addTask { try await fixture.get("/same") } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+        await fixture.origin.waitForRequests(1)
+        let key = "GET " + fixture.origin.url("/same").absoluteString
+        while fixture.server.handler.gate.waiterCount(key) < 4 { try await Task.sleep(for: .milliseconds(10)) }
+        fixture.origin.release()
+        let all = try await replies.value
+        #expect(all.count == 5 && all.allSatisfy { $0.text == "shared" })
+        #expect(all.filter { $0.header("X-Cache") == "HIT" }.count == 4)
+        #expect(fixture.origin.requestCount == 1)
+        #expect(fixture.server.statistics.coalesced == 4)
+        try await fixture.finish()
+    }
+
+    @Test func staleIfErrorServesTheStoredResponseWhenTheOriginFails() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=0, stale-if-error=600")], body: "good") }
+        _ = try await fixture.get("/s")
+        _ = try await fixture.get("/plain")
+        fixture.origin.respond { _ in ScriptedResponse(status: 503, [], body: "down") }
+        let stale = try await fixture.get("/s")
+        #expect(stale.status == 200 && stale.text == "good" && stale.header("X-Cache") == "STALE")
+        // An error with nothing allowing stale passes through.
+        fixture.origin.respond { _ in ScriptedResponse(status: 503, [], body: "down") }
+        try await fixture.origin.stop()
+        let unreachable = try await fixture.get("/s")
+        #expect(unreachable.status == 200 && unreachable.text == "good")
+        let nothing = try await fixture.get("/never-stored")
+        #expect(nothing.status == 502)
+        #expect(fixture.server.statistics.staleOnError == 2)
+        try await fixture.finish()
+    }
+
+    @Test func healthAndMetricsAreTheServersOwn() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")], body: "m") }
+        _ = try await fixture.get("/m")
+        _ = try await fixture.get("/m")
+        let health = try await fixture.get("/_cache/health")
+        #expect(health.status == 200 && health.text.contains("\"status\":\"ok\""))
+        let metrics = try await fixture.get("/_cache/metrics")
+        #expect(metrics.text.contains("diskcache_server_hits_total 1\n"))
+        #expect(metrics.text.contains("diskcache_server_misses_total 1\n"))
+        #expect(metrics.text.contains("diskcache_server_store_entries 1\n"))
+        #expect(fixture.origin.requestCount == 1)
+        try await fixture.finish()
+    }
+
+    @Test func shutdownLetsARequestInProgressFinishThenClosesTheStore() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=600")], body: "late") }
+        fixture.origin.hold()
+        let reply = Task { try await fixture.get("/slow") }
+        await fixture.origin.waitForRequests(1)
+        let stopping = Task { await fixture.server.shutdown() }
+        try await Task.sleep(for: .milliseconds(100))
+        fixture.origin.release()
+        #expect(try await reply.value.text == "late")
+        await stopping.value
+        try await fixture.running.value
+        // The store was closed cleanly and kept the response: a server opened on it again
+        // answers from it.
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let reopened = try await CacheServer.start(fixture.server.configuration, logger: logger)
+        let run = Task { try await reopened.run() }
+        let client = OriginClient(origin: .init(host: "127.0.0.1", port: reopened.port), group: MultiThreadedEventLoopGroup.singleton,
+                                  connectTimeout: .seconds(5), readTimeout: .seconds(30))
+        let cacheStatus = try await client.exchange(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/slow", headers: ["Host": "x"]),
+                                                    sendBody: { _ in }) { head, body in
+            while try await body.next() != nil {}
+            return head.headers.first(name: "X-Cache")
+        }
+        #expect(cacheStatus == "HIT")
+        #expect(fixture.origin.requestCount == 1)
+        await reopened.shutdown()
+        try await run.value
+        try? FileManager.default.removeItem(at: fixture.directory)
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import HTTPTestOrigin
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+@testable import CacheServer
+
+/// An origin, a server in front of it on a temporary cache directory, and a client of the server.
+struct ServerFixture {
+    let origin: OriginServer
+    let directory: URL
+    let server: CacheServer
+    let running: Task<Void, any Error>
+    let client: OriginClient
+
+    init(configure: (inout ServerConfiguration) -> Void = { _ in }) async throws {
+        origin = try await OriginServer()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("CacheServerTests-\(UUID().uuidString)", isDirectory: true)
+        var configuration = ServerConfiguration(origin: .init(host: "127.0.0.1", port: origin.baseURL.port!),
+                                                cacheDirectory: directory.appendingPathComponent("cache", isDirectory: true))
+        configuration.port = 0
+        configuration.diskCapacity = 256 << 20
+        configuration.memoryCapacity = 1 << 20
+        configuration.purgeToken = "token"
+        configuration.originReadTimeout = .seconds(20)
+        configure(&configuration)
+        var logger = Logger(label: "test")
+        logger.logLevel = ProcessInfo.processInfo.environment["SERVER_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
+        let server = try await CacheServer.start(configuration, logger: logger)
+        self.server = server
+        running = Task { try await server.run() }
+        client = OriginClient(origin: .init(host: "127.0.0.1", port: server.port), group: MultiThreadedEventLoopGroup.singleton,
+                              connectTimeout: .seconds(5), readTimeout: .seconds(30))
+    }
+
+    /// A response as the client received it.
+    struct Reply {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: Data
+        var text: String { String(decoding: body, as: UTF8.self) }
+        func header(_ name: String) -> String? { headers.first(name: name) }
+    }
+
+    /// Sends one request on a connection of its own and reads the whole answer.
+    func send(_ method: HTTPMethod = .GET, _ path: String, headers: [(String, String)] = [], body: Data? = nil) async throws -> Reply {
+        var fields = HTTPHeaders(headers)
+        fields.replaceOrAdd(name: "Host", value: "127.0.0.1")
+        if let body { fields.replaceOrAdd(name: "Content-Length", value: String(body.count)) }
+        let head = HTTPRequestHead(version: .http1_1, method: method, uri: path, headers: fields)
+        return try await client.exchange(head, sendBody: { writer in
+            if let body, !body.isEmpty { try await writer.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
+        }) { responseHead, reader in
+            var data = Data()
+            while let buffer = try await reader.next() { data.append(contentsOf: buffer.readableBytesView) }
+            return Reply(status: Int(responseHead.status.code), headers: responseHead.headers, body: data)
+        }
+    }
+
+    func get(_ path: String, headers: [(String, String)] = []) async throws -> Reply {
+        try await send(.GET, path, headers: headers)
+    }
+
+    /// Shuts the server down (waiting for `run()` to return) and removes everything.
+    func finish() async throws {
+        await server.shutdown()
+        try await running.value
+        try? await origin.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Deterministic bytes for bodies.
+func pattern(count: Int, seed: UInt64) -> Data {
+    var state = seed &+ 0x9E37_79B9_7F4A_7C15
+    var data = Data(capacity: count)
+    for _ in 0..<count {
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        data.append(UInt8(truncatingIfNeeded: state >> 33))
+    }
+    return data
+}
