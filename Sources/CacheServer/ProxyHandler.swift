@@ -187,23 +187,30 @@ final class ProxyHandler: Sendable {
         // The first chunk before the head: a body of one chunk is checked whole before a byte is sent.
         let first: Data?
         do { first = try await iterator.next() } catch { return nil }
-        headers.remove(name: "Transfer-Encoding")
-        headers.replaceOrAdd(name: "Content-Length", value: String(chunks.size))
-        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
-        try await writer.write(.head(head))
+        let range = exchange.head.method == .GET && response.status == 200
+            ? ByteRange(request: exchange.head.headers, response: response.headers, size: chunks.size) : .whole
+        let code = range.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: chunks.size)
+        try await writer.write(.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers)))
         var sent: Int64 = 0
-        if !exchange.isHEAD {
-            var next = first
+        if !exchange.isHEAD, range != .unsatisfiable {
+            // Of a range, the last piece goes only after the whole body matched its checksum
+            // (a whole body's last chunk comes only then anyway).
+            var next = first, offset: Int64 = 0, held: ByteBuffer?
             while let chunk = next {
-                if !chunk.isEmpty { try await writer.write(.body(.byteBuffer(ByteBuffer(bytes: chunk)))) }
-                sent += Int64(chunk.count)
+                if let piece = range.slice(ByteBuffer(bytes: chunk), at: offset), piece.readableBytes > 0 {
+                    if let previous = held { try await writer.write(.body(.byteBuffer(previous))) }
+                    held = piece
+                    sent += Int64(piece.readableBytes)
+                }
+                offset += Int64(chunk.count)
                 // A later chunk that fails its checksum throws here: the connection closes short of the length.
                 next = try await iterator.next()
             }
+            if let held { try await writer.write(.body(.byteBuffer(held))) }
         }
         try await writer.write(.end(nil))
         count { $0.bytesServed += sent }
-        return Outcome(status: UInt(response.status), bytes: sent, cacheStatus: status)
+        return Outcome(status: code.code, bytes: sent, cacheStatus: status)
     }
 
     // MARK: - To the origin
@@ -221,6 +228,12 @@ final class ProxyHandler: Sendable {
                        fallback: HTTPURLCache.StoredVariant?, writer: ClientWriter) async throws -> FetchResult {
         var headers = Fields.endToEnd(exchange.head.headers)
         if validating != nil { for name in Fields.conditional { headers.remove(name: name) } }
+        // A range of something that may be stored: the whole body is fetched (and stored), the
+        // range cut out of it on the way.
+        if key != nil, exchange.head.method == .GET {
+            headers.remove(name: "Range")
+            headers.remove(name: "If-Range")
+        }
         for field in adding { headers.replaceOrAdd(name: field.name, value: field.value) }
         let head = originHead(exchange, headers: headers)
         let requestTime = Date()
@@ -288,6 +301,15 @@ final class ProxyHandler: Sendable {
         var headers = Fields.endToEnd(responseHead.headers)
         headers.add(name: "Via", value: "\(responseHead.version.major).\(responseHead.version.minor) \(configuration.viaName)")
         headers.replaceOrAdd(name: "X-Cache", value: storing == nil ? "BYPASS" : "MISS")
+        // A client's range of a whole body the origin sends (the range was not forwarded, so that
+        // the whole body could be stored) is cut out as the body passes.
+        var range = ByteRange.whole
+        var status = responseHead.status
+        if exchange.head.method == .GET, responseHead.status == .ok, exchange.head.headers.contains(name: "Range"),
+           let length = headers.first(name: "Content-Length").flatMap({ Int64($0) }) {
+            range = ByteRange(request: exchange.head.headers, response: Fields.fields(headers), size: length)
+            status = range.apply(to: &headers, status: status, size: length)
+        }
         var spool: BodySpool?
         if storing != nil, let directory = cache.temporaryDirectory {
             do { spool = try await BodySpool.create(in: directory) } catch {
@@ -296,19 +318,18 @@ final class ProxyHandler: Sendable {
         }
         var sent: Int64 = 0
         do {
-            do { try await writer.write(.head(HTTPResponseHead(version: .http1_1, status: responseHead.status, headers: headers))) }
-            catch { throw ClientGone(underlying: error) }
+            try await send(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)), writer)
             // Each piece goes to the client when the next has come, the last only after the
             // store: a client that has the whole body finds it in the cache.
             var held: ByteBuffer?
+            var offset: Int64 = 0
             while let buffer = try await body.next() {
-                if let previous = held {
-                    do { try await writer.write(.body(.byteBuffer(previous))) } catch { throw ClientGone(underlying: error) }
+                if !exchange.isHEAD, range != .unsatisfiable, let piece = range.slice(buffer, at: offset), piece.readableBytes > 0 {
+                    if let previous = held { try await send(.body(.byteBuffer(previous)), writer) }
+                    held = piece
+                    sent += Int64(piece.readableBytes)
                 }
-                if !exchange.isHEAD {
-                    held = buffer
-                    sent += Int64(buffer.readableBytes)
-                }
+                offset += Int64(buffer.readableBytes)
                 if let current = spool {
                     do { try await current.append(buffer) } catch {
                         logger.warning("Cannot spool a response into the cache", metadata: ["error": "\(error)"])
@@ -320,16 +341,19 @@ final class ProxyHandler: Sendable {
             if let spool, let storing {
                 await store(storing, exchange, spool: spool)
             }
-            if let held {
-                do { try await writer.write(.body(.byteBuffer(held))) } catch { throw ClientGone(underlying: error) }
-            }
-            do { try await writer.write(.end(nil)) } catch { throw ClientGone(underlying: error) }
+            if let held { try await send(.body(.byteBuffer(held)), writer) }
+            try await send(.end(nil), writer)
         } catch {
             await spool?.remove()
             throw error
         }
         count { $0.bytesServed += sent }
-        return Outcome(status: UInt(responseHead.status.code), bytes: sent, cacheStatus: storing == nil ? "BYPASS" : "MISS")
+        return Outcome(status: UInt(status.code), bytes: sent, cacheStatus: storing == nil ? "BYPASS" : "MISS")
+    }
+
+    /// Writes to the client; a failure is the client's going (``ClientGone``), not the origin's.
+    private func send(_ part: HTTPServerResponsePart, _ writer: ClientWriter) async throws {
+        do { try await writer.write(part) } catch { throw ClientGone(underlying: error) }
     }
 
     private func store(_ response: StoredResponse, _ exchange: Exchange, spool: BodySpool) async {

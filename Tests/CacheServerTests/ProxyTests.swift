@@ -144,6 +144,33 @@ struct ProxyTests {
         try await fixture.finish()
     }
 
+    @Test func aRangeIsServedAs206FromTheWholeStoredBody() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60"), ("ETag", "\"t\"")], body: "0123456789") }
+        // A miss with a range: the whole body is fetched and stored, the range cut out on the way.
+        let first = try await fixture.get("/r", headers: [("Range", "bytes=0-1")])
+        #expect(first.status == 206 && first.text == "01" && first.header("Content-Range") == "bytes 0-1/10")
+        #expect(fixture.origin.requests.first?.header("Range") == nil)
+        let cases: [(String, Int, String, String?)] = [
+            ("bytes=2-4", 206, "234", "bytes 2-4/10"),
+            ("bytes=-3", 206, "789", "bytes 7-9/10"),
+            ("bytes=8-", 206, "89", "bytes 8-9/10"),
+            ("bytes=5-100", 206, "56789", "bytes 5-9/10"),
+            ("bytes=20-", 416, "", "bytes */10"),
+            ("bytes=1-2,4-5", 200, "0123456789", nil),
+            ("lines=1-2", 200, "0123456789", nil),
+        ]
+        for (range, status, body, contentRange) in cases {
+            let reply = try await fixture.get("/r", headers: [("Range", range)])
+            #expect(reply.status == status && reply.text == body && reply.header("Content-Range") == contentRange, "\(range): \(reply.status) \(reply.text) \(reply.headers)")
+            #expect(reply.header("X-Cache") == "HIT")
+        }
+        #expect(try await fixture.get("/r", headers: [("Range", "bytes=0-0"), ("If-Range", "\"t\"")]).status == 206)
+        #expect(try await fixture.get("/r", headers: [("Range", "bytes=0-0"), ("If-Range", "\"other\"")]).status == 200)
+        #expect(fixture.origin.requestCount == 1)
+        try await fixture.finish()
+    }
+
     @Test func concurrentMissesShareOneOriginFetch() async throws {
         let fixture = try await ServerFixture()
         fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")], body: "shared") }
