@@ -1,3 +1,4 @@
+import Foundation
 import HTTPCache
 import NIOHTTP1
 
@@ -45,6 +46,45 @@ enum Fields {
     static func notModifiedHeaders(_ stored: HTTPHeaders) -> HTTPHeaders {
         var result = stored
         for name in ["Content-Length", "Content-Type", "Content-Encoding", "Content-Range"] { result.remove(name: name) }
+        return result
+    }
+
+    // MARK: - CDN-Cache-Control (RFC 9213)
+
+    /// Where a response's own `Cache-Control` and `Expires` are kept while its
+    /// `CDN-Cache-Control` stands in for them in the stored response.
+    static let savedCacheControl = "DiskCache-Server-Cache-Control"
+    static let savedExpires = "DiskCache-Server-Expires"
+    /// Marks a stored response whose `Cache-Control` is its `CDN-Cache-Control`.
+    static let targetedMarker = "DiskCache-Server-Targeted"
+
+    /// The fields a CDN decides by (RFC 9213 §2.2): with a non-empty `CDN-Cache-Control`, its
+    /// directives in place of `Cache-Control`, and no `Expires`; the replaced fields are kept
+    /// under other names, for ``clientView(_:)``.
+    static func targeted(_ fields: HTTPHeaderFields) -> HTTPHeaderFields {
+        let cdn = fields.values(for: "CDN-Cache-Control").joined(separator: ", ").trimmingCharacters(in: .whitespaces)
+        guard !cdn.isEmpty else { return fields }
+        var result = fields
+        result.removeAll(named: "Cache-Control")
+        result.removeAll(named: "Expires")
+        for value in fields.values(for: "Cache-Control") { result.add(name: savedCacheControl, value: value) }
+        for value in fields.values(for: "Expires") { result.add(name: savedExpires, value: value) }
+        result.add(name: "Cache-Control", value: cdn)
+        result.add(name: targetedMarker, value: "1")
+        return result
+    }
+
+    /// A stored response's fields as the origin sent them: what ``targeted(_:)`` replaced, back.
+    static func clientView(_ headers: HTTPHeaders) -> HTTPHeaders {
+        guard headers.contains(name: targetedMarker) else { return headers }
+        var result = headers
+        result.remove(name: "Cache-Control")
+        result.remove(name: "Expires")
+        for value in headers[canonicalForm: savedCacheControl] { result.add(name: "Cache-Control", value: String(value)) }
+        for value in headers[savedExpires] { result.add(name: "Expires", value: value) }
+        result.remove(name: savedCacheControl)
+        result.remove(name: savedExpires)
+        result.remove(name: targetedMarker)
         return result
     }
 }

@@ -170,7 +170,7 @@ final class ProxyHandler: Sendable {
     private func serveStored(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange, status: String,
                              writer: ClientWriter) async throws -> Outcome? {
         let response = variant.entry.response
-        var headers = Fields.headers(response.headers)
+        var headers = Fields.clientView(Fields.headers(response.headers))
         let age = engine.freshness(of: response, at: Date()).currentAge
         let seconds = age.isNaN ? 0 : Int(min(max(age.rounded(.down), 0), 2_147_483_648))
         headers.replaceOrAdd(name: "Age", value: String(seconds))
@@ -246,7 +246,7 @@ final class ProxyHandler: Sendable {
                     $0.originSeconds += responseTime.timeIntervalSince(requestTime)
                 }
                 let code = Int(responseHead.status.code)
-                let fields = Fields.fields(Fields.endToEnd(responseHead.headers))
+                let fields = policyFields(responseHead.headers)
                 if code == 304, let validating, let key {
                     while try await body.next() != nil {}
                     let cache = self.cache
@@ -285,6 +285,12 @@ final class ProxyHandler: Sendable {
             }
             return FetchResult(outcome: try await respond(.badGateway, "The origin did not answer: \(error)", writer: writer, head: exchange.head))
         }
+    }
+
+    /// A response's end-to-end fields as this cache decides by them (``Fields/targeted(_:)`` on a CDN).
+    private func policyFields(_ headers: HTTPHeaders) -> HTTPHeaderFields {
+        let fields = Fields.fields(Fields.endToEnd(headers))
+        return configuration.isCDN ? Fields.targeted(fields) : fields
     }
 
     private func originHead(_ exchange: Exchange, headers: HTTPHeaders) -> HTTPRequestHead {
@@ -396,7 +402,7 @@ final class ProxyHandler: Sendable {
                 let responseTime = Date()
                 count { $0.originRequests += 1 }
                 let code = Int(responseHead.status.code)
-                let fields = Fields.fields(Fields.endToEnd(responseHead.headers))
+                let fields = policyFields(responseHead.headers)
                 if code == 304 {
                     while try await body.next() != nil {}
                     _ = try await BlockingIOPool.shared.run {

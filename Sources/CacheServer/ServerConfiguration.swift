@@ -19,6 +19,9 @@ public struct ServerConfiguration: Sendable {
     /// `s-maxage`, authenticated responses are not stored); a stale response is served after an
     /// origin failure only where `stale-if-error` allows it.
     public var engine: CachePolicyEngine = CachePolicyEngine(mode: .shared, servesStaleWhenDisconnected: false)
+    /// A CDN node (RFC 9213): a response's `CDN-Cache-Control`, when it has one, decides
+    /// instead of its `Cache-Control` and `Expires` (which still reach the client as sent).
+    public var isCDN = false
     /// The token a `PURGE` request must carry as `Authorization: Bearer <token>`; `nil`
     /// refuses every purge.
     public var purgeToken: String?

@@ -21,7 +21,7 @@ struct ServerCommand: AsyncParsableCommand {
         let requests in progress finish, close the store.
 
         A configuration file holds lines of `name = value` (listen, origin, cache-dir, \
-        disk-capacity, memory-capacity, purge-token, via, log-level); `#` starts a comment. \
+        disk-capacity, memory-capacity, purge-token, via, log-level, cdn = true|false); `#` starts a comment. \
         Options on the command line win over the file.
         """
     )
@@ -40,6 +40,8 @@ struct ServerCommand: AsyncParsableCommand {
     var memoryCapacity: String?
     @Option(name: .customLong("purge-token"), help: "The bearer token PURGE requests must carry (or DISKCACHE_SERVER_PURGE_TOKEN); none refuses purges.")
     var purgeToken: String?
+    @Flag(help: "Act as a CDN node: a response's CDN-Cache-Control (RFC 9213) decides instead of its Cache-Control.")
+    var cdn = false
     @Option(help: "This node's name in Via (default diskcache-server).")
     var via: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info (each request), notice, warning, error (default info).")
@@ -51,6 +53,7 @@ struct ServerCommand: AsyncParsableCommand {
                                           ("disk-capacity", diskCapacity), ("memory-capacity", memoryCapacity),
                                           ("purge-token", purgeToken), ("via", via), ("log-level", logLevel)]
         for (name, value) in flags { if let value { settings[name] = value } }
+        if cdn { settings["cdn"] = "true" }
         if settings["purge-token"] == nil, let token = ProcessInfo.processInfo.environment["DISKCACHE_SERVER_PURGE_TOKEN"] {
             settings["purge-token"] = token
         }
@@ -87,7 +90,8 @@ struct ServerCommand: AsyncParsableCommand {
         withExtendedLifetime(signals) {}
     }
 
-    static let settingNames: Set<String> = ["listen", "origin", "cache-dir", "disk-capacity", "memory-capacity", "purge-token", "via", "log-level"]
+    static let settingNames: Set<String> = ["listen", "origin", "cache-dir", "disk-capacity", "memory-capacity", "purge-token", "via", "log-level",
+                                            "cdn"]
 
     /// `name = value` lines; a clear error names the line that is wrong.
     static func readSettings(_ path: String) throws -> [String: String] {
@@ -127,6 +131,11 @@ struct ServerCommand: AsyncParsableCommand {
         if let text = settings["memory-capacity"] { configuration.memoryCapacity = try size(text, "memory capacity") }
         configuration.purgeToken = settings["purge-token"]
         if let via = settings["via"] { configuration.viaName = via }
+        switch settings["cdn"] {
+        case nil, "false": configuration.isCDN = false
+        case "true": configuration.isCDN = true
+        case let other?: throw ServerConfigurationError("cdn must be true or false, not \"\(other)\"")
+        }
         try configuration.validate()
         return configuration
     }

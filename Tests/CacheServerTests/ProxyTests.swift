@@ -171,6 +171,39 @@ struct ProxyTests {
         try await fixture.finish()
     }
 
+    @Test func aCDNNodeDecidesByCDNCacheControl() async throws {
+        let scripts: [String: [(String, String)]] = [
+            "/cdn-only": [("Cache-Control", "no-store"), ("CDN-Cache-Control", "max-age=60")],
+            "/cdn-private": [("Cache-Control", "max-age=60"), ("CDN-Cache-Control", "private")],
+            "/cdn-no-store": [("Cache-Control", "max-age=60"), ("CDN-Cache-Control", "no-store")],
+            "/cdn-no-cache": [("Cache-Control", "max-age=60"), ("CDN-Cache-Control", "no-cache"), ("ETag", "\"e\"")],
+            "/expires": [("Expires", "Thu, 01 Jan 2026 00:00:00 GMT"), ("CDN-Cache-Control", "max-age=60")],
+        ]
+        for cdn in [true, false] {
+            let fixture = try await ServerFixture { $0.isCDN = cdn }
+            fixture.origin.respond { request in ScriptedResponse(status: 200, scripts[request.path] ?? [], body: request.path) }
+            var statuses: [String: String] = [:]
+            for path in scripts.keys.sorted() {
+                _ = try await fixture.get(path)
+                let second = try await fixture.get(path)
+                statuses[path] = second.header("X-Cache")
+                #expect(second.text == path)
+                // The client gets the fields as the origin sent them.
+                #expect(second.header("Cache-Control") == scripts[path]!.first { $0.0 == "Cache-Control" }?.1, "\(path)")
+                #expect(second.header("CDN-Cache-Control") == scripts[path]!.first { $0.0 == "CDN-Cache-Control" }?.1)
+                #expect(second.header("Expires") == scripts[path]!.first { $0.0 == "Expires" }?.1)
+            }
+            if cdn {
+                #expect(statuses == ["/cdn-only": "HIT", "/cdn-private": "BYPASS", "/cdn-no-store": "BYPASS",
+                                     "/cdn-no-cache": "MISS", "/expires": "HIT"])
+            } else {
+                #expect(statuses == ["/cdn-only": "BYPASS", "/cdn-private": "HIT", "/cdn-no-store": "HIT",
+                                     "/cdn-no-cache": "HIT", "/expires": "MISS"])
+            }
+            try await fixture.finish()
+        }
+    }
+
     @Test func concurrentMissesShareOneOriginFetch() async throws {
         let fixture = try await ServerFixture()
         fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")], body: "shared") }
