@@ -115,7 +115,7 @@ let package = Package(
         .testTarget(
             name: "CacheServerTests",
             dependencies: [
-                "CacheServer", "DiskCache", "DiskCacheLocking", "HTTPCache", "HTTPTestOrigin",
+                "CacheServer", "DiskCache", "DiskCacheLocking", "HTTPCache", "HTTPTestOrigin", "diskcache-server",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -111,10 +111,22 @@ final class ProxyHandler: Sendable {
 
     // MARK: - GET and HEAD
 
-    private func answerFromCache(_ exchange: Exchange, writer: ClientWriter) async throws -> Outcome {
+    /// The responses stored for `request`, a single small one with its body: from the memory
+    /// tier on this thread when it holds it (no file read, no thread hop), else on the I/O threads.
+    private func lookup(_ request: URLRequest) async throws -> (key: String, variants: [HTTPURLCache.StoredVariant])? {
         let cache = self.cache
+        switch cache.storedVariantsInMemory(for: request) {
+        case .bypass: return nil
+        case .found(let key, let variants): return (key, variants)
+        case .needsDisk: break
+        }
+        let limit = Int64(min(256 << 10, configuration.memoryCapacity / 20))
+        return try await BlockingIOPool.shared.run { cache.storedVariants(for: request, bodyLimit: limit) }
+    }
+
+    private func answerFromCache(_ exchange: Exchange, writer: ClientWriter) async throws -> Outcome {
         let request = exchange.urlRequest
-        guard let stored = try await BlockingIOPool.shared.run({ cache.storedVariants(for: request) }) else {
+        guard let stored = try await lookup(request) else {
             return try await fetch(exchange, key: nil, adding: [:], validating: nil, fallback: nil, writer: writer).outcome!
         }
         var variants = stored.variants
@@ -140,7 +152,7 @@ final class ProxyHandler: Sendable {
             case .revalidate(_, let conditional):
                 let result = try await fetch(exchange, key: stored.key, adding: conditional, validating: chosen, fallback: chosen, writer: writer)
                 if let outcome = result.outcome { return outcome }
-                variants = try await BlockingIOPool.shared.run { cache.storedVariants(for: request)?.variants ?? [] }
+                variants = try await lookup(request)?.variants ?? []
             case .mustFetch(let additional, let fallbackResponse):
                 let fallback = fallbackResponse.flatMap { response in variants.first { $0.entry.response == response } }
                 // One fetch per resource at a time: the others wait for it, then look again.
@@ -153,12 +165,12 @@ final class ProxyHandler: Sendable {
                     }
                     waited = true
                     count { $0.coalesced += 1 }
-                    variants = try await BlockingIOPool.shared.run { cache.storedVariants(for: request)?.variants ?? [] }
+                    variants = try await lookup(request)?.variants ?? []
                     continue
                 }
                 let result = try await fetch(exchange, key: stored.key, adding: additional, validating: nil, fallback: fallback, writer: writer)
                 if let outcome = result.outcome { return outcome }
-                variants = try await BlockingIOPool.shared.run { cache.storedVariants(for: request)?.variants ?? [] }
+                variants = try await lookup(request)?.variants ?? []
             case .gatewayTimeout, .unavailableOffline:
                 return try await respond(.gatewayTimeout, "Nothing stored satisfies only-if-cached", writer: writer, head: exchange.head)
             }
@@ -182,15 +194,26 @@ final class ProxyHandler: Sendable {
             try await writer.write(.end(nil))
             return Outcome(status: 304, cacheStatus: status)
         }
-        guard let chunks = try await cache.body(of: variant) else { return nil }
-        var iterator = chunks.makeAsyncIterator()
-        // The first chunk before the head: a body of one chunk is checked whole before a byte is sent.
-        let first: Data?
-        do { first = try await iterator.next() } catch { return nil }
+        // A body loaded with the lookup, or chunks read as they are sent; of those, the first
+        // before the head: a body of one chunk is checked whole before a byte is sent.
+        var first: Data?
+        var iterator: DiskCache.Chunks.AsyncIterator?
+        let size: Int64
+        if variant.isLoaded {
+            first = variant.entry.body
+            size = Int64(variant.entry.body.count)
+        } else {
+            guard let chunks = try await cache.body(of: variant) else { return nil }
+            iterator = chunks.makeAsyncIterator()
+            do { first = try await iterator!.next() } catch { return nil }
+            size = chunks.size
+        }
         let range = exchange.head.method == .GET && response.status == 200
-            ? ByteRange(request: exchange.head.headers, response: response.headers, size: chunks.size) : .whole
-        let code = range.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: chunks.size)
-        try await writer.write(.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers)))
+            ? ByteRange(request: exchange.head.headers, response: response.headers, size: size) : .whole
+        let code = range.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: size)
+        // Parts go out together (one flush) until the next chunk has to be waited for: a body
+        // loaded with the lookup is one write of head, body and end.
+        var pending: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
         var sent: Int64 = 0
         if !exchange.isHEAD, range != .unsatisfiable {
             // Of a range, the last piece goes only after the whole body matched its checksum
@@ -198,17 +221,21 @@ final class ProxyHandler: Sendable {
             var next = first, offset: Int64 = 0, held: ByteBuffer?
             while let chunk = next {
                 if let piece = range.slice(ByteBuffer(bytes: chunk), at: offset), piece.readableBytes > 0 {
-                    if let previous = held { try await writer.write(.body(.byteBuffer(previous))) }
+                    if let previous = held { pending.append(.body(.byteBuffer(previous))) }
                     held = piece
                     sent += Int64(piece.readableBytes)
                 }
                 offset += Int64(chunk.count)
+                guard iterator != nil else { break }
+                try await writer.write(contentsOf: pending)
+                pending.removeAll()
                 // A later chunk that fails its checksum throws here: the connection closes short of the length.
-                next = try await iterator.next()
+                next = try await iterator!.next()
             }
-            if let held { try await writer.write(.body(.byteBuffer(held))) }
+            if let held { pending.append(.body(.byteBuffer(held))) }
         }
-        try await writer.write(.end(nil))
+        pending.append(.end(nil))
+        try await writer.write(contentsOf: pending)
         count { $0.bytesServed += sent }
         return Outcome(status: code.code, bytes: sent, cacheStatus: status)
     }

@@ -223,6 +223,22 @@ public final class DiskCache: Sendable {
         return state.withLock { $0.index[hash].map { !$0.hasExpired(atMilliseconds: now) } ?? false }
     }
 
+    /// ``contains(_:)`` of each of `keys`, under one lock.
+    package func containing(_ keys: [String]) -> [Bool] {
+        let hashes = keys.map { configuration.keyHasher.hash($0) }
+        let now = configuration.clock()
+        return state.withLock { state in hashes.map { state.index[$0].map { !$0.hasExpired(atMilliseconds: now) } ?? false } }
+    }
+
+    /// The body size the index records for `key` (no file is read); nil when there is no live entry.
+    package func indexedSize(for key: String) -> Int64? {
+        let hash = configuration.keyHasher.hash(key)
+        let now = configuration.clock()
+        return state.withLock { state in
+            state.index[hash].flatMap { $0.hasExpired(atMilliseconds: now) ? nil : $0.size }
+        }
+    }
+
     /// Live entries.
     public var count: Int { state.withLock { $0.index.count } }
 

@@ -294,6 +294,29 @@ public final class TieredCache: Sendable {
         return disk?.contains(key) ?? false
     }
 
+    /// ``record(for:)`` when the memory tier holds the record (nothing is read from disk); nil otherwise.
+    package func recordInMemory(for key: String) -> Record? {
+        dropWhatOthersChanged()
+        return memoryRecord(for: key)
+    }
+
+    /// The size of `key`'s body, from memory or the disk tier's index (no file is read); nil
+    /// when neither holds it.
+    package func storedSize(for key: String) -> Int64? {
+        dropWhatOthersChanged()
+        if let record = memory.valueWithoutUse(for: key) { return Int64(record.data.count) }
+        return disk?.indexedSize(for: key)
+    }
+
+    /// ``contains(_:)`` of each of `keys`, looking at each tier once.
+    package func containing(_ keys: [String]) -> [Bool] {
+        dropWhatOthersChanged()
+        let inMemory = shared.state.withLock { state in keys.map { state.memoryKeys[$0] != nil } }
+        guard let disk, inMemory.contains(false) else { return inMemory }
+        let onDisk = disk.containing(keys)
+        return zip(inMemory, onDisk).map { $0 || $1 }
+    }
+
     /// The record for `key` without its body (`data` is empty): from memory, else from the disk
     /// tier's metadata file alone. Nothing is promoted into memory and no statistic counts it.
     public func recordWithoutBody(for key: String) -> Record? {

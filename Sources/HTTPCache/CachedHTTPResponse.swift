@@ -1,4 +1,5 @@
 public import Foundation
+import DiskCacheLocking
 
 /// A response as the HTTP cache stores it: the response (URL, status, header fields, MIME type,
 /// text encoding), its body, the `userInfo` of `CachedURLResponse`, the storage policy, the
@@ -91,9 +92,7 @@ extension CachedHTTPResponse {
 
     /// Decodes a stored record; `nil` for a record that is not a response or is damaged.
     init?(body: Data, metadata: [String: String]) {
-        guard let text = metadata[Self.metadataField],
-              let decoded = try? JSONDecoder().decode(Metadata.self, from: Data(text.utf8)),
-              decoded.version == 1
+        guard let text = metadata[Self.metadataField], let decoded = Self.decodedMetadata(text), decoded.version == 1
         else { return nil }
         self.init(
             url: decoded.url, response: decoded.response, body: body, mimeType: decoded.mimeType,
@@ -101,4 +100,20 @@ extension CachedHTTPResponse {
             userInfo: decoded.userInfo, isHTTP: decoded.isHTTP
         )
     }
+
+    /// The metadata JSON decoded, from a memo of the texts decoded lately: the text alone
+    /// decides the result, and decoding is most of the CPU time of a lookup (reads of one
+    /// response decode the same text again and again).
+    private static func decodedMetadata(_ text: String) -> Metadata? {
+        if let known = decodedTexts.withLock({ $0[text] }) { return known }
+        guard let decoded = try? JSONDecoder().decode(Metadata.self, from: Data(text.utf8)) else { return nil }
+        decodedTexts.withLock { memo in
+            // Bounded: emptied when full (refilled by the texts still read).
+            if memo.count >= 4096 { memo.removeAll(keepingCapacity: true) }
+            memo[text] = decoded
+        }
+        return decoded
+    }
+
+    private static let decodedTexts = PthreadMutex([String: Metadata]())
 }

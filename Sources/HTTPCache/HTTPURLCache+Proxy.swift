@@ -11,21 +11,44 @@ package import DiskCache
 extension HTTPURLCache {
     /// A stored response (without its body) and the record it is in.
     package struct StoredVariant: Sendable {
+        /// The response; its `body` is empty unless ``isLoaded``.
         package let entry: CachedHTTPResponse
         package let recordKey: String
+        /// `entry.body` is the body, read (and checked) with the metadata.
+        package let isLoaded: Bool
 
-        package init(entry: CachedHTTPResponse, recordKey: String) {
+        package init(entry: CachedHTTPResponse, recordKey: String, isLoaded: Bool = false) {
             self.entry = entry
             self.recordKey = recordKey
+            self.isLoaded = isLoaded
         }
     }
 
-    /// The key `request` is stored under and every response stored there, without bodies; `nil`
-    /// when the key provider bypasses the request.
-    package func storedVariants(for request: URLRequest) -> (key: String, variants: [StoredVariant])? {
+    /// The key `request` is stored under and every response stored there, without bodies but
+    /// for a single one of at most `bodyLimit` bytes (read from memory, or from disk and then
+    /// kept in memory); `nil` when the key provider bypasses the request.
+    package func storedVariants(for request: URLRequest, bodyLimit: Int64 = -1) -> (key: String, variants: [StoredVariant])? {
         guard let key = keyProvider.key(for: request) else { return nil }
-        let variants = responses.variants(forKey: key, loadingBodies: false)
-        return (key, variants.map { StoredVariant(entry: $0.entry, recordKey: $0.recordKey) })
+        let variants = responses.variants(forKey: key, loadingBodies: bodyLimit >= 0, bodyLimit: max(bodyLimit, 0))
+        return (key, variants.map { StoredVariant(entry: $0.entry, recordKey: $0.recordKey, isLoaded: $0.isLoaded) })
+    }
+
+    /// What ``storedVariants(for:bodyLimit:)`` finds without reading a file.
+    package enum MemoryLookup: Sendable {
+        /// The key provider bypasses the request.
+        case bypass
+        /// Nothing stored, or a single response held in memory (with its body).
+        case found(key: String, variants: [StoredVariant])
+        /// Answering needs the disk: ask ``storedVariants(for:bodyLimit:)`` on an I/O thread.
+        case needsDisk
+    }
+
+    /// The responses stored for `request` when they can be had without reading a file (cheap
+    /// enough for any thread).
+    package func storedVariantsInMemory(for request: URLRequest) -> MemoryLookup {
+        guard let key = keyProvider.key(for: request) else { return .bypass }
+        guard let variants = responses.variantsInMemory(forKey: key) else { return .needsDisk }
+        return .found(key: key, variants: variants.map { StoredVariant(entry: $0.entry, recordKey: $0.recordKey, isLoaded: true) })
     }
 
     /// `variant`'s body as chunks read as they are asked for (the last only after the whole body

@@ -50,7 +50,8 @@ final class _HTTPResponseStore: Sendable {
     }
 
     private func takenSlots(_ primaryKey: String) -> [Int] {
-        (0..<Self.maximumVariantCount).filter { records.contains(Self.variantKey(primaryKey, slot: $0)) }
+        let taken = records.containing((0..<Self.maximumVariantCount).map { Self.variantKey(primaryKey, slot: $0) })
+        return taken.indices.filter { taken[$0] }
     }
 
     /// A stored response and the record it is in. `entry.body` is empty until ``load(_:)``.
@@ -67,9 +68,12 @@ final class _HTTPResponseStore: Sendable {
     ///
     /// With `loadingBodies` false no body is read, even of a single variant (for a caller that
     /// streams the chosen one's body).
-    func variants(forKey primaryKey: String, loadingBodies: Bool = true) -> [Variant] {
+    ///
+    /// `bodyLimit`: a single variant's body is loaded only when it is at most this long.
+    func variants(forKey primaryKey: String, loadingBodies: Bool = true, bodyLimit: Int64 = .max) -> [Variant] {
         let keys = takenSlots(primaryKey).map { Self.variantKey(primaryKey, slot: $0) }
         let loaded = loadingBodies && keys.count == 1
+            && (bodyLimit == .max || records.storedSize(for: keys[0]).map { $0 <= bodyLimit } ?? false)
         return keys
             .compactMap { key -> Variant? in
                 guard let record = loaded ? records.record(for: key) : records.recordWithoutBody(for: key),
@@ -78,6 +82,18 @@ final class _HTTPResponseStore: Sendable {
                 return Variant(entry: entry, recordKey: key, isLoaded: loaded)
             }
             .sorted { $0.entry.response.responseTime < $1.entry.response.responseTime }
+    }
+
+    /// ``variants(forKey:loadingBodies:bodyLimit:)`` answered from memory alone, with the body:
+    /// nil unless a single variant is stored and the memory tier holds it (then no file is read).
+    func variantsInMemory(forKey primaryKey: String) -> [Variant]? {
+        let slots = takenSlots(primaryKey)
+        if slots.isEmpty { return [] }
+        guard slots.count == 1 else { return nil }
+        let key = Self.variantKey(primaryKey, slot: slots[0])
+        guard let record = records.recordInMemory(for: key),
+              let entry = CachedHTTPResponse(body: record.data, metadata: record.metadata) else { return nil }
+        return [Variant(entry: entry, recordKey: key, isLoaded: true)]
     }
 
     /// `variant` with its body; `nil` when its record has gone or now holds another variant.

@@ -1,4 +1,5 @@
 public import Foundation
+import DiskCacheLocking
 
 /// Parsing and formatting of HTTP timestamps (RFC 9110 §5.6.7).
 ///
@@ -58,6 +59,25 @@ public enum HTTPDate {
         guard let components, scanner.isAtEnd else { return nil }
         return components.date
     }
+
+    /// ``parse(_:relativeTo:)`` of an IMF-fixdate (the form servers send, which needs no
+    /// reference), from a memo of the texts parsed lately: a stored response's `Date` is parsed
+    /// on every lookup of it.
+    static func parseRemembering(_ text: String, relativeTo reference: Date?) -> Date? {
+        // Only a form whose meaning does not depend on the reference is remembered.
+        guard text.utf8.count == 29, text.utf8.dropFirst(3).first == UInt8(ascii: ",") else {
+            return parse(text, relativeTo: reference)
+        }
+        if let known = parsedTexts.withLock({ $0[text] }) { return known }
+        guard let date = parse(text, relativeTo: reference) else { return nil }
+        parsedTexts.withLock { memo in
+            if memo.count >= 4096 { memo.removeAll(keepingCapacity: true) }
+            memo[text] = date
+        }
+        return date
+    }
+
+    private static let parsedTexts = PthreadMutex([String: Date]())
 
     /// Formats `date` as an IMF-fixdate, the form senders must generate, for example
     /// `Sun, 06 Nov 1994 08:49:37 GMT`. Fractional seconds are dropped.

@@ -91,6 +91,6 @@ public struct StoredResponse: Sendable, Hashable, Codable {
     /// The first line of a date-valued field, parsed. HTTP dates contain a comma, so the combined
     /// value of several lines is not a date; the first line is used (RFC 9111 §4.2.1).
     func firstDate(of name: String) -> Date? {
-        headers.values(for: name).first.flatMap { HTTPDate.parse($0, relativeTo: responseTime) }
+        headers.values(for: name).first.flatMap { HTTPDate.parseRemembering($0, relativeTo: responseTime) }
     }
 }
