@@ -20,17 +20,23 @@ struct OriginClient: Sendable {
     ) async throws -> Result {
         let connection: Connection
         do {
-            connection = try await ClientBootstrap(group: group)
+            let bootstrap = ClientBootstrap(group: group)
                 .connectTimeout(connectTimeout.timeAmount)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                .connect(host: origin.host, port: origin.port) { [readTimeout] channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                        try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: readTimeout.timeAmount))
-                        try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
-                        return try Connection(wrappingChannelSynchronously: channel)
-                    }
+            let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { [readTimeout] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: readTimeout.timeAmount))
+                    try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
+                    return try Connection(wrappingChannelSynchronously: channel)
                 }
+            }
+            // An address given as an IP literal is connected to directly, without the resolver.
+            if let address = try? SocketAddress(ipAddress: origin.host, port: origin.port) {
+                connection = try await bootstrap.connect(to: address, channelInitializer: initializer)
+            } else {
+                connection = try await bootstrap.connect(host: origin.host, port: origin.port, channelInitializer: initializer)
+            }
         } catch {
             throw OriginError.unreachable("\(origin): \(error)")
         }

@@ -344,11 +344,7 @@ final class ProxyHandler: Sendable {
             status = range.apply(to: &headers, status: status, size: length)
         }
         var spool: BodySpool?
-        if storing != nil, let directory = cache.temporaryDirectory {
-            do { spool = try await BodySpool.create(in: directory) } catch {
-                logger.warning("Cannot spool a response into the cache", metadata: ["error": "\(error)"])
-            }
-        }
+        if storing != nil, let directory = cache.temporaryDirectory { spool = BodySpool(in: directory) }
         var sent: Int64 = 0
         do {
             try await send(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)), writer)
@@ -395,8 +391,14 @@ final class ProxyHandler: Sendable {
                                        mimeType: response.headers["Content-Type"].map { String($0.prefix { $0 != ";" }) })
         let request = exchange.urlRequest
         do {
-            try await spool.flush()
-            try await BlockingIOPool.shared.run { try cache.store(entry, bodyFile: spool.url, for: request) }
+            switch try await spool.finish() {
+            case .bytes(let body):
+                var whole = entry
+                whole.body = body
+                try await BlockingIOPool.shared.run { [whole] in try cache.storeWhole(whole, for: request) }
+            case .file(let url):
+                try await BlockingIOPool.shared.run { try cache.store(entry, bodyFile: url, for: request) }
+            }
             count { $0.stores += 1 }
         } catch {
             logger.warning("Cannot store a response", metadata: ["target": "\(exchange.target)", "error": "\(error)"])
@@ -442,7 +444,7 @@ final class ProxyHandler: Sendable {
                     while try await body.next() != nil {}
                     return
                 }
-                let spool = try await BodySpool.create(in: directory)
+                let spool = BodySpool(in: directory)
                 do {
                     while let buffer = try await body.next() { try await spool.append(buffer) }
                 } catch {

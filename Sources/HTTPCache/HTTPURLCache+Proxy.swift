@@ -70,6 +70,14 @@ extension HTTPURLCache {
         try responses.store(final, forKey: key, bodyFile: final.body.isEmpty ? (bodyFile, .move) : nil)
     }
 
+    /// Stores `entry` with its body (``willStore`` sees it first); throws when it could not be stored.
+    package func storeWhole(_ entry: CachedHTTPResponse, for request: URLRequest) throws {
+        guard entry.storagePolicy != .notAllowed, let key = keyProvider.key(for: request),
+              let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed
+        else { return }
+        try responses.store(final, forKey: key)
+    }
+
     /// Applies a 304's header fields to the stored responses it selects (RFC 9111 §4.3.4; the
     /// validated one when it selects none), rewriting their metadata only, and returns the
     /// validated response as updated.

@@ -68,7 +68,8 @@ struct StreamingTests {
     }
 
     @Test func aDamagedBodyIsNeverServedWhole() async throws {
-        let fixture = try await ServerFixture()
+        // No memory tier: every hit reads the disk.
+        let fixture = try await ServerFixture { $0.memoryCapacity = 0 }
         let small = pattern(count: 100_000, seed: 3)
         let large = pattern(count: 3 << 20, seed: 4)
         fixture.origin.respond { request in
@@ -78,12 +79,16 @@ struct StreamingTests {
         }
         _ = try await fixture.get("/small")
         _ = try await fixture.get("/large")
-        // Flip one byte in the middle of every body file the store holds.
+        // Flip one byte in the middle of the body of each: the small one lives inside its metadata
+        // file, the large one in a body file.
         #expect(fixture.server.statistics.stores == 2)
         let files = FileManager.default.enumerator(at: fixture.server.configuration.cacheDirectory, includingPropertiesForKeys: [.fileSizeKey])!
-            .compactMap { $0 as? URL }.filter { $0.pathExtension == "body" }
-        #expect(files.count == 2)
-        for file in files {
+            .compactMap { $0 as? URL }.filter { $0.pathExtension == "body" || $0.pathExtension == "meta" }
+        let bodies = files.filter { $0.pathExtension == "body" }
+        let bodyStems = Set(bodies.map { $0.deletingPathExtension().path })
+        let inline = files.filter { $0.pathExtension == "meta" && !bodyStems.contains($0.deletingPathExtension().path) }
+        #expect(bodies.count == 1 && inline.count == 1)
+        for file in bodies + inline {
             let handle = try FileHandle(forUpdating: file)
             let size = try handle.seekToEnd()
             try handle.seek(toOffset: size / 2)
