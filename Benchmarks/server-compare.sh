@@ -123,13 +123,19 @@ request = function()
     return wrk.format("GET", "/" .. size .. "/" .. (n % 100) .. ".bin")
 end
 LUA
+# Every request of a miss run is for a URL no request asked before: the run's name, the wrk
+# thread's number (set in each thread's Lua state by setup) and a counter.
 cat > "$work/misses.lua" <<'LUA'
+local threads = 0
+function setup(thread)
+    threads = threads + 1
+    thread:set("id", threads)
+end
 local n = 0
 local size = os.getenv("SIZE")
-local prefix = os.getenv("RUN") .. "-" .. tostring(math.random(1, 1e9))
 request = function()
     n = n + 1
-    return wrk.format("GET", "/" .. size .. "/" .. (n % 100) .. ".bin?u=" .. prefix .. "-" .. n)
+    return wrk.format("GET", "/" .. size .. "/" .. (n % 100) .. ".bin?u=" .. os.getenv("RUN") .. "-" .. id .. "-" .. n)
 end
 LUA
 

@@ -1,0 +1,74 @@
+import Foundation
+import Testing
+@testable import CacheServer
+@testable import diskcache_server
+
+/// Bad configuration values are refused before the server listens, each with a message naming it.
+struct ConfigurationTests {
+    @Test func originsOtherThanPlainHTTPHostAndPortAreRefused() throws {
+        let good = try ServerConfiguration.Origin(parsing: "http://127.0.0.1:8081/")
+        #expect(good.host == "127.0.0.1" && good.port == 8081 && good.authority == "127.0.0.1:8081")
+        #expect(try ServerConfiguration.Origin(parsing: "http://example.com").authority == "example.com")
+        let refused: [(String, String)] = [
+            ("https://example.com", "only http://"),
+            ("ftp://example.com", "only http://"),
+            ("example.com", "not a URL"),
+            ("http://", "no host"),
+            ("http://example.com/path", "path or query"),
+            ("http://example.com/?q=1", "path or query"),
+            ("http://user:secret@example.com", "credentials"),
+            ("http://example.com:70000", "out of range"),
+        ]
+        for (text, message) in refused {
+            #expect(performing: { try ServerConfiguration.Origin(parsing: text) },
+                    throws: { "\($0)".contains(message) })
+        }
+    }
+
+    @Test func valuesThatCannotWorkAreRefused() {
+        var configuration = ServerConfiguration(origin: .init(host: "127.0.0.1", port: 80), cacheDirectory: URL(fileURLWithPath: "/tmp/x"))
+        #expect(throws: Never.self) { try configuration.validate() }
+        for change in [{ (c: inout ServerConfiguration) in c.port = 70_000 }, { $0.diskCapacity = 0 }, { $0.memoryCapacity = -1 },
+                       { $0.purgeToken = "" }, { $0.purgeToken = "a b" }, { $0.viaName = "two words" }] {
+            var changed = configuration
+            change(&changed)
+            #expect(throws: ServerConfigurationError.self) { try changed.validate() }
+        }
+        configuration.purgeToken = "secret"
+        #expect(throws: Never.self) { try configuration.validate() }
+    }
+
+    @Test func theConfigurationFileNamesTheLineThatIsWrong() throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("server-\(UUID().uuidString).conf")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try "# a node\norigin = http://127.0.0.1:9000\ncache-dir = /tmp/c   # here\ndisk-capacity = 2G\ncdn = true\n"
+            .write(to: file, atomically: true, encoding: .utf8)
+        let settings = try ServerCommand.readSettings(file.path)
+        let configuration = try ServerCommand.configuration(from: settings)
+        #expect(configuration.origin.port == 9000 && configuration.cacheDirectory.path == "/tmp/c")
+        #expect(configuration.diskCapacity == 2 << 30 && configuration.isCDN)
+        try "origin = http://127.0.0.1:9000\ncolour = blue\n".write(to: file, atomically: true, encoding: .utf8)
+        #expect(performing: { try ServerCommand.readSettings(file.path) }, throws: { "\($0)".contains(":2: unknown setting \"colour\"") })
+        try "origin http://127.0.0.1:9000\n".write(to: file, atomically: true, encoding: .utf8)
+        #expect(performing: { try ServerCommand.readSettings(file.path) }, throws: { "\($0)".contains(":1: expected `name = value`") })
+        #expect(performing: { try ServerCommand.readSettings("/nonexistent/server.conf") }, throws: { "\($0)".contains("cannot read") })
+        #expect(performing: { try ServerCommand.configuration(from: ["cache-dir": "/tmp/c"]) }, throws: { "\($0)".contains("no origin") })
+        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "listen": "nowhere"]) },
+                throws: { "\($0)".contains("not host:port") })
+        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "cdn": "maybe"]) },
+                throws: { "\($0)".contains("true or false") })
+        #expect(try ServerCommand.size("512K", "x") == 512 << 10)
+        #expect(try ServerCommand.size("64MB", "x") == 64 << 20)
+        #expect(performing: { try ServerCommand.size("lots", "disk capacity") }, throws: { "\($0)".contains("disk capacity \"lots\" is not a size") })
+    }
+
+    @Test func aCacheDirectoryThatIsAFileStopsTheStartWithTheStoresError() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("server-\(UUID().uuidString)")
+        try Data("not a directory".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        var configuration = ServerConfiguration(origin: .init(host: "127.0.0.1", port: 80), cacheDirectory: file)
+        configuration.port = 0
+        await #expect(throws: (any Error).self) { _ = try await CacheServer.start(configuration) }
+        #expect(try Data(contentsOf: file) == Data("not a directory".utf8))
+    }
+}
