@@ -84,7 +84,7 @@ public final class CacheServer: Sendable {
     /// Serves connections until ``shutdown()``; then waits for the connections to finish and
     /// closes the store.
     public func run() async throws {
-        logger.info("Listening", metadata: ["address": "\(configuration.host):\(port)", "origin": "\(configuration.origin)",
+        logger.notice("Listening", metadata: ["address": "\(configuration.host):\(port)", "origin": "\(configuration.origin)",
                                             "cache": "\(configuration.cacheDirectory.path)"])
         try await listener.executeThenClose { inbound in
             try await withThrowingDiscardingTaskGroup { group in
@@ -95,7 +95,7 @@ public final class CacheServer: Sendable {
         }
         await handler.waitForRefreshes()
         try cache.closeStore()
-        logger.info("Stopped; the store is closed")
+        logger.notice("Stopped; the store is closed")
     }
 
     /// Stops accepting connections and closes idle ones; a request in progress finishes (its

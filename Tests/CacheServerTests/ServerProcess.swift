@@ -9,7 +9,7 @@ final class ServerProcess: Sendable {
     let port: Int?
     var pid: Int32 { process.processIdentifier }
 
-    /// Starts it with `arguments` (which should include `--log-level info` and `--listen HOST:0`
+    /// Starts it with `arguments` (which should include `--log-level notice` or lower and `--listen HOST:0`
     /// for ``port`` to be learnt) and waits until it listens.
     init(_ arguments: [String]) throws {
         process = Process()
