@@ -6,18 +6,19 @@ public import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+public import ServiceLifecycle
 
 /// An RFC 9111 caching reverse proxy over the disk store: every request goes to one origin,
 /// and what may be stored is stored, in a cache directory other processes may share.
 ///
 /// ```swift
 /// let server = try await CacheServer.start(configuration)
-/// try await server.run()          // until shutdown()
+/// try await server.run()          // until shutdown(), or the service group's graceful shutdown
 /// ```
 ///
 /// `shutdown()` stops accepting connections, closes idle ones, lets requests in progress finish
 /// (for up to ``ServerConfiguration/shutdownGracePeriod``), then closes the store cleanly.
-public final class CacheServer: Sendable {
+public final class CacheServer: Service, Sendable {
     public let configuration: ServerConfiguration
     /// The port the server listens on (the one chosen when the configuration says 0).
     public let port: Int
@@ -81,9 +82,18 @@ public final class CacheServer: Sendable {
     /// What the server has done so far.
     public var statistics: ServerStatistics { handler.statistics.withLock { $0 } }
 
-    /// Serves connections until ``shutdown()``; then waits for the connections to finish and
-    /// closes the store.
+    /// Serves connections until ``shutdown()`` or a graceful shutdown of the `ServiceGroup`
+    /// running it (swift-service-lifecycle: SIGTERM, say); then waits for the connections to
+    /// finish and closes the store.
     public func run() async throws {
+        try await withGracefulShutdownHandler {
+            try await serve()
+        } onGracefulShutdown: {
+            Task { await self.shutdown() }
+        }
+    }
+
+    private func serve() async throws {
         logger.notice("Listening", metadata: ["address": "\(configuration.host):\(port)", "origin": "\(configuration.origin)",
                                             "cache": "\(configuration.cacheDirectory.path)"])
         try await listener.executeThenClose { inbound in

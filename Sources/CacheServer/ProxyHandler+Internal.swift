@@ -33,7 +33,7 @@ extension ProxyHandler {
             return try await respond(.ok, "{\"status\":\"ok\",\"entries\":\(records.entries),\"bytes\":\(records.bytes)}",
                                      writer: writer, head: head, contentType: "application/json", cacheStatus: "INTERNAL")
         case "/_cache/metrics":
-            let text = statistics.withLock { $0 }.prometheus(storeBytes: records.bytes, storeEntries: records.entries)
+            let text = metrics.exposition(storeBytes: records.bytes, storeEntries: records.entries)
             return try await respond(.ok, text, writer: writer, head: head, contentType: "text/plain; version=0.0.4", cacheStatus: "INTERNAL")
         default:
             return try await respond(.notFound, "No such endpoint: \(path)", writer: writer, head: head, cacheStatus: "INTERNAL")

@@ -31,6 +31,7 @@ final class ProxyHandler: Sendable {
     let logger: Logger
     let gate = FetchGate()
     let statistics = PthreadMutex(ServerStatistics())
+    let metrics = ServerMetrics()
     /// Keys whose stale-while-revalidate refresh is running.
     private let refreshing = PthreadMutex(Set<String>())
     private let refreshTasks = PthreadMutex([String: Task<Void, Never>]())
@@ -44,8 +45,10 @@ final class ProxyHandler: Sendable {
 
     private var engine: CachePolicyEngine { cache.engine }
 
-    private func count(_ update: (inout ServerStatistics) -> Void) {
-        statistics.withLock { update(&$0) }
+    /// Counts `event` in ``statistics`` and in the Prometheus metrics.
+    private func note(_ event: ServerMetrics.Event) {
+        statistics.withLock { $0.count(event) }
+        metrics.record(event)
     }
 
     /// Waits for the background refreshes under way.
@@ -87,7 +90,7 @@ final class ProxyHandler: Sendable {
         urlRequest.httpMethod = head.method.rawValue
         for field in fields { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }
         let exchange = Exchange(head: head, target: target, cacheRequest: cacheRequest, urlRequest: urlRequest)
-        count { $0.requests += 1 }
+        note(.requests)
         if head.method == .GET || head.method == .HEAD {
             try await drain(&parts)
             return try await answerFromCache(exchange, writer: writer)
@@ -138,13 +141,13 @@ final class ProxyHandler: Sendable {
             switch decision {
             case .fresh, .stale:
                 if let outcome = try await serveStored(chosen!, exchange, status: "HIT", writer: writer) {
-                    count { $0.hits += 1 }
+                    note(.hits)
                     return outcome
                 }
                 variants.removeAll { $0.recordKey == chosen!.recordKey }
             case .staleWhileRevalidate(_, let conditional):
                 if let outcome = try await serveStored(chosen!, exchange, status: "STALE", writer: writer) {
-                    count { $0.hits += 1 }
+                    note(.hits)
                     refreshInBackground(exchange, key: stored.key, validating: chosen!, adding: conditional)
                     return outcome
                 }
@@ -164,7 +167,7 @@ final class ProxyHandler: Sendable {
                         return try await respond(.badGateway, "The origin's answer could not be used", writer: writer, head: exchange.head)
                     }
                     waited = true
-                    count { $0.coalesced += 1 }
+                    note(.coalesced)
                     variants = try await lookup(request)?.variants ?? []
                     continue
                 }
@@ -236,7 +239,7 @@ final class ProxyHandler: Sendable {
         }
         pending.append(.end(nil))
         try await writer.write(contentsOf: pending)
-        count { $0.bytesServed += sent }
+        note(.bytesServed(sent))
         return Outcome(status: code.code, bytes: sent, cacheStatus: status)
     }
 
@@ -268,10 +271,7 @@ final class ProxyHandler: Sendable {
         do {
             return try await origin.exchange(head, sendBody: { _ in }) { responseHead, body in
                 let responseTime = Date()
-                count {
-                    $0.originRequests += 1
-                    $0.originSeconds += responseTime.timeIntervalSince(requestTime)
-                }
+                note(.originResponse(seconds: responseTime.timeIntervalSince(requestTime)))
                 let code = Int(responseHead.status.code)
                 let fields = policyFields(responseHead.headers)
                 if code == 304, let validating, let key {
@@ -283,13 +283,13 @@ final class ProxyHandler: Sendable {
                     guard let outcome = try await serveStored(HTTPURLCache.StoredVariant(entry: merged, recordKey: validating.recordKey),
                                                               exchange, status: "REVALIDATED", writer: writer)
                     else { return FetchResult(outcome: nil) }
-                    count { $0.revalidations += 1 }
+                    note(.revalidations)
                     return FetchResult(outcome: outcome)
                 }
                 if CachePolicyEngine.staleIfErrorStatusCodes.contains(code), let stale = validating ?? fallback,
                    engine.canServeStale(stale.entry.response, for: exchange.cacheRequest, at: responseTime, after: .errorStatus(code)),
                    let outcome = try await serveStored(stale, exchange, status: "STALE", writer: writer) {
-                    count { $0.staleOnError += 1 }
+                    note(.staleOnError)
                     return FetchResult(outcome: outcome)
                 }
                 let storable = key != nil && exchange.head.method == .GET && code != 304 && code != 206
@@ -297,17 +297,17 @@ final class ProxyHandler: Sendable {
                 let stored = storable ? StoredResponse(request: exchange.cacheRequest, status: code, headers: fields,
                                                        requestTime: requestTime, responseTime: responseTime) : nil
                 started = true
-                count { $0.misses += 1 }
+                note(.misses)
                 return FetchResult(outcome: try await relay(responseHead, &body, exchange, storing: stored, writer: writer))
             }
         } catch {
             guard !started, !(error is ClientGone) else { throw error }
-            count { $0.originErrors += 1 }
+            note(.originErrors)
             logger.warning("The origin failed", metadata: ["target": "\(exchange.target)", "error": "\(error)"])
             if let stale = validating ?? fallback,
                engine.canServeStale(stale.entry.response, for: exchange.cacheRequest, at: Date(), after: .disconnected),
                let outcome = try await serveStored(stale, exchange, status: "STALE", writer: writer) {
-                count { $0.staleOnError += 1 }
+                note(.staleOnError)
                 return FetchResult(outcome: outcome)
             }
             return FetchResult(outcome: try await respond(.badGateway, "The origin did not answer: \(error)", writer: writer, head: exchange.head))
@@ -376,7 +376,7 @@ final class ProxyHandler: Sendable {
             await spool?.remove()
             throw error
         }
-        count { $0.bytesServed += sent }
+        note(.bytesServed(sent))
         return Outcome(status: UInt(status.code), bytes: sent, cacheStatus: storing == nil ? "BYPASS" : "MISS")
     }
 
@@ -399,7 +399,7 @@ final class ProxyHandler: Sendable {
             case .file(let url):
                 try await BlockingIOPool.shared.run { try cache.store(entry, bodyFile: url, for: request) }
             }
-            count { $0.stores += 1 }
+            note(.stores)
         } catch {
             logger.warning("Cannot store a response", metadata: ["target": "\(exchange.target)", "error": "\(error)"])
         }
@@ -429,7 +429,7 @@ final class ProxyHandler: Sendable {
         do {
             try await origin.exchange(head, sendBody: { _ in }) { responseHead, body in
                 let responseTime = Date()
-                count { $0.originRequests += 1 }
+                note(.originResponse(seconds: responseTime.timeIntervalSince(requestTime)))
                 let code = Int(responseHead.status.code)
                 let fields = policyFields(responseHead.headers)
                 if code == 304 {
@@ -455,7 +455,7 @@ final class ProxyHandler: Sendable {
                                            requestTime: requestTime, responseTime: responseTime), get, spool: spool)
             }
         } catch {
-            count { $0.originErrors += 1 }
+            note(.originErrors)
             logger.warning("A background refresh failed", metadata: ["target": "\(exchange.target)", "error": "\(error)"])
         }
     }
@@ -470,6 +470,7 @@ final class ProxyHandler: Sendable {
         var bodyRead = false
         var started = false
         var responseFields = HTTPHeaderFields()
+        let requestTime = Date()
         do {
             let outcome = try await origin.exchange(head, sendBody: { origin in
                 while let part = try await parts.next() {
@@ -481,10 +482,8 @@ final class ProxyHandler: Sendable {
                 }
                 throw ClientGone(underlying: nil)
             }) { responseHead, body in
-                count {
-                    $0.originRequests += 1
-                    $0.misses += 1
-                }
+                note(.originResponse(seconds: Date().timeIntervalSince(requestTime)))
+                note(.misses)
                 started = true
                 responseFields = Fields.fields(responseHead.headers)
                 return try await relay(responseHead, &body, exchange, storing: nil, writer: writer)
@@ -499,7 +498,7 @@ final class ProxyHandler: Sendable {
             return result
         } catch {
             guard !started, !(error is ClientGone) else { throw error }
-            count { $0.originErrors += 1 }
+            note(.originErrors)
             var outcome = try await respond(.badGateway, "The origin did not answer: \(error)", writer: writer, head: exchange.head)
             outcome.canContinue = bodyRead
             return outcome

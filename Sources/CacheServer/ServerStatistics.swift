@@ -1,4 +1,6 @@
+import CoreMetrics
 import DiskCacheLocking
+import Prometheus
 
 /// What a ``CacheServer`` has done since it started.
 public struct ServerStatistics: Sendable, Hashable {
@@ -26,30 +28,21 @@ public struct ServerStatistics: Sendable, Hashable {
 
     public init() {}
 
-    /// Prometheus text exposition format (version 0.0.4), with the store's size and entry count.
-    func prometheus(storeBytes: Int64, storeEntries: Int) -> String {
-        let counters: [(String, String, String)] = [
-            ("diskcache_server_requests_total", "Requests answered", "\(requests)"),
-            ("diskcache_server_hits_total", "Answered from the cache without the origin", "\(hits)"),
-            ("diskcache_server_revalidations_total", "Answered from the cache after a 304", "\(revalidations)"),
-            ("diskcache_server_misses_total", "Answered with what the origin sent", "\(misses)"),
-            ("diskcache_server_stale_on_error_total", "Stale responses served after an origin failure", "\(staleOnError)"),
-            ("diskcache_server_coalesced_total", "Requests that waited for another's fetch", "\(coalesced)"),
-            ("diskcache_server_stores_total", "Responses stored", "\(stores)"),
-            ("diskcache_server_bytes_served_total", "Body bytes sent to clients", "\(bytesServed)"),
-            ("diskcache_server_origin_requests_total", "Requests sent to the origin", "\(originRequests)"),
-            ("diskcache_server_origin_seconds_total", "Seconds until origin response heads arrived", "\(originSeconds)"),
-            ("diskcache_server_origin_errors_total", "Origin exchanges that failed", "\(originErrors)"),
-        ]
-        var text = ""
-        for (name, help, value) in counters {
-            text += "# HELP \(name) \(help)\n# TYPE \(name) counter\n\(name) \(value)\n"
+    mutating func count(_ event: ServerMetrics.Event) {
+        switch event {
+        case .requests: requests += 1
+        case .hits: hits += 1
+        case .revalidations: revalidations += 1
+        case .misses: misses += 1
+        case .staleOnError: staleOnError += 1
+        case .coalesced: coalesced += 1
+        case .stores: stores += 1
+        case .originErrors: originErrors += 1
+        case .bytesServed(let bytes): bytesServed += bytes
+        case .originResponse(let seconds):
+            originRequests += 1
+            originSeconds += seconds
         }
-        text += "# HELP diskcache_server_store_bytes Bytes the store holds on disk\n# TYPE diskcache_server_store_bytes gauge\n"
-        text += "diskcache_server_store_bytes \(storeBytes)\n"
-        text += "# HELP diskcache_server_store_entries Entries in the store\n# TYPE diskcache_server_store_entries gauge\n"
-        text += "diskcache_server_store_entries \(storeEntries)\n"
-        return text
     }
 }
 
@@ -85,4 +78,57 @@ final class FetchGate: Sendable {
 
     /// Callers waiting for `key` (for tests).
     func waiterCount(_ key: String) -> Int { waiting.withLock { $0[key]?.count ?? 0 } }
+}
+
+/// The server's metrics through swift-metrics, into a Prometheus registry of the server's own
+/// (several servers in one process keep theirs apart), written out by `GET /_cache/metrics`.
+final class ServerMetrics: Sendable {
+    /// What is counted.
+    enum Event {
+        case requests, hits, revalidations, misses, staleOnError, coalesced, stores, originErrors
+        case bytesServed(Int64)
+        /// An origin response head arrived this long after the request went out.
+        case originResponse(seconds: Double)
+    }
+
+    let registry = PrometheusCollectorRegistry()
+    private let counters: [String: CoreMetrics.Counter]
+    private let originLatency: CoreMetrics.Timer
+    private let storeBytes: CoreMetrics.Gauge
+    private let storeEntries: CoreMetrics.Gauge
+
+    init() {
+        let factory = PrometheusMetricsFactory(registry: registry)
+        var counters: [String: CoreMetrics.Counter] = [:]
+        for name in ["requests", "hits", "revalidations", "misses", "stale_on_error", "coalesced", "stores", "origin_errors",
+                     "bytes_served"] {
+            counters[name] = CoreMetrics.Counter(label: "diskcache_server_\(name)_total", dimensions: [], factory: factory)
+        }
+        self.counters = counters
+        originLatency = CoreMetrics.Timer(label: "diskcache_server_origin_latency_seconds", dimensions: [], factory: factory)
+        storeBytes = CoreMetrics.Gauge(label: "diskcache_server_store_bytes", dimensions: [], factory: factory)
+        storeEntries = CoreMetrics.Gauge(label: "diskcache_server_store_entries", dimensions: [], factory: factory)
+    }
+
+    func record(_ event: Event) {
+        switch event {
+        case .requests: counters["requests"]!.increment()
+        case .hits: counters["hits"]!.increment()
+        case .revalidations: counters["revalidations"]!.increment()
+        case .misses: counters["misses"]!.increment()
+        case .staleOnError: counters["stale_on_error"]!.increment()
+        case .coalesced: counters["coalesced"]!.increment()
+        case .stores: counters["stores"]!.increment()
+        case .originErrors: counters["origin_errors"]!.increment()
+        case .bytesServed(let bytes): counters["bytes_served"]!.increment(by: Int(bytes))
+        case .originResponse(let seconds): originLatency.recordNanoseconds(Int64(seconds * 1e9))
+        }
+    }
+
+    /// The Prometheus text exposition, with the store's size and entry count as of now.
+    func exposition(storeBytes bytes: Int64, storeEntries entries: Int) -> String {
+        storeBytes.record(bytes)
+        storeEntries.record(entries)
+        return registry.emitToString()
+    }
 }

@@ -2,11 +2,8 @@ import ArgumentParser
 import CacheServer
 import Foundation
 import Logging
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import ServiceLifecycle
+import UnixSignals
 
 /// `diskcache-server`: an RFC 9111 caching reverse proxy in front of one origin.
 @main
@@ -76,18 +73,10 @@ struct ServerCommand: AsyncParsableCommand {
             logger.critical("Cannot start: \(error)")
             throw ExitCode(1)
         }
-        let signals = [SIGTERM, SIGINT].map { number -> any DispatchSourceSignal in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number)
-            source.setEventHandler {
-                logger.notice("Shutting down (signal \(number))")
-                Task { await server.shutdown() }
-            }
-            source.resume()
-            return source
-        }
-        try await server.run()
-        withExtendedLifetime(signals) {}
+        // SIGTERM and SIGINT start a graceful shutdown (swift-service-lifecycle).
+        let group = ServiceGroup(configuration: ServiceGroupConfiguration(
+            services: [.init(service: server)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
     }
 
     static let settingNames: Set<String> = ["listen", "origin", "cache-dir", "disk-capacity", "memory-capacity", "purge-token", "via", "log-level",

@@ -255,7 +255,8 @@ struct ProxyTests {
         let metrics = try await fixture.get("/_cache/metrics")
         #expect(metrics.text.contains("diskcache_server_hits_total 1\n"))
         #expect(metrics.text.contains("diskcache_server_misses_total 1\n"))
-        #expect(metrics.text.contains("diskcache_server_store_entries 1\n"))
+        #expect(metrics.text.contains("diskcache_server_store_entries 1.0\n"))
+        #expect(metrics.text.contains("diskcache_server_origin_latency_seconds_count 1\n"))
         #expect(fixture.origin.requestCount == 1)
         try await fixture.finish()
     }
