@@ -104,6 +104,7 @@ public final class CacheServer: Service, Sendable {
             }
         }
         await handler.waitForRefreshes()
+        handler.origin.pool.closeAll()
         try cache.closeStore()
         logger.notice("Stopped; the store is closed")
     }

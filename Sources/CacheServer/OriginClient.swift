@@ -1,45 +1,30 @@
+import DiskCacheLocking
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// Exchanges with the origin, one connection each.
+/// Exchanges with the origin: ``exchange(_:sendBody:receive:)`` on a connection of its own,
+/// ``exchangeReusing(_:receive:)`` (GET and HEAD) on a kept-alive one when there is one.
 struct OriginClient: Sendable {
     let origin: ServerConfiguration.Origin
     let group: any EventLoopGroup
     let connectTimeout: Duration
     let readTimeout: Duration
+    /// Connections whose last exchange ended cleanly, waiting for the next.
+    let pool = OriginPool()
 
     typealias Connection = NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
+    typealias Parts = NIOAsyncChannelInboundStream<HTTPClientResponsePart>.AsyncIterator
+    typealias Writer = NIOAsyncChannelOutboundWriter<HTTPClientRequestPart>
 
     /// Connects, sends `head` and the body `sendBody` writes, and hands the response head and
     /// a reader of its body to `receive`; the connection is closed when `receive` returns.
     func exchange<Result>(
         _ head: HTTPRequestHead,
-        sendBody: (NIOAsyncChannelOutboundWriter<HTTPClientRequestPart>) async throws -> Void,
+        sendBody: (Writer) async throws -> Void,
         receive: (HTTPResponseHead, inout ResponseBody) async throws -> Result
     ) async throws -> Result {
-        let connection: Connection
-        do {
-            let bootstrap = ClientBootstrap(group: group)
-                .connectTimeout(connectTimeout.timeAmount)
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { [readTimeout] channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: readTimeout.timeAmount))
-                    try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
-                    return try Connection(wrappingChannelSynchronously: channel)
-                }
-            }
-            // An address given as an IP literal is connected to directly, without the resolver.
-            if let address = try? SocketAddress(ipAddress: origin.host, port: origin.port) {
-                connection = try await bootstrap.connect(to: address, channelInitializer: initializer)
-            } else {
-                connection = try await bootstrap.connect(host: origin.host, port: origin.port, channelInitializer: initializer)
-            }
-        } catch {
-            throw OriginError.unreachable("\(origin): \(error)")
-        }
+        let connection = try await connect()
         return try await connection.executeThenClose { inbound, outbound in
             try await outbound.write(.head(head))
             try await sendBody(outbound)
@@ -54,9 +39,96 @@ struct OriginClient: Sendable {
         }
     }
 
+    /// ``exchange(_:sendBody:receive:)`` of a request without a body, on an idle kept-alive
+    /// connection when the pool has one (then, if that connection turns out closed before any
+    /// answer came, once more on a new one), else on a new one, which goes back to the pool when
+    /// the response was read to its end and the origin keeps the connection open.
+    func exchangeReusing<Result: Sendable>(
+        _ head: HTTPRequestHead,
+        receive: @escaping @Sendable (HTTPResponseHead, inout ResponseBody) async throws -> Result
+    ) async throws -> Result {
+        if let idle = pool.take() {
+            switch try await run(head, on: idle, receive: receive) {
+            case .answered(let result): return result
+            case .notAnswered: break  // the origin closed it while it was idle
+            }
+        }
+        let fresh = PooledConnection(try await connect(), pool: pool)
+        switch try await run(head, on: fresh, receive: receive) {
+        case .answered(let result): return result
+        case .notAnswered: throw OriginError.closedEarly("\(origin) closed the connection before answering")
+        }
+    }
+
+    private enum Outcome<Result> {
+        case answered(Result)
+        case notAnswered
+    }
+
+    private func run<Result: Sendable>(
+        _ head: HTTPRequestHead, on connection: PooledConnection,
+        receive: @escaping @Sendable (HTTPResponseHead, inout ResponseBody) async throws -> Result
+    ) async throws -> Outcome<Result> {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome<Result>, any Error>) in
+            let accepted = connection.submit { parts, writer in
+                var responseHead: HTTPResponseHead?
+                do {
+                    try await writer.write(contentsOf: [.head(head), .end(nil)])
+                    while responseHead == nil, let part = try await parts.next() {
+                        if case .head(let received) = part { responseHead = received }
+                    }
+                } catch {
+                    // Nothing was received: the request may go again on another connection.
+                    continuation.resume(returning: .notAnswered)
+                    return false
+                }
+                guard let responseHead else {
+                    continuation.resume(returning: .notAnswered)
+                    return false
+                }
+                var body = ResponseBody(parts: parts)
+                do {
+                    let result = try await receive(responseHead, &body)
+                    parts = body.parts
+                    // Reusable when the body was read to its end and neither side said close.
+                    let reusable = body.isComplete && responseHead.isKeepAlive && head.isKeepAlive
+                    continuation.resume(returning: .answered(result))
+                    return reusable
+                } catch {
+                    continuation.resume(throwing: error)
+                    return false
+                }
+            }
+            if !accepted { continuation.resume(returning: .notAnswered) }
+        }
+    }
+
+    private func connect() async throws -> Connection {
+        do {
+            let bootstrap = ClientBootstrap(group: group)
+                .connectTimeout(connectTimeout.timeAmount)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { [readTimeout] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: readTimeout.timeAmount))
+                    try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
+                    return try Connection(wrappingChannelSynchronously: channel)
+                }
+            }
+            // An address given as an IP literal is connected to directly, without the resolver.
+            if let address = try? SocketAddress(ipAddress: origin.host, port: origin.port) {
+                return try await bootstrap.connect(to: address, channelInitializer: initializer)
+            }
+            return try await bootstrap.connect(host: origin.host, port: origin.port, channelInitializer: initializer)
+        } catch {
+            throw OriginError.unreachable("\(origin): \(error)")
+        }
+    }
+
     /// The body of an origin's response, as it arrives.
     struct ResponseBody {
-        fileprivate var parts: NIOAsyncChannelInboundStream<HTTPClientResponsePart>.AsyncIterator
+        fileprivate var parts: Parts
         private(set) var isComplete = false
 
         /// The next piece; nil at the end. Throws when the connection ends before the body does.
@@ -104,5 +176,58 @@ private final class CloseWhenIdle: ChannelInboundHandler, Sendable {
 extension Duration {
     var timeAmount: TimeAmount {
         .nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
+    }
+}
+
+/// An origin connection that outlives one exchange: a task of its own runs the exchanges handed
+/// to it, one at a time, until one says the connection cannot be used again.
+final class PooledConnection: Sendable {
+    /// One exchange, run on the connection's task; returns whether the connection can be reused.
+    typealias Job = @Sendable (inout OriginClient.Parts, OriginClient.Writer) async -> Bool
+    private let jobs: AsyncStream<Job>.Continuation
+
+    init(_ connection: OriginClient.Connection, pool: OriginPool) {
+        let (stream, jobs) = AsyncStream<Job>.makeStream()
+        self.jobs = jobs
+        Task { [weak pool, jobs] in
+            try? await connection.executeThenClose { inbound, outbound in
+                var parts = inbound.makeAsyncIterator()
+                for await job in stream {
+                    guard await job(&parts, outbound) else { return }
+                    pool?.give(self)
+                }
+            }
+            jobs.finish()
+        }
+    }
+
+    /// Hands `job` to the connection's task; false when that task has ended (it will never run).
+    func submit(_ job: @escaping Job) -> Bool {
+        if case .enqueued = jobs.yield(job) { return true }
+        return false
+    }
+
+    /// Ends the connection's task (and so the connection) once it is idle.
+    func close() { jobs.finish() }
+}
+
+/// Idle kept-alive origin connections (at most 64; more are closed).
+final class OriginPool: Sendable {
+    private let idle = PthreadMutex([PooledConnection]())
+
+    func take() -> PooledConnection? { idle.withLock { $0.popLast() } }
+
+    func give(_ connection: PooledConnection) {
+        let kept = idle.withLock { idle -> Bool in
+            guard idle.count < 64 else { return false }
+            idle.append(connection)
+            return true
+        }
+        if !kept { connection.close() }
+    }
+
+    /// Closes every idle connection.
+    func closeAll() {
+        for connection in idle.withLock({ idle in defer { idle = [] }; return idle }) { connection.close() }
     }
 }

@@ -267,9 +267,10 @@ final class ProxyHandler: Sendable {
         for field in adding { headers.replaceOrAdd(name: field.name, value: field.value) }
         let head = originHead(exchange, headers: headers)
         let requestTime = Date()
-        var started = false
+        // Set once anything was sent to the client: an error after that cannot be answered.
+        let started = PthreadMutex(false)
         do {
-            return try await origin.exchange(head, sendBody: { _ in }) { responseHead, body in
+            return try await origin.exchangeReusing(head) { [self] responseHead, body in
                 let responseTime = Date()
                 note(.originResponse(seconds: responseTime.timeIntervalSince(requestTime)))
                 let code = Int(responseHead.status.code)
@@ -296,12 +297,12 @@ final class ProxyHandler: Sendable {
                     && engine.storability(ofStatus: code, headers: fields, for: exchange.cacheRequest).isStorable
                 let stored = storable ? StoredResponse(request: exchange.cacheRequest, status: code, headers: fields,
                                                        requestTime: requestTime, responseTime: responseTime) : nil
-                started = true
+                started.withLock { $0 = true }
                 note(.misses)
                 return FetchResult(outcome: try await relay(responseHead, &body, exchange, storing: stored, writer: writer))
             }
         } catch {
-            guard !started, !(error is ClientGone) else { throw error }
+            guard !started.withLock({ $0 }), !(error is ClientGone) else { throw error }
             note(.originErrors)
             logger.warning("The origin failed", metadata: ["target": "\(exchange.target)", "error": "\(error)"])
             if let stale = validating ?? fallback,
@@ -427,7 +428,7 @@ final class ProxyHandler: Sendable {
         let requestTime = Date()
         let cache = self.cache
         do {
-            try await origin.exchange(head, sendBody: { _ in }) { responseHead, body in
+            try await origin.exchangeReusing(head) { [self] responseHead, body in
                 let responseTime = Date()
                 note(.originResponse(seconds: responseTime.timeIntervalSince(requestTime)))
                 let code = Int(responseHead.status.code)

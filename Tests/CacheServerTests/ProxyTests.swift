@@ -204,6 +204,18 @@ struct ProxyTests {
         }
     }
 
+    @Test func originConnectionsAreKeptAliveForGETs() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { request in ScriptedResponse(status: 200, [("Cache-Control", "no-store")], body: request.path) }
+        for i in 0..<20 { #expect(try await fixture.get("/k\(i)").text == "/k\(i)") }
+        #expect(fixture.origin.requestCount == 20)
+        #expect(fixture.origin.connectionCount == 1)
+        // An origin that closes its connections: each GET still gets its answer.
+        fixture.origin.respond { request in ScriptedResponse(status: 200, [("Cache-Control", "no-store"), ("Connection", "close")], body: request.path) }
+        for i in 0..<5 { #expect(try await fixture.get("/c\(i)").text == "/c\(i)") }
+        try await fixture.finish()
+    }
+
     @Test func concurrentMissesShareOneOriginFetch() async throws {
         let fixture = try await ServerFixture()
         fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")], body: "shared") }

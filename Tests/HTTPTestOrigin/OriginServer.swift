@@ -80,6 +80,8 @@ public final class OriginServer: Sendable {
 
     /// Every request received so far.
     public var requests: [RecordedRequest] { state.withLock { $0.requests } }
+    /// Connections accepted so far.
+    public var connectionCount: Int { state.withLock { $0.children.count } }
     public var requestCount: Int { state.withLock { $0.requests.count } }
 
     /// Holds every answer from now on until ``release()``.
