@@ -41,7 +41,8 @@ extension ProxyHandler {
     }
 
     /// `PURGE <target>` with `Authorization: Bearer <token>`: removes what is stored for the
-    /// target (GET and HEAD responses, every variant); `PURGE *` removes everything.
+    /// target (GET and HEAD responses, every variant); `PURGE /prefix*` for every target that
+    /// begins with `/prefix`; `PURGE *` removes everything.
     func purge(_ head: HTTPRequestHead, writer: ClientWriter) async throws -> Outcome {
         guard let token = configuration.purgeToken else {
             return try await respond(.forbidden, "Purging is off (no purge token is configured)", writer: writer, head: head, cacheStatus: "PURGE")
@@ -53,6 +54,11 @@ extension ProxyHandler {
         if head.uri == "*" || head.uri == "/*" {
             try await BlockingIOPool.shared.run { cache.removeAllCachedResponses() }
             return try await respond(.ok, "Purged everything", writer: writer, head: head, cacheStatus: "PURGE")
+        }
+        if head.uri.hasSuffix("*"), let prefix = Self.target(of: String(head.uri.dropLast())) {
+            let urlPrefix = configuration.origin.description + prefix
+            let removed = try await BlockingIOPool.shared.run { try cache.purge(prefix: urlPrefix) }
+            return try await respond(.ok, "Purged \(removed) stored responses under \(prefix)", writer: writer, head: head, cacheStatus: "PURGE")
         }
         guard let target = Self.target(of: head.uri), let url = URL(string: configuration.origin.description + target) else {
             return try await respond(.badRequest, "The purge target \(head.uri) is not a path", writer: writer, head: head, cacheStatus: "PURGE")

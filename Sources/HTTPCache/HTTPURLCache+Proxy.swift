@@ -114,6 +114,23 @@ extension HTTPURLCache {
         return found
     }
 
+    /// Removes what is stored for GETs (and HEADs) of every URL that begins with `urlPrefix`;
+    /// returns how many stored responses went. Reads the metadata of every record on disk (a
+    /// snapshot of the journal taken now): a scan, for an operator's purge, not a request path.
+    package func purge(prefix urlPrefix: String) throws -> Int {
+        guard let directory = responses.records.disk?.directory else { return 0 }
+        // Keys as `CachePolicyEngine.primaryKey(method:url:)` makes them (HEAD shares GET's).
+        let keyPrefix = "GET " + urlPrefix
+        var removed = 0
+        for entry in try DiskCacheInspector(directory: directory, whileOpen: true).entries() {
+            guard let (primaryKey, _) = _HTTPResponseStore.parseVariantKey(entry.key), primaryKey.hasPrefix(keyPrefix),
+                  responses.records.contains(entry.key) else { continue }
+            try responses.records.removeValue(for: entry.key)
+            removed += 1
+        }
+        return removed
+    }
+
     /// Closes the disk tier (a clean shutdown: the journal records it); later calls fail.
     package func closeStore() throws {
         try responses.records.disk?.close()

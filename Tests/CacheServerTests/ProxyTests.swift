@@ -139,6 +139,12 @@ struct ProxyTests {
         #expect(try await fixture.send(.RAW(value: "PURGE"), "/nothing", headers: [("Authorization", "Bearer token")]).status == 404)
         #expect(try await fixture.get("/p1").header("X-Cache") == "MISS")
         #expect(try await fixture.get("/p2").header("X-Cache") == "HIT")
+        // By prefix: /img/ and everything under it, nothing else.
+        for path in ["/img/a", "/img/b?x=1", "/img/sub/c", "/imgx", "/other"] { _ = try await fixture.get(path) }
+        let prefix = try await fixture.send(.RAW(value: "PURGE"), "/img/*", headers: [("Authorization", "Bearer token")])
+        #expect(prefix.status == 200 && prefix.text.hasPrefix("Purged 3 stored responses"))
+        for path in ["/img/a", "/img/b?x=1", "/img/sub/c"] { #expect(try await fixture.get(path).header("X-Cache") == "MISS") }
+        for path in ["/imgx", "/other"] { #expect(try await fixture.get(path).header("X-Cache") == "HIT") }
         #expect(try await fixture.send(.RAW(value: "PURGE"), "*", headers: [("Authorization", "Bearer token")]).status == 200)
         #expect(try await fixture.get("/p2").header("X-Cache") == "MISS")
         try await fixture.finish()
