@@ -19,9 +19,12 @@ struct OriginClient: Sendable {
 
     /// Connects, sends `head` and the body `sendBody` writes, and hands the response head and
     /// a reader of its body to `receive`; the connection is closed when `receive` returns.
+    ///
+    /// Interim (1xx) responses before the final one go to `informational`.
     func exchange<Result>(
         _ head: HTTPRequestHead,
         sendBody: (Writer) async throws -> Void,
+        informational: (HTTPResponseHead) async throws -> Void = { _ in },
         receive: (HTTPResponseHead, inout ResponseBody) async throws -> Result
     ) async throws -> Result {
         let connection = try await connect()
@@ -32,6 +35,10 @@ struct OriginClient: Sendable {
             var parts = inbound.makeAsyncIterator()
             while let part = try await parts.next() {
                 guard case .head(let responseHead) = part else { continue }
+                if responseHead.isInterim {
+                    try await informational(responseHead)
+                    continue
+                }
                 var body = ResponseBody(parts: parts)
                 return try await receive(responseHead, &body)
             }
@@ -45,16 +52,17 @@ struct OriginClient: Sendable {
     /// the response was read to its end and the origin keeps the connection open.
     func exchangeReusing<Result: Sendable>(
         _ head: HTTPRequestHead,
+        informational: @escaping @Sendable (HTTPResponseHead) async throws -> Void = { _ in },
         receive: @escaping @Sendable (HTTPResponseHead, inout ResponseBody) async throws -> Result
     ) async throws -> Result {
         if let idle = pool.take() {
-            switch try await run(head, on: idle, receive: receive) {
+            switch try await run(head, on: idle, informational: informational, receive: receive) {
             case .answered(let result): return result
             case .notAnswered: break  // the origin closed it while it was idle
             }
         }
         let fresh = PooledConnection(try await connect(), pool: pool)
-        switch try await run(head, on: fresh, receive: receive) {
+        switch try await run(head, on: fresh, informational: informational, receive: receive) {
         case .answered(let result): return result
         case .notAnswered: throw OriginError.closedEarly("\(origin) closed the connection before answering")
         }
@@ -67,19 +75,28 @@ struct OriginClient: Sendable {
 
     private func run<Result: Sendable>(
         _ head: HTTPRequestHead, on connection: PooledConnection,
+        informational: @escaping @Sendable (HTTPResponseHead) async throws -> Void,
         receive: @escaping @Sendable (HTTPResponseHead, inout ResponseBody) async throws -> Result
     ) async throws -> Outcome<Result> {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Outcome<Result>, any Error>) in
             let accepted = connection.submit { parts, writer in
                 var responseHead: HTTPResponseHead?
+                var interim = false
                 do {
                     try await writer.write(contentsOf: [.head(head), .end(nil)])
                     while responseHead == nil, let part = try await parts.next() {
-                        if case .head(let received) = part { responseHead = received }
+                        guard case .head(let received) = part else { continue }
+                        if received.isInterim {
+                            interim = true
+                            try await informational(received)
+                        } else {
+                            responseHead = received
+                        }
                     }
                 } catch {
-                    // Nothing was received: the request may go again on another connection.
-                    continuation.resume(returning: .notAnswered)
+                    // Nothing was received (or only interim responses, already passed on): the
+                    // request may go again on another connection only in the first case.
+                    if interim { continuation.resume(throwing: error) } else { continuation.resume(returning: .notAnswered) }
                     return false
                 }
                 guard let responseHead else {
@@ -110,7 +127,12 @@ struct OriginClient: Sendable {
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
             let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { [readTimeout] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    // `addHTTPClientHandlers()`, but with interim (1xx) responses passed up, not dropped.
+                    try channel.pipeline.syncOperations.addHandlers([
+                        HTTPRequestEncoder(),
+                        ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .forward)),
+                        NIOHTTPRequestHeadersValidator(),
+                    ])
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: readTimeout.timeAmount))
                     try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
                     return try Connection(wrappingChannelSynchronously: channel)
@@ -230,4 +252,9 @@ final class OriginPool: Sendable {
     func closeAll() {
         for connection in idle.withLock({ idle in defer { idle = [] }; return idle }) { connection.close() }
     }
+}
+
+extension HTTPResponseHead {
+    /// An interim response (RFC 9110 §15.2): 1xx but 101, which ends HTTP/1.1.
+    var isInterim: Bool { (100..<200).contains(status.code) && status.code != 101 }
 }

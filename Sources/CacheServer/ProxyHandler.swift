@@ -270,7 +270,12 @@ final class ProxyHandler: Sendable {
         // Set once anything was sent to the client: an error after that cannot be answered.
         let started = PthreadMutex(false)
         do {
-            return try await origin.exchangeReusing(head) { [self] responseHead, body in
+            return try await origin.exchangeReusing(head, informational: { [self] interim in
+                // Passed on (an answer may still follow it), never stored.
+                var headers = Fields.endToEnd(interim.headers)
+                headers.add(name: "Via", value: "1.1 \(configuration.viaName)")
+                try await send(.head(HTTPResponseHead(version: .http1_1, status: interim.status, headers: headers)), writer)
+            }) { [self] responseHead, body in
                 let responseTime = Date()
                 note(.originResponse(seconds: responseTime.timeIntervalSince(requestTime)))
                 let code = Int(responseHead.status.code)

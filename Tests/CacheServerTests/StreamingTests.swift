@@ -1,4 +1,5 @@
 import DiskCache
+import DiskCacheLocking
 import Foundation
 import HTTPTestOrigin
 import Logging
@@ -64,6 +65,40 @@ struct StreamingTests {
         #expect(baseline > 0 && growth < 64 << 20, "the server's peak resident memory grew by \(growth >> 20) MiB")
         #expect(server.terminate() == 0)
         #expect(server.output.contains("Stopped; the store is closed"))
+        try await origin.stop()
+    }
+
+    @Test func interimResponsesArePassedOnAndNeverStored() async throws {
+        let origin = try await StreamingOrigin()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("CacheServerTests-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = ServerConfiguration(origin: .init(host: "127.0.0.1", port: origin.port), cacheDirectory: directory)
+        configuration.port = 0
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let server = try await CacheServer.start(configuration, logger: logger)
+        let running = Task { try await server.run() }
+        let client = OriginClient(origin: .init(host: "127.0.0.1", port: server.port), group: MultiThreadedEventLoopGroup.singleton,
+                                  connectTimeout: .seconds(5), readTimeout: .seconds(30))
+        func get() async throws -> (interim: [HTTPResponseHead], status: UInt, cacheStatus: String?, count: Int) {
+            let interim = PthreadMutex([HTTPResponseHead]())
+            let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/early/5000", headers: ["Host": "x"])
+            return try await client.exchange(head, sendBody: { _ in }, informational: { head in interim.withLock { $0.append(head) } }) {
+                responseHead, body in
+                var count = 0
+                while let buffer = try await body.next() { count += buffer.readableBytes }
+                return (interim.withLock { $0 }, responseHead.status.code, responseHead.headers.first(name: "X-Cache"), count)
+            }
+        }
+        let first = try await get()
+        #expect(first.interim.map(\.status.code) == [103])
+        #expect(first.interim.first?.headers.first(name: "Link") == "</style.css>; rel=preload; as=style")
+        #expect(first.status == 200 && first.cacheStatus == "MISS" && first.count == 5000)
+        // Answered from the store: the final response alone.
+        let second = try await get()
+        #expect(second.interim.isEmpty && second.status == 200 && second.cacheStatus == "HIT" && second.count == 5000)
+        await server.shutdown()
+        try await running.value
         try await origin.stop()
     }
 

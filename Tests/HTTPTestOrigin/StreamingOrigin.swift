@@ -5,7 +5,8 @@ import NIOPosix
 
 /// An origin on 127.0.0.1 that answers `GET /bytes/<count>` with `count` bytes of a fixed
 /// pattern (byte i is `i % 251`), written as the connection can take them: a body of any size
-/// in bounded memory. Every response is `Cache-Control: max-age=600`.
+/// in bounded memory. Every response is `Cache-Control: max-age=600`. `GET /early/<count>` sends
+/// a `103 Early Hints` (with a `Link` field) first.
 public final class StreamingOrigin: Sendable {
     private let channel: any Channel
     public let port: Int
@@ -44,6 +45,7 @@ private final class StreamingHandler: ChannelInboundHandler {
     private var remaining = 0
     private var offset = 0
     private var isWriting = false
+    private var isEarly = false
     private static let pieceSize = 64 << 10
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -51,8 +53,16 @@ private final class StreamingHandler: ChannelInboundHandler {
             if case .head(let head) = unwrapInboundIn(data) {
                 remaining = Int(head.uri.split(separator: "/").last ?? "") ?? 0
                 offset = 0
+                isEarly = head.uri.hasPrefix("/early/")
             }
             return
+        }
+        if isEarly {
+            // `/early/<count>`: a 103 Early Hints before the answer.
+            let hints: HTTPHeaders = ["Link": "</style.css>; rel=preload; as=style"]
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .custom(code: 103, reasonPhrase: "Early Hints"),
+                                                                 headers: hints))), promise: nil)
+            context.flush()
         }
         var headers = HTTPHeaders()
         headers.add(name: "Content-Length", value: String(remaining))
