@@ -35,6 +35,14 @@ final class ServerProcess: Sendable {
         port = found
     }
 
+    /// ``init(_:)`` on a thread of its own, so that waiting for the server does not hold one of
+    /// the few threads async tests share; nil when it could not be started.
+    static func starting(_ arguments: [String]) async -> ServerProcess? {
+        await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: try? ServerProcess(arguments)) }.start()
+        }
+    }
+
     var output: String { collected.withLock { $0 } }
 
     /// SIGTERM, then waits for the exit; returns the exit status.

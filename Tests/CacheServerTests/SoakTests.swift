@@ -7,7 +7,8 @@ import NIOPosix
 import Testing
 @testable import CacheServer
 
-/// Mixed load for a fixed time (`SERVER_SOAK_SECONDS`, 20 by default; 600 for the full soak)
+/// Mixed load for a fixed time (`SERVER_SOAK_SECONDS`, 20 by default; 600 for the full soak;
+/// and at least 400 requests, within a hard limit)
 /// against the `diskcache-server` executable, with the origin failing now and then and the
 /// server killed with SIGKILL once half way and started again on the same store.
 @Suite(.serialized)
@@ -59,7 +60,7 @@ struct SoakTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let arguments = ["--origin", "http://127.0.0.1:\(origin.baseURL.port!)", "--cache-dir", directory.path,
                          "--listen", "127.0.0.1:0", "--disk-capacity", "1G", "--memory-capacity", "16M", "--log-level", "notice"]
-        let first = try ServerProcess(arguments)
+        let first = try #require(await ServerProcess.starting(arguments))
         let server = PthreadMutex((process: first, port: try #require(first.port)))
         defer { server.withLock { $0.process.kill() } }
 
@@ -72,6 +73,11 @@ struct SoakTests {
         let tally = PthreadMutex(Tally())
         let killed = PthreadMutex(false)
         let deadline = started.addingTimeInterval(seconds)
+        // The load runs for `seconds` and for at least `minimumRequests` requests (on a machine
+        // busy with other tests the first may pass with little done), never past `hardStop`.
+        let minimumRequests = 400
+        let hardStop = started.addingTimeInterval(seconds + 240)
+        let issued = PthreadMutex(0)
 
         func request(_ method: HTTPMethod, _ n: Int, range: (Int, Int)? = nil) async {
             let port = server.withLock { $0.port }
@@ -123,8 +129,9 @@ struct SoakTests {
                 group.addTask {
                     var generator = SystemRandomNumberGenerator()
                     var count = 0
-                    while Date() < deadline, count < 1_000_000 {
+                    while Date() < hardStop, count < 1_000_000, Date() < deadline || issued.withLock({ $0 }) < minimumRequests {
                         count += 1
+                        issued.withLock { $0 += 1 }
                         let n = Int.random(in: 0..<200, using: &generator)
                         switch Int.random(in: 0..<100, using: &generator) {
                         case 0..<75: await request(.GET, n)
@@ -146,10 +153,11 @@ struct SoakTests {
             group.addTask {
                 // Half way: SIGKILL, then the server again on the same store.
                 try? await Task.sleep(for: .seconds(seconds / 2))
+                while issued.withLock({ $0 }) < minimumRequests / 2, Date() < hardStop { try? await Task.sleep(for: .milliseconds(50)) }
                 killed.withLock { $0 = true }
                 let old = server.withLock { $0.process }
                 old.kill()
-                guard let restarted = try? ServerProcess(arguments), let port = restarted.port else {
+                guard let restarted = await ServerProcess.starting(arguments), let port = restarted.port else {
                     tally.withLock { $0.wrong.append("the server did not start again after SIGKILL") }
                     return
                 }

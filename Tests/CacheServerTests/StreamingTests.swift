@@ -28,8 +28,8 @@ struct StreamingTests {
         let origin = try await StreamingOrigin()
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("CacheServerTests-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let server = try ServerProcess(["--origin", "http://127.0.0.1:\(origin.port)", "--cache-dir", directory.path,
-                                        "--listen", "127.0.0.1:0", "--disk-capacity", "3G", "--log-level", "notice"])
+        let server = try #require(await ServerProcess.starting(["--origin", "http://127.0.0.1:\(origin.port)", "--cache-dir", directory.path,
+                                        "--listen", "127.0.0.1:0", "--disk-capacity", "3G", "--log-level", "notice"]))
         defer { server.kill() }
         let port = try #require(server.port)
         let client = OriginClient(origin: .init(host: "127.0.0.1", port: port), group: MultiThreadedEventLoopGroup.singleton,
