@@ -123,7 +123,7 @@ struct OriginClient: Sendable {
     private func connect() async throws -> Connection {
         do {
             let bootstrap = ClientBootstrap(group: group)
-                .connectTimeout(connectTimeout.timeAmount)
+                .connectTimeout(TimeAmount(connectTimeout))
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
             let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { [readTimeout] channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -133,7 +133,7 @@ struct OriginClient: Sendable {
                         ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes, informationalResponseStrategy: .forward)),
                         NIOHTTPRequestHeadersValidator(),
                     ])
-                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: readTimeout.timeAmount))
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: TimeAmount(readTimeout)))
                     try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
                     return try Connection(wrappingChannelSynchronously: channel)
                 }
@@ -195,12 +195,6 @@ private final class CloseWhenIdle: ChannelInboundHandler, Sendable {
     }
 }
 
-extension Duration {
-    var timeAmount: TimeAmount {
-        .nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
-    }
-}
-
 /// An origin connection that outlives one exchange: a task of its own runs the exchanges handed
 /// to it, one at a time, until one says the connection cannot be used again.
 final class PooledConnection: Sendable {
@@ -233,24 +227,30 @@ final class PooledConnection: Sendable {
     func close() { jobs.finish() }
 }
 
-/// Idle kept-alive origin connections (at most 64; more are closed).
+/// Idle kept-alive origin connections (at most 64; more are closed, and every one given back
+/// after ``closeAll()``).
 final class OriginPool: Sendable {
-    private let idle = PthreadMutex([PooledConnection]())
+    private let state = PthreadMutex((idle: [PooledConnection](), isClosed: false))
 
-    func take() -> PooledConnection? { idle.withLock { $0.popLast() } }
+    func take() -> PooledConnection? { state.withLock { $0.idle.popLast() } }
 
     func give(_ connection: PooledConnection) {
-        let kept = idle.withLock { idle -> Bool in
-            guard idle.count < 64 else { return false }
-            idle.append(connection)
+        let kept = state.withLock { state -> Bool in
+            guard !state.isClosed, state.idle.count < 64 else { return false }
+            state.idle.append(connection)
             return true
         }
         if !kept { connection.close() }
     }
 
-    /// Closes every idle connection.
+    /// Closes every idle connection, and from now on each one given back.
     func closeAll() {
-        for connection in idle.withLock({ idle in defer { idle = [] }; return idle }) { connection.close() }
+        let idle = state.withLock { state in
+            state.isClosed = true
+            defer { state.idle = [] }
+            return state.idle
+        }
+        for connection in idle { connection.close() }
     }
 }
 

@@ -32,8 +32,6 @@ final class ProxyHandler: Sendable {
     let gate = FetchGate()
     let statistics = PthreadMutex(ServerStatistics())
     let metrics = ServerMetrics()
-    /// Keys whose stale-while-revalidate refresh is running.
-    private let refreshing = PthreadMutex(Set<String>())
     private let refreshTasks = PthreadMutex([String: Task<Void, Never>]())
 
     init(cache: HTTPURLCache, configuration: ServerConfiguration, origin: OriginClient, logger: Logger) {
@@ -44,6 +42,8 @@ final class ProxyHandler: Sendable {
     }
 
     private var engine: CachePolicyEngine { cache.engine }
+    /// This node in `Via`, for messages it sends as HTTP/1.1.
+    private var via: String { "1.1 \(configuration.viaName)" }
 
     /// Counts `event` in ``statistics`` and in the Prometheus metrics.
     private func note(_ event: ServerMetrics.Event) {
@@ -66,6 +66,24 @@ final class ProxyHandler: Sendable {
         let cacheRequest: CacheRequest
         let urlRequest: URLRequest
         var isHEAD: Bool { head.method == .HEAD }
+
+        init(head: HTTPRequestHead, target: String, url: URL) {
+            let fields = Fields.fields(Fields.endToEnd(head.headers))
+            var urlRequest = URLRequest(url: url)
+            urlRequest.httpMethod = head.method.rawValue
+            for field in fields { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }
+            self.head = head
+            self.target = target
+            self.cacheRequest = CacheRequest(method: head.method.rawValue, url: url, headers: fields)
+            self.urlRequest = urlRequest
+        }
+
+        /// The same request as a GET (what a refresh after a HEAD fetches and stores).
+        var asGET: Exchange {
+            var get = head
+            get.method = .GET
+            return Exchange(head: get, target: target, url: cacheRequest.url)
+        }
     }
 
     /// Answers the request whose head is `head`, reading the rest of it from `parts`. Throws when
@@ -84,12 +102,7 @@ final class ProxyHandler: Sendable {
             try await drain(&parts)
             return try await respond(.badRequest, "The request target \(head.uri) is not a path", writer: writer, head: head)
         }
-        let fields = Fields.fields(Fields.endToEnd(head.headers))
-        let cacheRequest = CacheRequest(method: head.method.rawValue, url: url, headers: fields)
-        var urlRequest = URLRequest(url: url)
-        urlRequest.httpMethod = head.method.rawValue
-        for field in fields { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }
-        let exchange = Exchange(head: head, target: target, cacheRequest: cacheRequest, urlRequest: urlRequest)
+        let exchange = Exchange(head: head, target: target, url: url)
         note(.requests)
         if head.method == .GET || head.method == .HEAD {
             try await drain(&parts)
@@ -189,12 +202,11 @@ final class ProxyHandler: Sendable {
         let age = engine.freshness(of: response, at: Date()).currentAge
         let seconds = age.isNaN ? 0 : Int(min(max(age.rounded(.down), 0), 2_147_483_648))
         headers.replaceOrAdd(name: "Age", value: String(seconds))
-        headers.add(name: "Via", value: "1.1 \(configuration.viaName)")
+        headers.add(name: "Via", value: via)
         headers.replaceOrAdd(name: "X-Cache", value: status)
         if Fields.notModified(exchange.head.headers, stored: response) {
             let head = HTTPResponseHead(version: .http1_1, status: .notModified, headers: Fields.notModifiedHeaders(headers))
-            try await writer.write(.head(head))
-            try await writer.write(.end(nil))
+            try await started { try await writer.write(contentsOf: [.head(head), .end(nil)]) }
             return Outcome(status: 304, cacheStatus: status)
         }
         // A body loaded with the lookup, or chunks read as they are sent; of those, the first
@@ -214,33 +226,43 @@ final class ProxyHandler: Sendable {
         let range = exchange.head.method == .GET && response.status == 200
             ? ByteRange(request: exchange.head.headers, response: response.headers, size: size) : .whole
         let code = range.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: size)
-        // Parts go out together (one flush) until the next chunk has to be waited for: a body
-        // loaded with the lookup is one write of head, body and end.
-        var pending: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
-        var sent: Int64 = 0
-        if !exchange.isHEAD, range != .unsatisfiable {
-            // Of a range, the last piece goes only after the whole body matched its checksum
-            // (a whole body's last chunk comes only then anyway).
-            var next = first, offset: Int64 = 0, held: ByteBuffer?
-            while let chunk = next {
-                if let piece = range.slice(ByteBuffer(bytes: chunk), at: offset), piece.readableBytes > 0 {
-                    if let previous = held { pending.append(.body(.byteBuffer(previous))) }
-                    held = piece
-                    sent += Int64(piece.readableBytes)
+        // Once anything is written, a failure cannot be answered any more (see `started(_:)`).
+        let sent: Int64 = try await started {
+            // Parts go out together (one flush) until the next chunk has to be waited for: a body
+            // loaded with the lookup is one write of head, body and end.
+            var pending: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
+            var sent: Int64 = 0
+            if !exchange.isHEAD, range != .unsatisfiable {
+                // Of a range, the last piece goes only after the whole body matched its checksum
+                // (a whole body's last chunk comes only then anyway).
+                var next = first, offset: Int64 = 0, held: ByteBuffer?
+                while let chunk = next {
+                    if let piece = range.slice(ByteBuffer(bytes: chunk), at: offset), piece.readableBytes > 0 {
+                        if let previous = held { pending.append(.body(.byteBuffer(previous))) }
+                        held = piece
+                        sent += Int64(piece.readableBytes)
+                    }
+                    offset += Int64(chunk.count)
+                    guard iterator != nil else { break }
+                    try await writer.write(contentsOf: pending)
+                    pending.removeAll()
+                    // A later chunk that fails its checksum throws here: the connection closes short of the length.
+                    next = try await iterator!.next()
                 }
-                offset += Int64(chunk.count)
-                guard iterator != nil else { break }
-                try await writer.write(contentsOf: pending)
-                pending.removeAll()
-                // A later chunk that fails its checksum throws here: the connection closes short of the length.
-                next = try await iterator!.next()
+                if let held { pending.append(.body(.byteBuffer(held))) }
             }
-            if let held { pending.append(.body(.byteBuffer(held))) }
+            pending.append(.end(nil))
+            try await writer.write(contentsOf: pending)
+            return sent
         }
-        pending.append(.end(nil))
-        try await writer.write(contentsOf: pending)
         note(.bytesServed(sent))
         return Outcome(status: code.code, bytes: sent, cacheStatus: status)
+    }
+
+    /// Runs `body`, which writes a response to the client: whatever it throws is a
+    /// ``ResponseStarted`` (the connection must close; no other answer may follow).
+    private func started<T>(_ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch { throw ResponseStarted(underlying: error) }
     }
 
     // MARK: - To the origin
@@ -273,7 +295,7 @@ final class ProxyHandler: Sendable {
             return try await origin.exchangeReusing(head, informational: { [self] interim in
                 // Passed on (an answer may still follow it), never stored.
                 var headers = Fields.endToEnd(interim.headers)
-                headers.add(name: "Via", value: "1.1 \(configuration.viaName)")
+                headers.add(name: "Via", value: via)
                 try await send(.head(HTTPResponseHead(version: .http1_1, status: interim.status, headers: headers)), writer)
             }) { [self] responseHead, body in
                 let responseTime = Date()
@@ -307,7 +329,7 @@ final class ProxyHandler: Sendable {
                 return FetchResult(outcome: try await relay(responseHead, &body, exchange, storing: stored, writer: writer))
             }
         } catch {
-            guard !started.withLock({ $0 }), !(error is ClientGone) else { throw error }
+            guard !started.withLock({ $0 }), !(error is ClientGone), !(error is ResponseStarted) else { throw error }
             note(.originErrors)
             logger.warning("The origin failed", metadata: ["target": "\(exchange.target)", "error": "\(error)"])
             if let stale = validating ?? fallback,
@@ -329,7 +351,7 @@ final class ProxyHandler: Sendable {
     private func originHead(_ exchange: Exchange, headers: HTTPHeaders) -> HTTPRequestHead {
         var headers = headers
         headers.replaceOrAdd(name: "Host", value: configuration.origin.authority)
-        headers.add(name: "Via", value: "1.1 \(configuration.viaName)")
+        headers.add(name: "Via", value: via)
         return HTTPRequestHead(version: .http1_1, method: exchange.head.method, uri: exchange.target, headers: headers)
     }
 
@@ -427,8 +449,7 @@ final class ProxyHandler: Sendable {
         var headers = Fields.endToEnd(exchange.head.headers)
         for name in Fields.conditional { headers.remove(name: name) }
         for field in adding { headers.replaceOrAdd(name: field.name, value: field.value) }
-        let get = Exchange(head: HTTPRequestHead(version: .http1_1, method: .GET, uri: exchange.head.uri, headers: exchange.head.headers),
-                       target: exchange.target, cacheRequest: exchange.cacheRequest, urlRequest: exchange.urlRequest)
+        let get = exchange.asGET
         let head = originHead(get, headers: headers)
         let requestTime = Date()
         let cache = self.cache
@@ -499,9 +520,7 @@ final class ProxyHandler: Sendable {
                 let cache = self.cache
                 _ = try? await BlockingIOPool.shared.run { cache.invalidate(urls) }
             }
-            var result = outcome
-            result.canContinue = bodyRead
-            return result
+            return outcome
         } catch {
             guard !started, !(error is ClientGone) else { throw error }
             note(.originErrors)
@@ -515,4 +534,10 @@ final class ProxyHandler: Sendable {
 /// The client went away (or sent something that ends the exchange) part way: the connection closes.
 struct ClientGone: Error {
     let underlying: (any Error)?
+}
+
+/// A response from the store was part written when this was thrown (a later chunk failed its
+/// checksum, the client went): no other answer may follow it, the connection closes.
+struct ResponseStarted: Error {
+    let underlying: any Error
 }

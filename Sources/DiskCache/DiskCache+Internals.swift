@@ -245,11 +245,11 @@ extension DiskCache {
     /// Whether a journal record vouches for this entry file: its entry uses the slot, and a body
     /// file belongs to an entry whose body is not inline. Call under the hash's stripe, so that
     /// no store of the key is between writing its files and committing them.
-    /// An instance behind the journal (``CacheState/isBehind``) vouches for every file: it
-    /// cannot tell.
-    func isVouched(_ hash: KeyHash, slot: UInt8, kind: ShardScanner.FileKind) -> Bool {
+    /// nil from an instance behind the journal (``CacheState/isBehind``): it cannot tell, and
+    /// must neither remove the file nor count the question as answered.
+    func isVouched(_ hash: KeyHash, slot: UInt8, kind: ShardScanner.FileKind) -> Bool? {
         let (entry, isBehind) = state.withLock { ($0.index[hash], $0.isBehind) }
-        guard !isBehind else { return true }
+        guard !isBehind else { return nil }
         guard let entry else { return false }
         return entry.slot == slot && (kind == .meta || !entry.isInline)
     }
@@ -425,20 +425,23 @@ extension DiskCache {
             let removed = try state.withLock { state throws(DiskCacheError) in
                 // Decided holding the append lock (shared mode), after the journal was followed
                 // to its end: the entry whose files are unlinked is the one the record removes.
-                try state.append(path: layout.journal) { state throws(DiskCacheError) -> (bytes: [UInt8], records: Int, result: IndexEntry)? in
+                let removed = try state.append(path: layout.journal) { state throws(DiskCacheError) -> (bytes: [UInt8], records: Int, result: IndexEntry)? in
                     guard let entry = state.index[hash], predicate(entry) else { return nil }
-                    state.index.remove(hash)
-                    switch reason {
-                    case .corrupt:
-                        state.statistics.corruptEntriesRemoved += 1
-                        state.statistics.misses += 1
-                    case .explicit:
-                        state.statistics.removals += 1
-                    default:
-                        break
-                    }
                     return (Journal.encode(.remove(hash)), 1, entry)
                 }
+                // The index changes only once the record is written (a failed append leaves both as they were).
+                guard removed != nil else { return removed }
+                state.index.remove(hash)
+                switch reason {
+                case .corrupt:
+                    state.statistics.corruptEntriesRemoved += 1
+                    state.statistics.misses += 1
+                case .explicit:
+                    state.statistics.removals += 1
+                default:
+                    break
+                }
+                return removed
             }
             guard let removed else { return nil }
             let entry = removed.result

@@ -334,10 +334,14 @@ extension DiskCache {
                 finished = false
                 return false
             }
-            withStripe(hash) {
-                if !isVouched(hash, slot: slot, kind: kind), layout.directory.removeEntryFile(path) { removed += 1 }
+            let answered = withStripe(hash) { () -> Bool in
+                guard let vouched = isVouched(hash, slot: slot, kind: kind) else { return false }
+                if !vouched, layout.directory.removeEntryFile(path) { removed += 1 }
+                return true
             }
-            return true
+            // Behind the journal: the scan stops unfinished, and the next open scans again.
+            if !answered { finished = false }
+            return answered
         }
         if removed > 0 {
             logger.info("Removed files no journal record vouched for", metadata: ["files": "\(removed)"])

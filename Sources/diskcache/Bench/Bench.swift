@@ -199,8 +199,11 @@ struct Bench: ParsableCommand {
         return result
     }
 
-    private func parsedDurability() throws -> DiskCache.Durability {
-        let text = durability.lowercased()
+    private func parsedDurability() throws -> DiskCache.Durability { try Self.parseDurability(durability) }
+
+    /// `none`, `batched`, `batched:<milliseconds>` or `immediate` (the bench's and its workers' `--durability`).
+    static func parseDurability(_ argument: String) throws -> DiskCache.Durability {
+        let text = argument.lowercased()
         switch text {
         case "none": return .none
         case "batched": return .batched
@@ -251,6 +254,7 @@ struct Bench: ParsableCommand {
                               sizes.map { "\(BenchSize.label($0))=\(entriesFor($0))" }.joined(separator: " "))
             }
             let scaling = BenchProcesses(root: root, sizes: sizes, entries: entriesFor, durability: try parsedDurability(),
+                                         durabilityArgument: durability,
                                          inlineThreshold: threshold, seconds: duration, processes: processes,
                                          rounds: processRounds, seed: seed, progress: progress)
             var report = try scaling.run()

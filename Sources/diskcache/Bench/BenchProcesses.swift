@@ -18,6 +18,8 @@ struct BenchProcesses {
     var sizes: [Int]
     var entries: (Int) -> Int
     var durability: DiskCache.Durability
+    /// `--durability` as given, passed on to the workers (which parse it the same way).
+    var durabilityArgument: String
     var inlineThreshold: Int
     var seconds: Double
     var processes: Int
@@ -114,14 +116,6 @@ struct BenchProcesses {
         for worker in workers { try worker.send("quit") }
         for worker in workers { try worker.expect("closed") }
         return (put.rate, get.rate, get.failures)
-    }
-
-    private var durabilityArgument: String {
-        switch durability {
-        case .none: "none"
-        case .immediate: "immediate"
-        default: "batched"
-        }
     }
 
     /// Sends `command` to every worker at once and waits for each one's `done OPS NANOS FAILURES`.
@@ -252,8 +246,7 @@ struct BenchWorker: ParsableCommand {
     @Option var seed: UInt64 = 1
 
     func run() throws {
-        var configuration = DiskCache.Configuration(diskCapacity: .max, durability: durability == "immediate" ? .immediate
-                                                        : durability == "batched" ? .batched : .none,
+        var configuration = DiskCache.Configuration(diskCapacity: .max, durability: try Bench.parseDurability(durability),
                                                     minimumFreeSpace: 0, minimumFreeFraction: 0, sweepInterval: nil)
         configuration.inlineThreshold = inlineThreshold
         configuration.sharing = sharing == "exclusive" ? .exclusive : .shared
