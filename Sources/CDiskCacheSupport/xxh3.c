@@ -12,6 +12,8 @@ uint64_t cdiskcache_xxh3_64_avx512(const void *bytes, size_t count);
 void cdiskcache_xxh3_update_avx2(void *state, const void *bytes, size_t count);
 void cdiskcache_xxh3_update_avx512(void *state, const void *bytes, size_t count);
 ssize_t cdiskcache_read_hashing_avx512(int fd, void *buffer, size_t count, uint64_t *hash);
+ssize_t cdiskcache_hash_file_avx2(int fd, off_t offset, size_t count, uint64_t *hash);
+ssize_t cdiskcache_hash_file_avx512(int fd, off_t offset, size_t count, uint64_t *hash);
 
 enum { VECTOR_BASELINE = 0, VECTOR_AVX2 = 1, VECTOR_AVX512 = 2 };
 
@@ -46,6 +48,7 @@ uint64_t cdiskcache_xxh3_64(const void *bytes, size_t count) {
 }
 
 #define READ_HASH_NAME read_hashing_baseline
+#define HASH_FILE_NAME hash_file_baseline
 #include "read_hash.inc"
 
 ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *hash) {
@@ -57,6 +60,17 @@ ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *ha
     }
 #endif
     return read_hashing_baseline(fd, buffer, count, hash);
+}
+
+ssize_t cdiskcache_hash_file(int fd, off_t offset, size_t count, uint64_t *hash) {
+#if defined(__x86_64__) && defined(__clang__)
+    switch (vector_unit()) {
+    case VECTOR_AVX512: return cdiskcache_hash_file_avx512(fd, offset, count, hash);
+    case VECTOR_AVX2: return cdiskcache_hash_file_avx2(fd, offset, count, hash);
+    default: break;
+    }
+#endif
+    return hash_file_baseline(fd, offset, count, hash);
 }
 
 void *cdiskcache_xxh3_state_create(void) {

@@ -5,4 +5,5 @@
 #define VECTOR_XXH3 cdiskcache_xxh3_64_avx512
 #define VECTOR_UPDATE cdiskcache_xxh3_update_avx512
 #define READ_HASH_NAME cdiskcache_read_hashing_avx512
+#define HASH_FILE_NAME cdiskcache_hash_file_avx512
 #include "xxh3_vector.inc"

@@ -57,6 +57,15 @@ enum ByteRange: Equatable {
         return buffer.getSlice(at: buffer.readerIndex + Int(start - offset), length: Int(end - start))
     }
 
+    /// The bytes of a body of `size` bytes to send; nil when none are.
+    func bounds(size: Int64) -> Range<Int64>? {
+        switch self {
+        case .whole: return 0..<size
+        case .range(let first, let last): return first..<(last + 1)
+        case .unsatisfiable: return nil
+        }
+    }
+
     /// The status, and the fields to set, for a body of `size` bytes.
     func apply(to headers: inout HTTPHeaders, status: HTTPResponseStatus, size: Int64) -> HTTPResponseStatus {
         headers.remove(name: "Transfer-Encoding")

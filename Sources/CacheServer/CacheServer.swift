@@ -24,8 +24,10 @@ public final class CacheServer: Service, Sendable {
     public let port: Int
     let handler: ProxyHandler
     private let cache: HTTPURLCache
-    private let listener: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
+    private let listener: NIOAsyncChannel<Connection, Never>
     private let connections = PthreadMutex(Connections())
+    /// Files open for bodies being sent with `sendfile`, over all connections.
+    let sentFileCount: PthreadMutex<Int>
     private let logger: Logger
 
     private struct Connections {
@@ -46,7 +48,8 @@ public final class CacheServer: Service, Sendable {
         let cache = try HTTPURLCache(memoryCapacity: configuration.memoryCapacity, diskCapacity: configuration.diskCapacity,
                                      directory: configuration.cacheDirectory, engine: configuration.engine)
         let group = MultiThreadedEventLoopGroup.singleton
-        let listener: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
+        let sentFileCount = PthreadMutex(0)
+        let listener: NIOAsyncChannel<Connection, Never>
         do {
             listener = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -55,7 +58,9 @@ public final class CacheServer: Service, Sendable {
                 .bind(host: configuration.host, port: configuration.port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                        return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(wrappingChannelSynchronously: channel)
+                        let sentFiles = SentFiles(counting: sentFileCount)
+                        try channel.pipeline.syncOperations.addHandler(SentFileCloser(sentFiles))
+                        return Connection(channel: try NIOAsyncChannel(wrappingChannelSynchronously: channel), sentFiles: sentFiles)
                     }
                 }
         } catch {
@@ -65,13 +70,15 @@ public final class CacheServer: Service, Sendable {
         let origin = OriginClient(origin: configuration.origin, group: group, connectTimeout: configuration.originConnectTimeout,
                                   readTimeout: configuration.originReadTimeout)
         return CacheServer(configuration: configuration, cache: cache, listener: listener,
-                           handler: ProxyHandler(cache: cache, configuration: configuration, origin: origin, logger: logger), logger: logger)
+                           handler: ProxyHandler(cache: cache, configuration: configuration, origin: origin, logger: logger), logger: logger,
+                           sentFileCount: sentFileCount)
     }
 
     private init(configuration: ServerConfiguration, cache: HTTPURLCache,
-                 listener: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>,
-                 handler: ProxyHandler, logger: Logger) {
+                 listener: NIOAsyncChannel<Connection, Never>,
+                 handler: ProxyHandler, logger: Logger, sentFileCount: PthreadMutex<Int>) {
         self.configuration = configuration
+        self.sentFileCount = sentFileCount
         self.cache = cache
         self.listener = listener
         self.handler = handler
@@ -81,6 +88,9 @@ public final class CacheServer: Service, Sendable {
 
     /// What the server has done so far.
     public var statistics: ServerStatistics { handler.statistics.withLock { $0 } }
+
+    /// Files held open for bodies being sent with `sendfile` (0 once every such write is done).
+    var filesBeingSent: Int { sentFileCount.withLock { $0 } }
 
     /// Serves connections until ``shutdown()`` or a graceful shutdown of the `ServiceGroup`
     /// running it (swift-service-lifecycle: SIGTERM, say); then waits for the connections to
@@ -125,7 +135,15 @@ public final class CacheServer: Service, Sendable {
         for channel in connections.withLock({ $0.open.values.map(\.channel) }) { try? await channel.close() }
     }
 
-    private func serve(_ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>) async {
+    /// An accepted connection, and the files of the bodies it sends with `sendfile`.
+    struct Connection: Sendable {
+        let channel: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
+        let sentFiles: SentFiles
+    }
+
+    private func serve(_ accepted: Connection) async {
+        let connection = accepted.channel
+        defer { accepted.sentFiles.closeAll() }
         let id: Int? = connections.withLock { state in
             guard !state.isDraining else { return nil }
             state.nextID += 1
@@ -139,6 +157,7 @@ public final class CacheServer: Service, Sendable {
         defer { _ = connections.withLock { $0.open.removeValue(forKey: id) } }
         do {
             try await connection.executeThenClose { inbound, outbound in
+                let writer = ClientWriter(outbound: outbound, sentFiles: accepted.sentFiles)
                 var parts = inbound.makeAsyncIterator()
                 while true {
                     guard setBusy(id, false) else { return }
@@ -146,7 +165,7 @@ public final class CacheServer: Service, Sendable {
                     guard case .head(let head) = part else { continue }
                     guard setBusy(id, true) else { return }
                     let started = ContinuousClock.now
-                    let outcome = try await handler.handle(head, parts: &parts, writer: outbound)
+                    let outcome = try await handler.handle(head, parts: &parts, writer: writer)
                     logAccess(head, outcome, since: started)
                     guard head.isKeepAlive, outcome.canContinue else { return }
                 }

@@ -9,7 +9,6 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-typealias ClientWriter = NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
 typealias ClientParts = NIOAsyncChannelInboundStream<HTTPServerRequestPart>.AsyncIterator
 
 /// How one request was answered, for the access log and the connection.
@@ -209,14 +208,21 @@ final class ProxyHandler: Sendable {
             try await started { try await writer.write(contentsOf: [.head(head), .end(nil)]) }
             return Outcome(status: 304, cacheStatus: status)
         }
-        // A body loaded with the lookup, or chunks read as they are sent; of those, the first
-        // before the head: a body of one chunk is checked whole before a byte is sent.
+        // A body loaded with the lookup; or read from disk: a file checked whole, then sent by the
+        // kernel, or (above the limit) chunks read as they are sent, the first before the head.
         var first: Data?
         var iterator: DiskCache.Chunks.AsyncIterator?
+        var file: NIOFileHandle?
         let size: Int64
         if variant.isLoaded {
             first = variant.entry.body
             size = Int64(variant.entry.body.count)
+        } else if let checked = try await checkedBody(of: variant) {
+            switch checked.source {
+            case .bytes(let bytes): first = bytes
+            case .file(let descriptor): file = writer.sentFiles.adopt(descriptor)
+            }
+            size = checked.size
         } else {
             guard let chunks = try await cache.body(of: variant) else { return nil }
             iterator = chunks.makeAsyncIterator()
@@ -226,6 +232,23 @@ final class ProxyHandler: Sendable {
         let range = exchange.head.method == .GET && response.status == 200
             ? ByteRange(request: exchange.head.headers, response: response.headers, size: size) : .whole
         let code = range.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: size)
+        if let file {
+            // The file is closed once its write is done (`SentFileCloser`), or here if nothing of it goes.
+            guard !exchange.isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty else {
+                writer.sentFiles.close(file)
+                return try await sendHead(code, headers, exchange, status: status, writer: writer)
+            }
+            let region = FileRegion(fileHandle: file, readerIndex: Int(bounds.lowerBound), endIndex: Int(bounds.upperBound))
+            let head = HTTPResponseHead(version: .http1_1, status: code, headers: headers)
+            do {
+                try await started { try await writer.write(contentsOf: [.head(head), .body(.fileRegion(region)), .end(nil)]) }
+            } catch {
+                writer.sentFiles.close(file)
+                throw error
+            }
+            note(.bytesServed(Int64(bounds.count)))
+            return Outcome(status: code.code, bytes: Int64(bounds.count), cacheStatus: status)
+        }
         // Once anything is written, a failure cannot be answered any more (see `started(_:)`).
         let sent: Int64 = try await started {
             // Parts go out together (one flush) until the next chunk has to be waited for: a body
@@ -257,6 +280,22 @@ final class ProxyHandler: Sendable {
         }
         note(.bytesServed(sent))
         return Outcome(status: code.code, bytes: sent, cacheStatus: status)
+    }
+
+    /// A stored body from disk, checked whole, when it may be sent that way: nil when it is
+    /// gone or damaged, or larger than ``ServerConfiguration/wholeCheckLimit`` (then it is
+    /// streamed in chunks instead).
+    private func checkedBody(of variant: HTTPURLCache.StoredVariant) async throws -> DiskCache.CheckedBody? {
+        let cache = self.cache, limit = configuration.wholeCheckLimit
+        return try await BlockingIOPool.shared.run { try cache.checkedBody(of: variant, sizeLimit: limit) }
+    }
+
+    /// A response without a body (HEAD, 416): its head and end.
+    private func sendHead(_ code: HTTPResponseStatus, _ headers: HTTPHeaders, _ exchange: Exchange, status: String,
+                          writer: ClientWriter) async throws -> Outcome {
+        let head = HTTPResponseHead(version: .http1_1, status: code, headers: headers)
+        try await started { try await writer.write(contentsOf: [.head(head), .end(nil)]) }
+        return Outcome(status: code.code, bytes: 0, cacheStatus: status)
     }
 
     /// Runs `body`, which writes a response to the client: whatever it throws is a

@@ -32,6 +32,11 @@ public struct ServerConfiguration: Sendable {
     public var originReadTimeout: Duration = .seconds(60)
     /// On shutdown, how long requests in progress may take to finish before their connections are closed.
     public var shutdownGracePeriod: Duration = .seconds(10)
+    /// A stored body read from disk up to this size is checked whole against its checksum
+    /// before the first byte is sent, then sent by the kernel from the file (`sendfile`); a
+    /// larger one is read and sent in 1 MiB chunks, its last only after the checksum matched
+    /// (the first byte sooner, but a damaged body ends in a cut connection, not a refetch).
+    var wholeCheckLimit: Int64 = 64 << 20
 
     public init(origin: Origin, cacheDirectory: URL) {
         self.origin = origin

@@ -607,6 +607,63 @@ extension DiskCache {
         }
     }
 
+    /// A stored body checked whole against its checksum, then handed out as an open file (or,
+    /// for a body inline in its `.meta` file, as the bytes already read): for a server that
+    /// passes the file to the kernel (`sendfile`) instead of reading the bytes itself.
+    package struct CheckedBody: Sendable {
+        package enum Source: Sendable {
+            /// The body, read and checked with the entry's `.meta` file.
+            case bytes(Data)
+            /// The `.body` file, open for reading; the caller closes it. Its bytes were checked
+            /// just before it was handed out, and the store never writes a committed file again
+            /// (a new value goes to a new file), so they are the bytes checked.
+            case file(descriptor: Int32)
+        }
+
+        package let source: Source
+        package let size: Int64
+        /// The metadata stored with the value, read together with the body's file.
+        package let metadata: [String: String]
+    }
+
+    /// `key`'s value as a ``CheckedBody``; nil on a miss, an expired entry, or a body that fails
+    /// its checksum (the entry is then removed, as a read removes it). The check reads the file
+    /// through a 64 KiB buffer, so no memory the size of the body is used. Blocking: call it
+    /// on an I/O thread.
+    package func checkedBody(for key: String) throws(DiskCacheError) -> CheckedBody? {
+        try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> BodyOpening<CheckedBody> in
+            if let inline { return .opened(CheckedBody(source: .bytes(inline), size: entry.size, metadata: meta.metadata)) }
+            let fd: Int32
+            switch layout.directory.open(layout.bodyFile(hash, slot: entry.slot), FileIO.readFlags) {
+            case .success(let value): fd = value
+            case .failure(.noSuchFileOrDirectory): return missing(hash, entry)
+            case .failure(let error) where error == .tooManySymbolicLinks || FileIO.isNotAFile(error): return .damaged
+            case .failure: return .unavailable
+            }
+            let opened = BodyOpening<CheckedBody>.opened(CheckedBody(source: .file(descriptor: fd), size: entry.size, metadata: meta.metadata))
+            let verdict: BodyOpening<CheckedBody>
+            if !isCurrent(hash, entry) {
+                verdict = .replaced
+            } else {
+                switch Syscall.fstat(fd) {
+                case .success(let info) where info.st_mode & S_IFMT != S_IFREG || Int64(info.st_size) != entry.size:
+                    verdict = .damaged
+                case .success where !configuration.verifiesChecksums:
+                    return opened
+                case .success:
+                    var checksum: UInt64 = 0
+                    let read = cdiskcache_hash_file(fd, 0, Int(entry.size), &checksum)
+                    if read == entry.size && checksum == entry.checksum { return opened }
+                    verdict = read < 0 ? .unavailable : .damaged
+                case .failure:
+                    verdict = .unavailable
+                }
+            }
+            Syscall.close(fd)
+            return verdict
+        }
+    }
+
     /// A stored body read chunk by chunk (see ``DiskCache/chunks(for:chunkSize:)``). It can be
     /// iterated once: its iterators share one reader, so a second one continues where the first
     /// stopped (or yields nothing after the end).

@@ -74,6 +74,19 @@ extension TieredCache {
         return chunks
     }
 
+    /// `key`'s value checked whole and handed out as an open file (see
+    /// ``DiskCache/checkedBody(for:)``); a memory-tier record as its bytes. Counted as
+    /// ``chunks(for:chunkSize:)`` counts. Blocking: call it on an I/O thread.
+    package func checkedBody(for key: String) throws -> DiskCache.CheckedBody? {
+        dropWhatOthersChanged()
+        if let record = memoryRecord(for: key) {
+            return DiskCache.CheckedBody(source: .bytes(record.data), size: Int64(record.data.count), metadata: record.metadata)
+        }
+        let body = try disk?.checkedBody(for: key)
+        count(hit: body != nil)
+        return body
+    }
+
     /// Calls `body` with `key`'s value as a file (see ``DiskCache/withFile(for:_:)``):
     /// the disk tier's file; for a record only the memory tier holds, a temporary file with its
     /// bytes, removed when `body` returns. Nil, and `body` is not called, on a miss.

@@ -3,9 +3,12 @@ package import FoundationNetworking
 #endif
 package import Foundation
 package import DiskCache
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // What a caching proxy over this cache needs beyond `URLCache`'s surface: stored responses
-// without their bodies, bodies as chunks, a body stored from a file, and 304s applied without
+// without their bodies, bodies as chunks or as checked open files, a body stored from a file, and 304s applied without
 // reading a body into memory. Package access: the server target uses it; no library user sees it.
 
 extension HTTPURLCache {
@@ -59,6 +62,24 @@ extension HTTPURLCache {
               entry.variantID == variant.entry.variantID, entry.response == variant.entry.response
         else { return nil }
         return chunks
+    }
+
+    /// `variant`'s body checked whole against its checksum and handed out as an open file (the
+    /// caller closes it) or, when it is in memory or inline, as bytes; `nil` when its record has
+    /// gone, now holds another response, or failed its checksum (and was removed), and when
+    /// the index records a body larger than `sizeLimit` (nothing is read then). Blocking: call
+    /// it on an I/O thread.
+    package func checkedBody(of variant: StoredVariant, sizeLimit: Int64 = .max) throws -> DiskCache.CheckedBody? {
+        guard responses.records.storedSize(for: variant.recordKey).map({ $0 <= sizeLimit }) ?? false,
+              let body = try responses.records.checkedBody(for: variant.recordKey)
+        else { return nil }
+        guard let entry = CachedHTTPResponse(body: Data(), metadata: body.metadata),
+              entry.variantID == variant.entry.variantID, entry.response == variant.entry.response
+        else {
+            if case .file(let fd) = body.source { close(fd) }
+            return nil
+        }
+        return body
     }
 
     /// Stores `entry` (its `body` empty) with the body in `bodyFile`, taken into the cache

@@ -102,9 +102,83 @@ struct StreamingTests {
         try await origin.stop()
     }
 
-    @Test func aDamagedBodyIsNeverServedWhole() async throws {
-        // No memory tier: every hit reads the disk.
+    /// A large body read from disk is sent by the kernel from its file (`sendfile`) after the
+    /// whole file matched its checksum: every byte, ranges, HEAD, and no file left open.
+    @Test func aLargeStoredBodyIsSentFromItsCheckedFile() async throws {
         let fixture = try await ServerFixture { $0.memoryCapacity = 0 }
+        let large = pattern(count: 3 << 20, seed: 5)
+        fixture.origin.respond { _ in
+            var response = ScriptedResponse(status: 200, [("Cache-Control", "max-age=600"), ("ETag", "\"big\"")])
+            response.body = large
+            return response
+        }
+        #expect(try await fixture.get("/big").header("X-Cache") == "MISS")
+        let hit = try await fixture.get("/big")
+        #expect(hit.header("X-Cache") == "HIT" && hit.header("Content-Length") == String(large.count))
+        #expect(hit.body == large)
+        let head = try await fixture.send(.HEAD, "/big")
+        #expect(head.status == 200 && head.body.isEmpty && head.header("Content-Length") == String(large.count))
+        let cases: [(range: String, status: Int, bytes: Range<Int>?)] = [
+            ("bytes=1000-1999", 206, 1000..<2000),
+            ("bytes=-5", 206, large.count - 5..<large.count),
+            ("bytes=\(large.count - 10)-", 206, large.count - 10..<large.count),
+            ("bytes=\(large.count)-", 416, nil),
+        ]
+        for (range, status, bytes) in cases {
+            let reply = try await fixture.get("/big", headers: [("Range", range)])
+            #expect(reply.status == status, "\(range)")
+            #expect(reply.body == bytes.map { large.subdata(in: $0) } ?? Data(), "\(range)")
+        }
+        #expect(fixture.origin.requests.count == 1)
+        try await expectNoFileLeftOpen(fixture.server)
+        try await fixture.finish()
+    }
+
+    /// A client that goes away part way through a body sent from its file leaves no file open.
+    @Test func aClientThatLeavesMidBodyLeavesNoFileOpen() async throws {
+        let fixture = try await ServerFixture { $0.memoryCapacity = 0 }
+        let large = pattern(count: 8 << 20, seed: 6)
+        fixture.origin.respond { _ in
+            var response = ScriptedResponse(status: 200, [("Cache-Control", "max-age=600")])
+            response.body = large
+            return response
+        }
+        _ = try await fixture.get("/big")
+        for _ in 0..<5 {
+            // Ask, read a little of the answer, and close the socket with the rest unread.
+            let socket = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connect(host: "127.0.0.1", port: fixture.server.port) { channel in
+                    channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+                }
+            try await socket.executeThenClose { inbound, outbound in
+                try await outbound.write(ByteBuffer(string: "GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+                var received = 0
+                for try await buffer in inbound {
+                    received += buffer.readableBytes
+                    if received > 64 << 10 { break }
+                }
+            }
+        }
+        try await expectNoFileLeftOpen(fixture.server)
+        #expect(try await fixture.get("/big").body == large)
+        try await fixture.finish()
+    }
+
+    /// Waits (up to 10 s) for every file opened to send a body to be closed.
+    private func expectNoFileLeftOpen(_ server: CacheServer) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while server.filesBeingSent > 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(server.filesBeingSent == 0)
+    }
+
+    @Test(arguments: [false, true])
+    func aDamagedBodyIsNeverServedWhole(streamed: Bool) async throws {
+        // No memory tier: every hit reads the disk. Streamed: the large body is above the
+        // limit up to which a body is checked whole before it is sent.
+        let fixture = try await ServerFixture {
+            $0.memoryCapacity = 0
+            if streamed { $0.wholeCheckLimit = 1 << 20 }
+        }
         let small = pattern(count: 100_000, seed: 3)
         let large = pattern(count: 3 << 20, seed: 4)
         fixture.origin.respond { request in
@@ -132,17 +206,23 @@ struct StreamingTests {
             handle.write(Data([byte[0] ^ 0xFF]))
             try handle.close()
         }
-        // A body read in one piece is checked before anything is sent: the origin answers instead.
+        // A body checked whole before anything is sent: the origin answers instead.
         let again = try await fixture.get("/small")
         #expect(again.body == small && again.header("X-Cache") == "MISS")
-        // A body read in pieces fails at its last: the connection closes short of its length.
-        do {
+        if streamed {
+            // A body read in pieces fails at its last: the connection closes short of its length.
+            do {
+                let reply = try await fixture.get("/large")
+                #expect(reply.body == large, "a whole response with damaged bytes was served")
+            } catch {
+                // The expected end: cut short.
+            }
+        } else {
             let reply = try await fixture.get("/large")
-            #expect(reply.body == large, "a whole response with damaged bytes was served")
-        } catch {
-            // The expected end: cut short.
+            #expect(reply.body == large && reply.header("X-Cache") == "MISS")
         }
         #expect(try await fixture.get("/large").body == large)
+        try await expectNoFileLeftOpen(fixture.server)
         try await fixture.finish()
     }
 }

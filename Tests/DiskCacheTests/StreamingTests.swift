@@ -293,6 +293,41 @@ struct StreamingTests {
         #expect(try temporaryNames(cache).isEmpty)
     }
 
+    /// A checked body (what a server sends with `sendfile`): inline as its bytes, else an open
+    /// file whose bytes matched the checksum, which stay those bytes when the entry is replaced;
+    /// a damaged or short file is refused and its entry removed.
+    @Test func aCheckedBodyIsTheStoredBytesOrNothing() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing(inlineThreshold: 8 << 10))
+        let small = randomData(count: 100, seed: 21)
+        try cache.store(small, for: "inline", metadata: ["type": "small"])
+        let inline = try #require(try cache.checkedBody(for: "inline"))
+        guard case .bytes(let bytes) = inline.source else { Issue.record("an inline body handed out as a file"); return }
+        #expect(bytes == small && inline.size == 100 && inline.metadata == ["type": "small"])
+        #expect(try cache.checkedBody(for: "absent") == nil)
+
+        let body = randomData(count: 300_000, seed: 22)
+        try cache.store(body, for: "k")
+        let checked = try #require(try cache.checkedBody(for: "k"))
+        guard case .file(let fd) = checked.source else { Issue.record("a body file handed out as bytes"); return }
+        try cache.store(randomData(count: 200_000, seed: 23), for: "k")
+        try cache.store(randomData(count: 100_000, seed: 24), for: "k")  // the first slot is reused
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        #expect(checked.size == Int64(body.count) && handle.readDataToEndOfFile() == body)
+
+        for (key, damage) in [("flipped", { (bytes: inout [UInt8]) in bytes[150_000] ^= 0x04 }),
+                              ("short", { (bytes: inout [UInt8]) in bytes.removeLast() })] {
+            try cache.store(body, for: key)
+            let path = EntryFiles(cache, key: key).body
+            var bytes = try readFile(path)
+            damage(&bytes)
+            try writeFile(path, bytes)
+            #expect(try cache.checkedBody(for: key) == nil, "\(key)")
+            #expect(!cache.contains(key), "\(key)")
+        }
+        #expect(cache.statistics.corruptEntriesRemoved == 2)
+    }
+
     /// A writer or handout that outlives its cache (closed, the directory opened again by
     /// another instance) never touches the new instance's files.
     @Test func aWriterOutlivingItsCacheLeavesTheNextInstanceAlone() throws {

@@ -26,6 +26,11 @@ uint64_t cdiskcache_xxh3_64(const void *bytes, size_t count);
 /// right after it is read. Returns the number of bytes read, or -1 with errno set.
 ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *hash);
 
+/// Sets `*hash` to the XXH3-64 of up to `count` bytes of `fd` from `offset` (retrying EINTR,
+/// stopping at end of file), read through a 64 KiB buffer on the stack. Returns the number of
+/// bytes hashed, or -1 with errno set.
+ssize_t cdiskcache_hash_file(int fd, off_t offset, size_t count, uint64_t *hash);
+
 /// Opens `path`, relative to the directory `directory`, without following a symbolic link at
 /// any component and without leaving that directory (Linux `openat2` with
 /// `RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`). Where `openat2` is missing (Linux before 5.6, a
