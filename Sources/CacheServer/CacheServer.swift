@@ -28,10 +28,13 @@ public final class CacheServer: Service, Sendable {
     private let connections = PthreadMutex(Connections())
     /// Files open for bodies being sent with `sendfile`, over all connections.
     let sentFileCount: PthreadMutex<Int>
+    /// Whether ``shutdown()`` has begun (read on the event loops by ``MemoryHitResponder``).
+    private let draining: PthreadMutex<Bool>
     private let logger: Logger
 
     private struct Connections {
-        var open: [Int: (channel: any Channel, busy: Bool)] = [:]
+        /// Busy: the connection's task is answering a request.
+        var open: [Int: (channel: any Channel, busy: Bool, activity: ConnectionActivity)] = [:]
         var nextID = 0
         var isDraining = false
     }
@@ -49,6 +52,11 @@ public final class CacheServer: Service, Sendable {
                                      directory: configuration.cacheDirectory, engine: configuration.engine)
         let group = MultiThreadedEventLoopGroup.singleton
         let sentFileCount = PthreadMutex(0)
+        let origin = OriginClient(origin: configuration.origin, group: group, connectTimeout: configuration.originConnectTimeout,
+                                  readTimeout: configuration.originReadTimeout)
+        let handler = ProxyHandler(cache: cache, configuration: configuration, origin: origin, logger: logger)
+        // Set by `shutdown()`: from then on every request takes the task path, which closes the connection.
+        let draining = PthreadMutex(false)
         let listener: NIOAsyncChannel<Connection, Never>
         do {
             listener = try await ServerBootstrap(group: group)
@@ -60,25 +68,29 @@ public final class CacheServer: Service, Sendable {
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                         let sentFiles = SentFiles(counting: sentFileCount)
                         try channel.pipeline.syncOperations.addHandler(SentFileCloser(sentFiles))
-                        return Connection(channel: try NIOAsyncChannel(wrappingChannelSynchronously: channel), sentFiles: sentFiles)
+                        let activity = ConnectionActivity()
+                        try channel.pipeline.syncOperations.addHandler(MemoryHitResponder(
+                            activity: activity,
+                            answer: { head in draining.withLock { $0 } ? nil : handler.answerFromMemory(head) },
+                            answered: { head, outcome, started in CacheServer.logAccess(logger, head, outcome, since: started) }))
+                        return Connection(channel: try NIOAsyncChannel(wrappingChannelSynchronously: channel), sentFiles: sentFiles,
+                                          activity: activity)
                     }
                 }
         } catch {
             try? cache.closeStore()
             throw ServerConfigurationError("cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
-        let origin = OriginClient(origin: configuration.origin, group: group, connectTimeout: configuration.originConnectTimeout,
-                                  readTimeout: configuration.originReadTimeout)
-        return CacheServer(configuration: configuration, cache: cache, listener: listener,
-                           handler: ProxyHandler(cache: cache, configuration: configuration, origin: origin, logger: logger), logger: logger,
-                           sentFileCount: sentFileCount)
+        return CacheServer(configuration: configuration, cache: cache, listener: listener, handler: handler, logger: logger,
+                           sentFileCount: sentFileCount, draining: draining)
     }
 
     private init(configuration: ServerConfiguration, cache: HTTPURLCache,
                  listener: NIOAsyncChannel<Connection, Never>,
-                 handler: ProxyHandler, logger: Logger, sentFileCount: PthreadMutex<Int>) {
+                 handler: ProxyHandler, logger: Logger, sentFileCount: PthreadMutex<Int>, draining: PthreadMutex<Bool>) {
         self.configuration = configuration
         self.sentFileCount = sentFileCount
+        self.draining = draining
         self.cache = cache
         self.listener = listener
         self.handler = handler
@@ -122,23 +134,32 @@ public final class CacheServer: Service, Sendable {
     /// Stops accepting connections and closes idle ones; a request in progress finishes (its
     /// connection closes after it), for up to the grace period. ``run()`` returns after.
     public func shutdown() async {
-        let idle = connections.withLock { state -> [any Channel] in
-            state.isDraining = true
-            return state.open.values.filter { !$0.busy }.map(\.channel)
-        }
+        // Draining first: a connection found idle below gets no answer from its responder after.
+        draining.withLock { $0 = true }
+        connections.withLock { $0.isDraining = true }
         try? await listener.channel.close()
-        for channel in idle { try? await channel.close() }
         let deadline = ContinuousClock.now + configuration.shutdownGracePeriod
-        while ContinuousClock.now < deadline, connections.withLock({ !$0.open.isEmpty }) {
+        var closed = Set<ObjectIdentifier>()
+        while ContinuousClock.now < deadline {
+            let idle = connections.withLock { state in
+                state.open.values.filter { !$0.busy && $0.activity.isIdle && !closed.contains(ObjectIdentifier($0.channel)) }.map(\.channel)
+            }
+            for channel in idle {
+                closed.insert(ObjectIdentifier(channel))
+                try? await channel.close()
+            }
+            if connections.withLock({ $0.open.isEmpty }) { break }
             try? await Task.sleep(for: .milliseconds(20))
         }
         for channel in connections.withLock({ $0.open.values.map(\.channel) }) { try? await channel.close() }
     }
 
-    /// An accepted connection, and the files of the bodies it sends with `sendfile`.
+    /// An accepted connection, the files of the bodies it sends with `sendfile`, and the
+    /// answers its ``MemoryHitResponder`` has under way.
     struct Connection: Sendable {
         let channel: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
         let sentFiles: SentFiles
+        let activity: ConnectionActivity
     }
 
     private func serve(_ accepted: Connection) async {
@@ -147,7 +168,7 @@ public final class CacheServer: Service, Sendable {
         let id: Int? = connections.withLock { state in
             guard !state.isDraining else { return nil }
             state.nextID += 1
-            state.open[state.nextID] = (connection.channel, false)
+            state.open[state.nextID] = (connection.channel, false, accepted.activity)
             return state.nextID
         }
         guard let id else {
@@ -166,7 +187,7 @@ public final class CacheServer: Service, Sendable {
                     guard setBusy(id, true) else { return }
                     let started = ContinuousClock.now
                     let outcome = try await handler.handle(head, parts: &parts, writer: writer)
-                    logAccess(head, outcome, since: started)
+                    Self.logAccess(logger, head, outcome, since: started)
                     guard head.isKeepAlive, outcome.canContinue else { return }
                 }
             }
@@ -183,7 +204,7 @@ public final class CacheServer: Service, Sendable {
         }
     }
 
-    private func logAccess(_ head: HTTPRequestHead, _ outcome: Outcome, since started: ContinuousClock.Instant) {
+    private static func logAccess(_ logger: Logger, _ head: HTTPRequestHead, _ outcome: Outcome, since started: ContinuousClock.Instant) {
         let elapsed = ContinuousClock.now - started
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         logger.info("\(head.method.rawValue) \(head.uri) \(outcome.status) \(outcome.bytes) \(outcome.cacheStatus) \(String(format: "%.1f", milliseconds))ms")

@@ -196,28 +196,26 @@ final class ProxyHandler: Sendable {
     /// its body is gone or fails its checksum before anything was sent.
     private func serveStored(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange, status: String,
                              writer: ClientWriter) async throws -> Outcome? {
+        if variant.isLoaded {
+            let answer = inMemoryResponse(variant, exchange, status: status)
+            try await started { try await writer.write(contentsOf: answer.parts) }
+            note(.bytesServed(answer.outcome.bytes))
+            return answer.outcome
+        }
         let response = variant.entry.response
-        var headers = Fields.clientView(Fields.headers(response.headers))
-        let age = engine.freshness(of: response, at: Date()).currentAge
-        let seconds = age.isNaN ? 0 : Int(min(max(age.rounded(.down), 0), 2_147_483_648))
-        headers.replaceOrAdd(name: "Age", value: String(seconds))
-        headers.add(name: "Via", value: via)
-        headers.replaceOrAdd(name: "X-Cache", value: status)
+        var headers = servedHeaders(response, status: status)
         if Fields.notModified(exchange.head.headers, stored: response) {
             let head = HTTPResponseHead(version: .http1_1, status: .notModified, headers: Fields.notModifiedHeaders(headers))
             try await started { try await writer.write(contentsOf: [.head(head), .end(nil)]) }
             return Outcome(status: 304, cacheStatus: status)
         }
-        // A body loaded with the lookup; or read from disk: a file checked whole, then sent by the
-        // kernel, or (above the limit) chunks read as they are sent, the first before the head.
+        // The body from disk: a file checked whole, then sent by the kernel, or (above the limit)
+        // chunks read as they are sent, the first before the head.
         var first: Data?
         var iterator: DiskCache.Chunks.AsyncIterator?
         var file: NIOFileHandle?
         let size: Int64
-        if variant.isLoaded {
-            first = variant.entry.body
-            size = Int64(variant.entry.body.count)
-        } else if let checked = try await checkedBody(of: variant) {
+        if let checked = try await checkedBody(of: variant) {
             switch checked.source {
             case .bytes(let bytes): first = bytes
             case .file(let descriptor): file = writer.sentFiles.adopt(descriptor)
@@ -251,8 +249,7 @@ final class ProxyHandler: Sendable {
         }
         // Once anything is written, a failure cannot be answered any more (see `started(_:)`).
         let sent: Int64 = try await started {
-            // Parts go out together (one flush) until the next chunk has to be waited for: a body
-            // loaded with the lookup is one write of head, body and end.
+            // Parts go out together (one flush) until the next chunk has to be waited for.
             var pending: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
             var sent: Int64 = 0
             if !exchange.isHEAD, range != .unsatisfiable {
@@ -280,6 +277,72 @@ final class ProxyHandler: Sendable {
         }
         note(.bytesServed(sent))
         return Outcome(status: code.code, bytes: sent, cacheStatus: status)
+    }
+
+    /// The fields a stored response is sent with: the stored ones a client may see, its `Age`,
+    /// this node in `Via`, and how it was answered in `X-Cache`.
+    private func servedHeaders(_ response: StoredResponse, status: String) -> HTTPHeaders {
+        var headers = Fields.clientView(Fields.headers(response.headers))
+        let age = engine.freshness(of: response, at: Date()).currentAge
+        let seconds = age.isNaN ? 0 : Int(min(max(age.rounded(.down), 0), 2_147_483_648))
+        headers.replaceOrAdd(name: "Age", value: String(seconds))
+        headers.add(name: "Via", value: via)
+        headers.replaceOrAdd(name: "X-Cache", value: status)
+        return headers
+    }
+
+    /// A stored response whose body is in memory, as the parts that answer `exchange` (a 304
+    /// when the client's conditions hold for it, a 206 or 416 for a range, no body for HEAD),
+    /// written together, and what they answer.
+    func inMemoryResponse(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange,
+                          status: String) -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
+        let response = variant.entry.response
+        var headers = servedHeaders(response, status: status)
+        if Fields.notModified(exchange.head.headers, stored: response) {
+            let head = HTTPResponseHead(version: .http1_1, status: .notModified, headers: Fields.notModifiedHeaders(headers))
+            return ([.head(head), .end(nil)], Outcome(status: 304, cacheStatus: status))
+        }
+        let body = variant.entry.body
+        let size = Int64(body.count)
+        let range = exchange.head.method == .GET && response.status == 200
+            ? ByteRange(request: exchange.head.headers, response: response.headers, size: size) : .whole
+        let code = range.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: size)
+        var parts: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
+        var sent: Int64 = 0
+        if !exchange.isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty {
+            let start = body.startIndex + Int(bounds.lowerBound)
+            parts.append(.body(.byteBuffer(ByteBuffer(bytes: body[start..<start + bounds.count]))))
+            sent = Int64(bounds.count)
+        }
+        parts.append(.end(nil))
+        return (parts, Outcome(status: code.code, bytes: sent, cacheStatus: status))
+    }
+
+    /// The answer to `head`, when the memory tier alone can give it at once: a GET or HEAD
+    /// without a body, on a connection kept alive, for which a stored response held in memory
+    /// with its body may be served as it is. Nil for every other request (it takes the
+    /// connection's task: the disk, the origin, a body to read, the server's own endpoints).
+    /// Counted as the task would count it. Never blocks: no file is read.
+    func answerFromMemory(_ head: HTTPRequestHead) -> (parts: [HTTPServerResponsePart], outcome: Outcome)? {
+        guard head.method == .GET || head.method == .HEAD, head.isKeepAlive, !head.uri.hasPrefix("/_cache/"),
+              head.headers.first(name: "Content-Length").map({ $0 == "0" }) ?? true,
+              !head.headers.contains(name: "Transfer-Encoding"),
+              let target = Self.target(of: head.uri), let url = URL(string: configuration.origin.description + target)
+        else { return nil }
+        let exchange = Exchange(head: head, target: target, url: url)
+        guard case .found(_, let variants) = cache.storedVariantsInMemory(for: exchange.urlRequest), !variants.isEmpty else { return nil }
+        let decision = engine.decision(for: exchange.cacheRequest, storedResponses: variants.map(\.entry.response), at: Date())
+        switch decision {
+        case .fresh, .stale: break
+        default: return nil
+        }
+        guard let chosen = decision.storedResponse.flatMap({ response in variants.first { $0.entry.response == response } }) else { return nil }
+        let answer = inMemoryResponse(chosen, exchange, status: "HIT")
+        note(.requests)
+        note(.hits)
+        note(.hitsOnEventLoop)
+        note(.bytesServed(answer.outcome.bytes))
+        return answer
     }
 
     /// A stored body from disk, checked whole, when it may be sent that way: nil when it is

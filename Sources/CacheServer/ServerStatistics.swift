@@ -8,6 +8,8 @@ public struct ServerStatistics: Sendable, Hashable {
     public var requests = 0
     /// Answered from the cache without asking the origin (fresh, or stale where allowed).
     public var hits = 0
+    /// Of the hits, those answered from memory on the connection's event loop, without a task.
+    public var hitsOnEventLoop = 0
     /// Answered from the cache after the origin confirmed it with a 304.
     public var revalidations = 0
     /// Went to the origin and were answered with what it sent.
@@ -32,6 +34,7 @@ public struct ServerStatistics: Sendable, Hashable {
         switch event {
         case .requests: requests += 1
         case .hits: hits += 1
+        case .hitsOnEventLoop: hitsOnEventLoop += 1
         case .revalidations: revalidations += 1
         case .misses: misses += 1
         case .staleOnError: staleOnError += 1
@@ -85,7 +88,7 @@ final class FetchGate: Sendable {
 final class ServerMetrics: Sendable {
     /// What is counted.
     enum Event {
-        case requests, hits, revalidations, misses, staleOnError, coalesced, stores, originErrors
+        case requests, hits, hitsOnEventLoop, revalidations, misses, staleOnError, coalesced, stores, originErrors
         case bytesServed(Int64)
         /// An origin response head arrived this long after the request went out.
         case originResponse(seconds: Double)
@@ -100,7 +103,7 @@ final class ServerMetrics: Sendable {
     init() {
         let factory = PrometheusMetricsFactory(registry: registry)
         var counters: [String: CoreMetrics.Counter] = [:]
-        for name in ["requests", "hits", "revalidations", "misses", "stale_on_error", "coalesced", "stores", "origin_errors",
+        for name in ["requests", "hits", "hits_on_event_loop", "revalidations", "misses", "stale_on_error", "coalesced", "stores", "origin_errors",
                      "bytes_served"] {
             counters[name] = CoreMetrics.Counter(label: "diskcache_server_\(name)_total", dimensions: [], factory: factory)
         }
@@ -114,6 +117,7 @@ final class ServerMetrics: Sendable {
         switch event {
         case .requests: counters["requests"]!.increment()
         case .hits: counters["hits"]!.increment()
+        case .hitsOnEventLoop: counters["hits_on_event_loop"]!.increment()
         case .revalidations: counters["revalidations"]!.increment()
         case .misses: counters["misses"]!.increment()
         case .staleOnError: counters["stale_on_error"]!.increment()

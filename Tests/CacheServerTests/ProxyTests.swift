@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTestOrigin
 import Logging
+import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Testing
@@ -34,6 +35,59 @@ struct ProxyTests {
         #expect(head.status == 200 && head.body.isEmpty && head.header("Content-Length") == "3")
         #expect(fixture.origin.requestCount == 2)
         #expect(fixture.server.statistics.hits == 2)
+        try await fixture.finish()
+    }
+
+    /// Hits the memory tier holds are answered on the event loop, the rest by the connection's
+    /// task: pipelined on one connection, they still come back in order, each whole.
+    @Test func pipelinedRequestsAreAnsweredInOrderWhicheverWayEachIsAnswered() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { request in
+            let body = request.path == "/memory" ? "held in memory" : "from the origin \(request.path)"
+            return ScriptedResponse(status: 200, [("Cache-Control", request.path == "/memory" ? "max-age=60" : "no-store")], body: body)
+        }
+        #expect(try await fixture.get("/memory").header("X-Cache") == "MISS")
+        let paths = ["/memory", "/other-1", "/memory", "/memory", "/other-2", "/memory"]
+        let socket = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: fixture.server.port) { channel in
+                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+            }
+        let replies: [(status: String, cache: String, body: String)] = try await socket.executeThenClose { inbound, outbound in
+            // Every request in one write: the server reads them before answering the first.
+            try await outbound.write(ByteBuffer(string: paths.map { "GET \($0) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" }.joined()))
+            var received = ByteBuffer()
+            var replies: [(status: String, cache: String, body: String)] = []
+            for try await buffer in inbound {
+                var buffer = buffer
+                received.writeBuffer(&buffer)
+                // Take whole responses (head, then Content-Length bytes) off the front.
+                while let text = received.getString(at: received.readerIndex, length: received.readableBytes),
+                      let end = text.range(of: "\r\n\r\n") {
+                    let head = String(text[..<end.lowerBound])
+                    let lines = head.components(separatedBy: "\r\n")
+                    func field(_ name: String) -> String? {
+                        lines.dropFirst().first { $0.lowercased().hasPrefix(name.lowercased() + ":") }
+                            .map { String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces) }
+                    }
+                    let headLength = text.utf8.distance(from: text.startIndex, to: end.upperBound)
+                    let length = Int(field("Content-Length") ?? "") ?? 0
+                    guard received.readableBytes >= headLength + length else { break }
+                    received.moveReaderIndex(forwardBy: headLength)
+                    let body = received.readString(length: length) ?? ""
+                    replies.append((lines[0], field("X-Cache") ?? "", body))
+                }
+                if replies.count == paths.count { break }
+            }
+            return replies
+        }
+        #expect(replies.count == paths.count)
+        for (path, reply) in zip(paths, replies) {
+            #expect(reply.status == "HTTP/1.1 200 OK", "\(path)")
+            #expect(reply.body == (path == "/memory" ? "held in memory" : "from the origin \(path)"), "\(path)")
+            #expect(reply.cache == (path == "/memory" ? "HIT" : "BYPASS"), "\(path)")
+        }
+        #expect(fixture.server.statistics.hits == 4)
+        #expect(fixture.server.statistics.hitsOnEventLoop == 4)
         try await fixture.finish()
     }
 
