@@ -166,6 +166,15 @@ public final class TieredCache: Sendable {
         return shared.state.withLock { $0.externalEpoch }
     }
 
+    /// A number that changes whenever changes by other instances were seen (after looking for
+    /// them now): a cache of what this instance found stays good while it stays the same, as
+    /// long as this instance's own stores tell that cache too. Always 0 for a cache no other
+    /// instance shares.
+    package func othersChangesEpoch() -> Int {
+        dropWhatOthersChanged()
+        return externalEpoch()
+    }
+
     /// After a promotion into memory: when changes by others were taken since `epoch`, drops the
     /// key again (it may be one of them, its change taken before it was in memory to drop).
     func dropIfOthersChanged(_ key: String, since epoch: Int) {

@@ -147,6 +147,7 @@ extension HTTPURLCache {
             guard let (primaryKey, _) = _HTTPResponseStore.parseVariantKey(entry.key), primaryKey.hasPrefix(keyPrefix),
                   responses.records.contains(entry.key) else { continue }
             try responses.records.removeValue(for: entry.key)
+            responses.forgetSlots(of: primaryKey)
             removed += 1
         }
         return removed

@@ -24,6 +24,23 @@ final class _HTTPResponseStore: Sendable {
 
     let records: TieredCache
     private let keyLocks = (0..<64).map { _ in PthreadMutex(()) }
+    private let slotMemo = PthreadMutex(SlotMemo())
+
+    /// Which slots held a record, per primary key, when ``takenSlots(_:)`` last asked the two
+    /// tiers (16 lookups each): it asks again only for a key not here. A store or removal
+    /// through this object forgets the key (``forgetSlots(of:)``), and a change by another
+    /// instance (seen when the journal is followed) forgets them all, so a slot filled since is
+    /// never missed. A slot emptied since without passing here (evicted, expired) is harmless:
+    /// its record is simply not found when read.
+    private struct SlotMemo {
+        var othersEpoch = 0
+        /// Bumped by every forget: a lookup that began before one does not record what it found.
+        var generation: UInt64 = 0
+        var slots: [String: UInt16] = [:]
+    }
+
+    /// The memo starts over when it holds this many keys.
+    static let slotMemoLimit = 1 << 16
 
     private func lock(_ primaryKey: String) -> PthreadMutex<Void> {
         var hasher = Hasher()
@@ -50,8 +67,38 @@ final class _HTTPResponseStore: Sendable {
     }
 
     private func takenSlots(_ primaryKey: String) -> [Int] {
-        let taken = records.containing((0..<Self.maximumVariantCount).map { Self.variantKey(primaryKey, slot: $0) })
-        return taken.indices.filter { taken[$0] }
+        let epoch = records.othersChangesEpoch()
+        let (known, generation) = slotMemo.withLock { memo -> (UInt16?, UInt64) in
+            if memo.othersEpoch != epoch {
+                memo.slots.removeAll()
+                memo.othersEpoch = epoch
+                memo.generation &+= 1
+            }
+            return (memo.slots[primaryKey], memo.generation)
+        }
+        let bits: UInt16
+        if let known {
+            bits = known
+        } else {
+            let taken = records.containing((0..<Self.maximumVariantCount).map { Self.variantKey(primaryKey, slot: $0) })
+            bits = taken.indices.reduce(0) { taken[$1] ? $0 | UInt16(1) << $1 : $0 }
+            slotMemo.withLock { memo in
+                guard memo.generation == generation, memo.othersEpoch == epoch else { return }
+                if memo.slots.count >= Self.slotMemoLimit { memo.slots.removeAll() }
+                memo.slots[primaryKey] = bits
+            }
+        }
+        return (0..<Self.maximumVariantCount).filter { bits & UInt16(1) << $0 != 0 }
+    }
+
+    /// Forgets which slots `primaryKey` (nil: every key) was seen to use: call after changing its
+    /// records other than through ``store(_:forKey:refreshing:bodyUnchanged:onlyMetadata:bodyFile:)``
+    /// and the removals here, which call it themselves.
+    func forgetSlots(of primaryKey: String?) {
+        slotMemo.withLock { memo in
+            memo.generation &+= 1
+            if let primaryKey { memo.slots.removeValue(forKey: primaryKey) } else { memo.slots.removeAll() }
+        }
     }
 
     /// A stored response and the record it is in. `entry.body` is empty until ``load(_:)``.
@@ -128,6 +175,8 @@ final class _HTTPResponseStore: Sendable {
                bodyFile: (url: URL, transfer: DiskCache.FileTransfer)? = nil) throws {
         guard entry.storagePolicy != .notAllowed else { return }
         let id = entry.variantID
+        // After the records changed, whatever happened (a failed store may have changed some).
+        defer { forgetSlots(of: primaryKey) }
         try lock(primaryKey).withLock { _ in
             var same: (slot: Int, policy: HTTPStoragePolicy, responseTime: Date)?
             var free: Int?
@@ -170,6 +219,7 @@ final class _HTTPResponseStore: Sendable {
 
     /// Removes the variant with identity `variantID` stored under `primaryKey`, if there is one.
     func remove(variantID: String, forKey primaryKey: String) throws {
+        defer { forgetSlots(of: primaryKey) }
         try lock(primaryKey).withLock { _ in
             for slot in takenSlots(primaryKey) {
                 let key = Self.variantKey(primaryKey, slot: slot)
@@ -183,6 +233,7 @@ final class _HTTPResponseStore: Sendable {
 
     /// Removes every variant stored under `primaryKey`.
     func removeAll(forKey primaryKey: String) throws {
+        defer { forgetSlots(of: primaryKey) }
         try lock(primaryKey).withLock { _ in
             for slot in takenSlots(primaryKey) {
                 try records.removeValue(for: Self.variantKey(primaryKey, slot: slot))

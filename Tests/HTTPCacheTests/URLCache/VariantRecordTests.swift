@@ -212,6 +212,36 @@ struct VariantRecordTests {
         #expect(cache.responses.variants(forKey: CachePolicyEngine.primaryKey(method: "GET", url: url)).isEmpty)
     }
 
+    /// Which slots a URL's variants use is remembered between lookups; a variant stored since,
+    /// by this cache or by another instance on the same directory, is still found on the next
+    /// lookup, and one removed since is not.
+    @Test func aVariantStoredSinceTheLastLookupIsFoundWhoeverStoredIt() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let cache = try HTTPURLCache(directory: directory.cacheDirectory)
+        let other = try HTTPURLCache(directory: directory.cacheDirectory)
+        cache.storeCachedResponse(response("en", vary: true), for: request(language: "en"))
+        #expect(body(cache.cachedResponse(for: request(language: "en"))) == "en")
+        #expect(cache.cachedResponse(for: request(language: "fr")) == nil)
+        // Stored here, after the lookups above remembered one slot.
+        cache.storeCachedResponse(response("fr", vary: true), for: request(language: "fr"))
+        #expect(body(cache.cachedResponse(for: request(language: "fr"))) == "fr")
+        // Stored by another instance.
+        #expect(body(other.cachedResponse(for: request(language: "en"))) == "en")
+        other.storeCachedResponse(response("de", vary: true), for: request(language: "de"))
+        #expect(body(cache.cachedResponse(for: request(language: "de"))) == "de")
+        #expect(body(cache.cachedResponse(for: request(language: "en"))) == "en")
+        // Removed by the other, and everything removed here.
+        other.removeCachedResponse(for: request(language: "de"))
+        #expect(cache.cachedResponse(for: request(language: "de")) == nil)
+        cache.storeCachedResponse(response("it", vary: true), for: request(language: "it"))
+        #expect(body(cache.cachedResponse(for: request(language: "it"))) == "it")
+        cache.removeAllCachedResponses()
+        #expect(cache.cachedResponse(for: request(language: "it")) == nil)
+        other.storeCachedResponse(response("es", vary: true), for: request(language: "es"))
+        #expect(body(cache.cachedResponse(for: request(language: "es"))) == "es")
+    }
+
     // MARK: - Capacity eviction
 
     @Test func capacityEvictionTakesVariantsOneByOne() throws {
