@@ -12,7 +12,8 @@
 # Installs nginx, varnish and wrk with apt-get when missing. Environment: SCRATCH (build
 # directory, default .build-bench), WORK (scratch files, default a new temporary directory),
 # KEEP=1 keeps WORK (wrk's output per run, results.json), CONNECTIONS (default 16), THREADS
-# (wrk's, default 2), SIZES (default "1k 64k 1m").
+# (wrk's, default 2), SIZES (default "1k 64k 1m"), CHART (a PNG to draw the ratios into with
+# Benchmarks/server-chart.py, which needs matplotlib; it also takes several runs' results.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${DURATION:-10}"
@@ -186,3 +187,6 @@ for (subject, size, kind), r in by.items():
           f"{r['p99ms']:.2f} / {n['p99ms']:.2f} / {v['p99ms']:.2f} | "
           f"{r['cpuMicrosPerRequest']:.0f} / {n['cpuMicrosPerRequest']:.0f} / {v['cpuMicrosPerRequest']:.0f} |")
 PY
+if [ -n "${CHART:-}" ]; then
+    python3 Benchmarks/server-chart.py "$CHART" "$work/results.json"
+fi
