@@ -179,12 +179,14 @@ final class _HTTPResponseStore: Sendable {
         defer { forgetSlots(of: primaryKey) }
         try lock(primaryKey).withLock { _ in
             var same: (slot: Int, policy: HTTPStoragePolicy, responseTime: Date)?
-            var free: Int?
+            let taken = takenSlots(primaryKey)
+            var free = (0..<Self.maximumVariantCount).first { !taken.contains($0) }
             var oldest: (slot: Int, stored: Date)?
-            for slot in 0..<Self.maximumVariantCount {
+            // Only the slots in use are read (a slot remembered as taken may have emptied since).
+            for slot in taken {
                 let key = Self.variantKey(primaryKey, slot: slot)
                 guard let record = records.recordWithoutBody(for: key) else {
-                    if free == nil { free = slot }
+                    if free.map({ slot < $0 }) ?? true { free = slot }
                     continue
                 }
                 let stored = CachedHTTPResponse(body: Data(), metadata: record.metadata)
