@@ -85,6 +85,7 @@ let package = Package(
             name: "diskcache-server",
             dependencies: [
                 "CacheServer",
+                "DiskCache",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CacheServer
+import DiskCache
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -129,19 +130,11 @@ struct ServerCommand: AsyncParsableCommand {
         return configuration
     }
 
-    /// `1048576`, `512K`, `64M`, `10G` (powers of 1024).
+    /// `1048576`, `512K`, `64M`, `1.5G`, `64MiB` (binary units; the `diskcache` tool's syntax).
     static func size(_ text: String, _ what: String) throws -> Int {
-        let units: [Character: Int] = ["K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40]
-        var digits = text.uppercased()
-        var multiplier = 1
-        if digits.hasSuffix("B") { digits.removeLast() }
-        if let last = digits.last, let unit = units[last] {
-            multiplier = unit
-            digits.removeLast()
+        guard let bytes = ByteSizeText.parse(text), bytes >= 0, bytes <= Int64(Int.max) else {
+            throw ServerConfigurationError("the \(what) \"\(text)\" is not a size (bytes, or a number with K, M, G or T, such as 512K, 64M or 1.5G)")
         }
-        guard let value = Int(digits), value >= 0, value <= Int.max / multiplier else {
-            throw ServerConfigurationError("the \(what) \"\(text)\" is not a size (bytes, or a number with K, M, G or T)")
-        }
-        return value * multiplier
+        return Int(bytes)
     }
 }

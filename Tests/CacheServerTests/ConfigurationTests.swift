@@ -59,6 +59,10 @@ struct ConfigurationTests {
                 throws: { "\($0)".contains("true or false") })
         #expect(try ServerCommand.size("512K", "x") == 512 << 10)
         #expect(try ServerCommand.size("64MB", "x") == 64 << 20)
+        // The `diskcache` tool's syntax: fractions and binary unit names.
+        #expect(try ServerCommand.size("1.5G", "x") == 3 << 29)
+        #expect(try ServerCommand.size("64MiB", "x") == 64 << 20)
+        #expect(throws: ServerConfigurationError.self) { try ServerCommand.size("-1", "x") }
         #expect(performing: { try ServerCommand.size("lots", "disk capacity") }, throws: { "\($0)".contains("disk capacity \"lots\" is not a size") })
     }
 
