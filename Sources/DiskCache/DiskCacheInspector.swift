@@ -265,24 +265,27 @@ public final class DiskCacheInspector: Sendable {
 
     /// Checks every entry and file as ``DiskCache/verify(repair:progress:)-4b4nk`` does, without repairing.
     /// On a cache a running process has open (read `whileOpen`), what changes meanwhile is no
-    /// finding: each finding is kept only if three fresh snapshots of the journal, 20 ms apart,
-    /// still confirm it, and a `journal.tmp` is taken for a compaction in progress.
+    /// finding: once the whole cache was read, three fresh snapshots of the journal are taken,
+    /// 20 ms apart, and each finding is kept only if all three still confirm it; a
+    /// `journal.tmp` is taken for a compaction in progress.
     public func verify(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) -> DiskCache.VerificationReport {
         let entries = index.entries.map { ($0.key, $0.value) }.sorted { $0.0 < $1.0 }
         // A cache open in a running process changes while it is read: a finding stands only if
-        // a fresh snapshot of the journal still says the same (a few times, a little apart, so
-        // that a store between writing its files and committing them has committed).
+        // fresh snapshots of the journal, taken after everything was read, still say the same
+        // (a few, a little apart, so that a store between writing its files and committing them
+        // has committed). One set of snapshots serves every finding.
+        let snapshots = Snapshots()
         let settle: Verifier.Settle? = summary.openBy == nil ? nil : Verifier.Settle(
             isCurrent: { hash, entry in
-                self.stillTrue { $0.index[hash]?.isSameCommit(as: entry) ?? false }
+                snapshots.allSay { $0.index[hash]?.isSameCommit(as: entry) ?? false }
             },
             isOrphan: { hash, slot, kind, path in
-                self.stillTrue { fresh in
-                    guard fresh.layout.directory.exists(path) else { return false }
+                self.layout.directory.exists(path) && snapshots.allSay { fresh in
                     guard let entry = fresh.index[hash] else { return true }
                     return entry.slot != slot || (kind == .body && entry.isInline)
                 }
-            })
+            },
+            prepare: { snapshots.take(of: self.directory) })
         var verifier = Verifier(layout: layout, entries: entries, hasher: .xxh3, settle: settle)
         verifier.compactionMayRun = summary.openBy != nil
         let findings = verifier.run(progress: progress)
@@ -312,14 +315,26 @@ public final class DiskCacheInspector: Sendable {
         return report
     }
 
-    /// Whether `condition` holds in three fresh snapshots of the cache, 20 ms apart (false as
-    /// soon as one says otherwise, or when one cannot be read).
-    private func stillTrue(_ condition: (DiskCacheInspector) -> Bool) -> Bool {
-        for attempt in 0..<3 {
-            if attempt > 0 { usleep(20_000) }
-            guard let fresh = try? DiskCacheInspector(directory: directory, whileOpen: true), condition(fresh) else { return false }
+    /// Three fresh snapshots of an open cache, 20 ms apart, that a verify's findings are
+    /// checked against (see ``verify(progress:)``).
+    private final class Snapshots {
+        private var fresh: [DiskCacheInspector]?
+
+        func take(of directory: URL) {
+            var taken: [DiskCacheInspector] = []
+            for attempt in 0..<3 {
+                if attempt > 0 { usleep(20_000) }
+                guard let snapshot = try? DiskCacheInspector(directory: directory, whileOpen: true) else { return }
+                taken.append(snapshot)
+            }
+            fresh = taken
         }
-        return true
+
+        /// Whether `condition` holds in every snapshot (false when they could not be taken).
+        func allSay(_ condition: (DiskCacheInspector) -> Bool) -> Bool {
+            guard let fresh else { return false }
+            return fresh.allSatisfy(condition)
+        }
     }
 
     private func lookup(_ key: String) -> (KeyHash, IndexEntry)? {

@@ -18,7 +18,8 @@ struct Verifier {
     /// without its locks): then it is no finding.
     var compactionMayRun = false
 
-    /// What a finding about a cache that changes meanwhile is checked against at the end.
+    /// What a finding about a cache that changes meanwhile is checked against at the end,
+    /// once every entry and file was looked at.
     struct Settle {
         /// Whether the index still holds this entry: one replaced or removed while it was read
         /// is no finding.
@@ -26,6 +27,10 @@ struct Verifier {
         /// Whether the file is still there with no entry vouching for it: one a store
         /// committed, or removed, while the shards were listed is no finding.
         var isOrphan: (KeyHash, UInt8, ShardScanner.FileKind, String) -> Bool
+        /// Called once before the two above, after the whole cache was read (where a reader
+        /// without the cache's locks takes its fresh looks at the journal: one set for all the
+        /// findings, not one per finding).
+        var prepare: () -> Void = {}
     }
 
     struct Findings {
@@ -47,24 +52,31 @@ struct Verifier {
     func run(progress: ((Int, Int) -> Void)?) -> Findings {
         var findings = Findings()
         let total = entries.count
+        // Candidates first; what changed meanwhile is set aside at the end (see `Settle`).
+        var badEntries: [(problem: DiskCache.Problem, hash: KeyHash, entry: IndexEntry)] = []
         for (number, (hash, entry)) in entries.enumerated() {
-            if let problem = check(hash, entry, findings: &findings), settle?.isCurrent(hash, entry) ?? true {
-                findings.problems.append(problem)
-                findings.badEntries.append((hash, entry))
-            }
+            if let problem = check(hash, entry, findings: &findings) { badEntries.append((problem, hash, entry)) }
             findings.entriesChecked += 1
             if let progress, number % 64 == 0 || number == total - 1 { progress(number + 1, total) }
         }
+        var orphans: [(hash: KeyHash, slot: UInt8, kind: ShardScanner.FileKind, path: String)] = []
         let vouched = Dictionary(entries, uniquingKeysWith: { a, _ in a })
         ShardScanner(layout: layout).forEachEntryFile { hash, slot, kind, path in
             let entry = vouched[hash]
-            if entry == nil || entry!.slot != slot || (kind == .body && entry!.isInline),
-               settle?.isOrphan(hash, slot, kind, path) ?? true {
-                findings.orphans.append((hash, slot, kind, path))
-                findings.problems.append(DiskCache.Problem(kind: .orphanFile, path: path, key: nil,
-                                                           detail: "no journal record vouches for this file"))
+            if entry == nil || entry!.slot != slot || (kind == .body && entry!.isInline) {
+                orphans.append((hash, slot, kind, path))
             }
             return true
+        }
+        if let settle, !badEntries.isEmpty || !orphans.isEmpty { settle.prepare() }
+        for bad in badEntries where settle?.isCurrent(bad.hash, bad.entry) ?? true {
+            findings.problems.append(bad.problem)
+            findings.badEntries.append((bad.hash, bad.entry))
+        }
+        for orphan in orphans where settle?.isOrphan(orphan.hash, orphan.slot, orphan.kind, orphan.path) ?? true {
+            findings.orphans.append(orphan)
+            findings.problems.append(DiskCache.Problem(kind: .orphanFile, path: orphan.path, key: nil,
+                                                       detail: "no journal record vouches for this file"))
         }
         checkStructure(findings: &findings)
         // The cache directory itself may be reached through a symbolic link: check its target.
