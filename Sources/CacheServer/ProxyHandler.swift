@@ -416,6 +416,13 @@ final class ProxyHandler: Sendable {
                     note(.revalidations)
                     return FetchResult(outcome: outcome)
                 }
+                if code == 200, exchange.isHEAD, let key {
+                    // What the HEAD says of the stored GET responses (RFC 9111 §4.3.5), before it is answered.
+                    let (cache, request) = (self.cache, exchange.cacheRequest)
+                    try await BlockingIOPool.shared.run {
+                        cache.freshenAfterHEAD(fields, request: request, key: key, requestTime: requestTime, responseTime: responseTime)
+                    }
+                }
                 if CachePolicyEngine.staleIfErrorStatusCodes.contains(code), let stale = validating ?? fallback,
                    engine.canServeStale(stale.entry.response, for: exchange.cacheRequest, at: responseTime, after: .errorStatus(code)),
                    let outcome = try await serveStored(stale, exchange, status: "STALE", writer: writer) {

@@ -381,15 +381,10 @@ public final class CachingHTTPClient: Sendable {
         requestTime: Date,
         responseTime: Date
     ) {
-        let validators = ["ETag", "Last-Modified"].compactMap { name in headers[name].map { (name, $0) } }
         for variant in cache.responses.variants(forKey: key)
         where variant.entry.response.requestMethod == "GET" && CachePolicyEngine.varyMatches(variant.entry.response, request: exchange.cacheRequest) {
             guard let entry = cache.responses.load(variant) else { continue }
-            let storedLength = entry.response.headers["Content-Length"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
-                ?? entry.body.count
-            let matches = validators.allSatisfy { entry.response.headers[$0.0] == $0.1 }
-                && headers["Content-Length"].map { Int($0.trimmingCharacters(in: .whitespaces)) == storedLength } ?? true
-            if matches {
+            if HTTPURLCache.headResponse(headers, matches: entry.response, bodySize: entry.body.count) {
                 var updated = entry
                 updated.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
                 cache.store(updated, for: exchange.request, refreshing: entry.response.responseTime)

@@ -120,6 +120,39 @@ extension HTTPURLCache {
         return result
     }
 
+    /// Whether a stored GET response is the one a 200 to a HEAD describes (RFC 9111 §4.3.5):
+    /// every validator the HEAD response has (`ETag`, `Last-Modified`) equals the stored
+    /// response's, and its `Content-Length`, if it has one, equals the stored response's
+    /// `Content-Length` field (`bodySize` when the stored response has none; a transport may
+    /// have decoded a compressed body).
+    static func headResponse(_ headers: HTTPHeaderFields, matches stored: StoredResponse, bodySize: Int?) -> Bool {
+        func length(_ text: String) -> Int? { Int(text.trimmingCharacters(in: .whitespaces)) }
+        let storedLength = stored.headers["Content-Length"].flatMap(length) ?? bodySize
+        return ["ETag", "Last-Modified"].allSatisfy { name in headers[name].map { stored.headers[name] == $0 } ?? true }
+            && headers["Content-Length"].map { length($0) == storedLength } ?? true
+    }
+
+    /// A 200 to a HEAD of `request` updates the stored GET responses the HEAD could have been
+    /// answered with (RFC 9111 §4.3.5), as ``CachingHTTPClient`` does: each that
+    /// ``headResponse(_:matches:bodySize:)`` gets its header fields, in its metadata only (the
+    /// body on disk is not read or rewritten); each that does not is removed. Blocking: call it
+    /// on an I/O thread.
+    package func freshenAfterHEAD(_ headers: HTTPHeaderFields, request: CacheRequest, key: String,
+                                  requestTime: Date, responseTime: Date) {
+        for variant in responses.variants(forKey: key, loadingBodies: false)
+        where variant.entry.response.requestMethod == "GET" && CachePolicyEngine.varyMatches(variant.entry.response, request: request) {
+            let entry = variant.entry
+            let bodySize = responses.records.storedSize(for: variant.recordKey).map { Int($0) }
+            if Self.headResponse(headers, matches: entry.response, bodySize: bodySize) {
+                var updated = entry
+                updated.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
+                try? responses.store(updated, forKey: key, refreshing: entry.response.responseTime, bodyUnchanged: true, onlyMetadata: true)
+            } else {
+                try? responses.remove(variantID: entry.variantID, forKey: key)
+            }
+        }
+    }
+
     /// Removes what is stored for each of `urls` (after an unsafe method's success).
     package func invalidate(_ urls: [URL]) {
         for key in urls.flatMap({ keyProvider.invalidationKeys(for: $0) }) { try? responses.removeAll(forKey: key) }

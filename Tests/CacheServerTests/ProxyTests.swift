@@ -1,3 +1,4 @@
+import DiskCacheLocking
 import Foundation
 import HTTPTestOrigin
 import Logging
@@ -35,6 +36,33 @@ struct ProxyTests {
         #expect(head.status == 200 && head.body.isEmpty && head.header("Content-Length") == "3")
         #expect(fixture.origin.requestCount == 2)
         #expect(fixture.server.statistics.hits == 2)
+        try await fixture.finish()
+    }
+
+    /// A 200 to a HEAD the server sends on updates the stored GET it describes (RFC 9111
+    /// §4.3.5): matching validators freshen its header fields, the body kept; others remove it.
+    @Test func aHEADAnsweredByTheOriginFreshensOrRemovesTheStoredGET() async throws {
+        let fixture = try await ServerFixture { $0.memoryCapacity = 0 }
+        let version = PthreadMutex(("\"a\"", "1"))
+        fixture.origin.respond { request in
+            let (tag, number) = version.withLock { $0 }
+            // The GET is stale at once; the HEAD's answer is fresh for a minute.
+            let age = request.method == "HEAD" ? "max-age=60" : "max-age=0"
+            return ScriptedResponse(status: 200, [("Cache-Control", age), ("ETag", tag), ("X-Version", number)], body: "body \(number)")
+        }
+        _ = try await fixture.get("/r")
+        // Same entity tag: the stored GET takes the HEAD's fields and is a fresh hit, body unchanged.
+        version.withLock { $0 = ("\"a\"", "2") }
+        let head = try await fixture.send(.HEAD, "/r")
+        #expect(head.status == 200 && head.header("X-Version") == "2")
+        let fresh = try await fixture.get("/r")
+        #expect(fresh.header("X-Cache") == "HIT" && fresh.header("X-Version") == "2" && fresh.text == "body 1")
+        #expect(fixture.origin.requests.filter { $0.method == "GET" }.count == 1)
+        // Another entity tag: the stored GET is removed, so the next GET goes to the origin.
+        version.withLock { $0 = ("\"b\"", "3") }
+        _ = try await fixture.send(.HEAD, "/r", headers: [("Cache-Control", "no-cache")])
+        let refetched = try await fixture.get("/r")
+        #expect(refetched.header("X-Cache") == "MISS" && refetched.text == "body 3")
         try await fixture.finish()
     }
 
