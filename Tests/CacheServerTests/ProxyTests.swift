@@ -304,6 +304,25 @@ struct ProxyTests {
         try await fixture.finish()
     }
 
+    /// A kept-alive origin connection the origin closes as a request arrives on it (its idle
+    /// timeout firing) costs the request nothing: it is sent again on a new connection.
+    @Test func aRequestOnAConnectionTheOriginDropsIsSentAgainOnANewOne() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { request in ScriptedResponse(status: 200, [("Cache-Control", "no-store")], body: request.path) }
+        _ = try await fixture.get("/first")
+        fixture.origin.dropRequestsOnReusedConnections()
+        for i in 0..<5 {
+            let reply = try await fixture.get("/r\(i)")
+            #expect(reply.status == 200 && reply.text == "/r\(i)")
+        }
+        // Each request after the first reached the origin on a kept-alive connection, was
+        // dropped there, and was answered on a connection of its own.
+        #expect(fixture.origin.requestCount == 6)
+        #expect(fixture.origin.connectionCount == 6)
+        #expect(fixture.server.statistics.originErrors == 0)
+        try await fixture.finish()
+    }
+
     @Test func concurrentMissesShareOneOriginFetch() async throws {
         let fixture = try await ServerFixture()
         fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")], body: "shared") }

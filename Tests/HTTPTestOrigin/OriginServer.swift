@@ -43,6 +43,7 @@ public final class OriginServer: Sendable {
         var held: [EventLoopPromise<Void>] = []
         var requestWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
         var children: [any Channel] = []
+        var dropsReusedConnections = false
     }
 
     public let maximumRequests: Int
@@ -83,6 +84,15 @@ public final class OriginServer: Sendable {
     /// Connections accepted so far.
     public var connectionCount: Int { state.withLock { $0.children.count } }
     public var requestCount: Int { state.withLock { $0.requests.count } }
+
+    /// From now on a request that comes on a connection that already carried one is not
+    /// answered: the connection is closed instead, as by an origin whose idle timeout fired just
+    /// as the request arrived. A client must then ask again on a new connection.
+    public func dropRequestsOnReusedConnections(_ drops: Bool = true) {
+        state.withLock { $0.dropsReusedConnections = drops }
+    }
+
+    fileprivate var dropsReusedConnections: Bool { state.withLock { $0.dropsReusedConnections } }
 
     /// Holds every answer from now on until ``release()``.
     public func hold() { state.withLock { $0.isHolding = true } }
@@ -144,6 +154,8 @@ private final class Handler: ChannelInboundHandler {
     private let server: OriginServer
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
+    /// Requests this connection carried.
+    private var carried = 0
 
     init(server: OriginServer) { self.server = server }
 
@@ -156,6 +168,11 @@ private final class Handler: ChannelInboundHandler {
             body.writeBuffer(&part)
         case .end:
             guard let head else { return }
+            carried += 1
+            if carried > 1, server.dropsReusedConnections {
+                context.close(promise: nil)
+                return
+            }
             let request = RecordedRequest(
                 method: head.method.rawValue, path: head.uri,
                 headers: head.headers.map { ($0.name, $0.value) }, body: Data(body.readableBytesView)
