@@ -277,6 +277,25 @@ struct HostileDirectoryTests {
 
     // MARK: - Durability of a retried remove
 
+    /// A removal whose journal record cannot be written changes nothing: the entry stays in the
+    /// index and its files stay, readable now and after the cache is opened again.
+    @Test func aRemovalWhoseRecordCannotBeWrittenLeavesTheEntry() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration(.none))
+        try cache.store(bytes("value"), for: "k")
+        let journal = cache.state.withLock { $0.journal.fd }
+        FaultInjection.setWritesFail(journal, true)
+        #expect(throws: DiskCacheError.self) { try cache.removeValue(for: "k") }
+        FaultInjection.setWritesFail(journal, false)
+        #expect(cache.contains("k"))
+        #expect(cache.data(for: "k") == bytes("value"))
+        #expect(cache.statistics.removals == 0)
+        try cache.close()
+        let reopened = try DiskCache(directory: dir.cache, configuration: configuration(.none))
+        #expect(reopened.data(for: "k") == bytes("value"))
+        try reopened.close()
+    }
+
     @Test func aRemoveRetriedAfterAFailedSyncSyncsTheJournal() throws {
         let dir = TemporaryDirectory()
         let cache = try DiskCache(directory: dir.cache, configuration: configuration(.immediate))

@@ -94,24 +94,33 @@ enum FileSystemObservers {
     }
 }
 
-/// A test hook: `fsync` of the listed descriptors fails with EIO, without being made. One
-/// relaxed load per `fsync` while nothing is listed.
+/// A test hook: `fsync`, or `pwrite`, of the listed descriptors fails with EIO, without being
+/// made. One relaxed load per call while nothing is listed.
 enum FaultInjection {
     private static let active = Atomic<Bool>(false)
-    private static let failingFsyncs = PthreadMutex<Set<Int32>>([])
+    private static let failing = PthreadMutex<(fsyncs: Set<Int32>, writes: Set<Int32>)>(([], []))
 
     @inline(__always)
     static var isActive: Bool { active.load(ordering: .relaxed) }
 
     /// Makes every `fsync` of `fd` fail (`failing`) or work again.
-    static func setFsyncFails(_ fd: Int32, _ failing: Bool) {
-        failingFsyncs.withLock {
-            if failing { $0.insert(fd) } else { $0.remove(fd) }
-            active.store(!$0.isEmpty, ordering: .releasing)
+    static func setFsyncFails(_ fd: Int32, _ fails: Bool) {
+        failing.withLock {
+            if fails { $0.fsyncs.insert(fd) } else { $0.fsyncs.remove(fd) }
+            active.store(!$0.fsyncs.isEmpty || !$0.writes.isEmpty, ordering: .releasing)
         }
     }
 
-    static func fsyncFails(_ fd: Int32) -> Bool { failingFsyncs.withLock { $0.contains(fd) } }
+    /// Makes every `pwrite` of `fd` (``Syscall/pwriteAll(_:_:at:)``) fail or work again.
+    static func setWritesFail(_ fd: Int32, _ fails: Bool) {
+        failing.withLock {
+            if fails { $0.writes.insert(fd) } else { $0.writes.remove(fd) }
+            active.store(!$0.fsyncs.isEmpty || !$0.writes.isEmpty, ordering: .releasing)
+        }
+    }
+
+    static func fsyncFails(_ fd: Int32) -> Bool { failing.withLock { $0.fsyncs.contains(fd) } }
+    static func writeFails(_ fd: Int32) -> Bool { failing.withLock { $0.writes.contains(fd) } }
 }
 
 /// The syscalls the store makes, in one place, each retried on EINTR where a retry is safe.
@@ -171,6 +180,7 @@ enum Syscall {
 
     /// Writes all of `buffer` at `position`, looping over short writes.
     static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at position: Int64) -> Result<Void, Errno> {
+        if FaultInjection.isActive, FaultInjection.writeFails(fd) { return .failure(Errno(rawValue: EIO)) }
         defer { reportWrite(fd, buffer, at: position) }
         var offset = 0
         while offset < buffer.count {
