@@ -67,8 +67,9 @@ public final class CacheServer: Service, Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                         let sentFiles = SentFiles(counting: sentFileCount)
-                        try channel.pipeline.syncOperations.addHandler(SentFileCloser(sentFiles))
                         let activity = ConnectionActivity()
+                        channel.closeFuture.whenComplete { _ in activity.closed() }
+                        try channel.pipeline.syncOperations.addHandler(ResponseWrites(files: sentFiles, activity: activity))
                         try channel.pipeline.syncOperations.addHandler(MemoryHitResponder(
                             activity: activity,
                             answer: { head in draining.withLock { $0 } ? nil : handler.answerFromMemory(head) },
@@ -178,18 +179,21 @@ public final class CacheServer: Service, Sendable {
         defer { _ = connections.withLock { $0.open.removeValue(forKey: id) } }
         do {
             try await connection.executeThenClose { inbound, outbound in
-                let writer = ClientWriter(outbound: outbound, sentFiles: accepted.sentFiles)
+                let writer = ClientWriter(outbound: outbound, sentFiles: accepted.sentFiles, activity: accepted.activity)
                 var parts = inbound.makeAsyncIterator()
                 while true {
-                    guard setBusy(id, false) else { return }
-                    guard let part = try await parts.next() else { return }
+                    guard setBusy(id, false) else { break }
+                    guard let part = try await parts.next() else { break }
                     guard case .head(let head) = part else { continue }
-                    guard setBusy(id, true) else { return }
+                    guard setBusy(id, true) else { break }
                     let started = ContinuousClock.now
                     let outcome = try await handler.handle(head, parts: &parts, writer: writer)
                     Self.logAccess(logger, head, outcome, since: started)
-                    guard head.isKeepAlive, outcome.canContinue else { return }
+                    guard head.isKeepAlive, outcome.canContinue else { break }
                 }
+                // The close that follows would fail the writes still pending (a body sent with
+                // `sendfile`, say): it waits until every response is written.
+                await accepted.activity.idle()
             }
         } catch {
             logger.debug("A connection ended early", metadata: ["error": "\(error)"])

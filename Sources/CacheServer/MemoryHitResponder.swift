@@ -1,4 +1,3 @@
-import DiskCacheLocking
 import NIOCore
 import NIOHTTP1
 
@@ -19,6 +18,11 @@ final class MemoryHitResponder: ChannelInboundHandler, RemovableChannelHandler {
     private let answered: (HTTPRequestHead, Outcome, ContinuousClock.Instant) -> Void
     /// The rest of a request answered here (its `.end`) is not passed on.
     private var swallowing = false
+    /// Answers in progress on the stack: writing an answer's `.end` makes NIO's pipelining
+    /// handler hand on the next request at once, so pipelined hits would nest one call deeper
+    /// each; past a few, the rest go to the task.
+    private var depth = 0
+    private static let maximumDepth = 8
 
     /// `answer` answers a request head or declines (nil); `answered` is told of each answer
     /// given (the access log). `activity` counts the answers not yet written to the socket.
@@ -33,20 +37,22 @@ final class MemoryHitResponder: ChannelInboundHandler, RemovableChannelHandler {
         switch unwrapInboundIn(data) {
         case .head(let head):
             let started = ContinuousClock.now
-            // Counted before `answer` looks (see `ConnectionActivity`).
+            // Counted before `answer` looks, and counted out once the answer's `.end` is written
+            // (see `ConnectionActivity`). A channel that is not writable (a client that does not
+            // read its answers) gets none from here: the task's writer waits for it instead of
+            // piling answers up in memory.
             activity.begin()
-            guard let (parts, outcome) = answer(head), let last = parts.last else {
+            depth += 1
+            defer { depth -= 1 }
+            guard depth <= Self.maximumDepth, context.channel.isWritable, let (parts, outcome) = answer(head) else {
                 activity.end()
                 context.fireChannelRead(data)
                 return
             }
             // Set before writing: the `.end` written may hand on this request's `.end` at once.
             swallowing = true
-            for part in parts.dropLast() { context.write(wrapOutboundOut(part), promise: nil) }
-            let written = context.eventLoop.makePromise(of: Void.self)
-            let activity = self.activity
-            written.futureResult.whenComplete { _ in activity.end() }
-            context.writeAndFlush(wrapOutboundOut(last), promise: written)
+            for part in parts { context.write(wrapOutboundOut(part), promise: nil) }
+            context.flush()
             answered(head, outcome, started)
         case .body:
             // A request answered here has no body (see `answerFromMemory`).
@@ -61,14 +67,3 @@ final class MemoryHitResponder: ChannelInboundHandler, RemovableChannelHandler {
     }
 }
 
-/// The answers a ``MemoryHitResponder`` has begun on one connection and not yet written to the
-/// socket: a connection with none is idle as far as they go. The responder counts an answer
-/// before it checks whether the server is draining, and ``CacheServer/shutdown()`` sets draining
-/// before it reads the count: so a connection it finds idle gets no answer from here after.
-final class ConnectionActivity: Sendable {
-    private let inFlight = PthreadMutex(0)
-
-    func begin() { inFlight.withLock { $0 += 1 } }
-    func end() { inFlight.withLock { $0 -= 1 } }
-    var isIdle: Bool { inFlight.withLock { $0 == 0 } }
-}

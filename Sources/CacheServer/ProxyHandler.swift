@@ -231,7 +231,7 @@ final class ProxyHandler: Sendable {
             ? ByteRange(request: exchange.head.headers, response: response.headers, size: size) : .whole
         let code = range.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: size)
         if let file {
-            // The file is closed once its write is done (`SentFileCloser`), or here if nothing of it goes.
+            // The file is closed once its write is done (`ResponseWrites`), or here if nothing of it goes.
             guard !exchange.isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty else {
                 writer.sentFiles.close(file)
                 return try await sendHead(code, headers, exchange, status: status, writer: writer)
@@ -322,7 +322,8 @@ final class ProxyHandler: Sendable {
     /// without a body, on a connection kept alive, for which a stored response held in memory
     /// with its body may be served as it is. Nil for every other request (it takes the
     /// connection's task: the disk, the origin, a body to read, the server's own endpoints).
-    /// Counted as the task would count it. Never blocks: no file is read.
+    /// Counted as the task would count it. No entry file is read (in shared mode the journal
+    /// records other processes appended since are, as by every call into the store).
     func answerFromMemory(_ head: HTTPRequestHead) -> (parts: [HTTPServerResponsePart], outcome: Outcome)? {
         guard head.method == .GET || head.method == .HEAD, head.isKeepAlive, !head.uri.hasPrefix("/_cache/"),
               head.headers.first(name: "Content-Length").map({ $0 == "0" }) ?? true,

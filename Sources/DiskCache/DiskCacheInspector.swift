@@ -280,12 +280,12 @@ public final class DiskCacheInspector: Sendable {
                 snapshots.allSay { $0.index[hash]?.isSameCommit(as: entry) ?? false }
             },
             isOrphan: { hash, slot, kind, path in
-                self.layout.directory.exists(path) && snapshots.allSay { fresh in
+                snapshots.allSay(of: path) { fresh in
                     guard let entry = fresh.index[hash] else { return true }
                     return entry.slot != slot || (kind == .body && entry.isInline)
                 }
             },
-            prepare: { snapshots.take(of: self.directory) })
+            prepare: { paths in snapshots.take(of: self.directory, checking: paths) })
         var verifier = Verifier(layout: layout, entries: entries, hasher: .xxh3, settle: settle)
         verifier.compactionMayRun = summary.openBy != nil
         let findings = verifier.run(progress: progress)
@@ -316,16 +316,17 @@ public final class DiskCacheInspector: Sendable {
     }
 
     /// Three fresh snapshots of an open cache, 20 ms apart, that a verify's findings are
-    /// checked against (see ``verify(progress:)``).
+    /// checked against (see ``verify(progress:)``), each with which of the files that looked
+    /// like orphans were there right after it was taken.
     private final class Snapshots {
-        private var fresh: [DiskCacheInspector]?
+        private var fresh: [(snapshot: DiskCacheInspector, present: Set<String>)]?
 
-        func take(of directory: URL) {
-            var taken: [DiskCacheInspector] = []
+        func take(of directory: URL, checking paths: [String]) {
+            var taken: [(DiskCacheInspector, Set<String>)] = []
             for attempt in 0..<3 {
                 if attempt > 0 { usleep(20_000) }
                 guard let snapshot = try? DiskCacheInspector(directory: directory, whileOpen: true) else { return }
-                taken.append(snapshot)
+                taken.append((snapshot, Set(paths.filter { snapshot.layout.directory.exists($0) })))
             }
             fresh = taken
         }
@@ -333,7 +334,13 @@ public final class DiskCacheInspector: Sendable {
         /// Whether `condition` holds in every snapshot (false when they could not be taken).
         func allSay(_ condition: (DiskCacheInspector) -> Bool) -> Bool {
             guard let fresh else { return false }
-            return fresh.allSatisfy(condition)
+            return fresh.allSatisfy { condition($0.snapshot) }
+        }
+
+        /// Whether the file at `path` was there after every snapshot and `condition` holds in each.
+        func allSay(of path: String, _ condition: (DiskCacheInspector) -> Bool) -> Bool {
+            guard let fresh else { return false }
+            return fresh.allSatisfy { $0.present.contains(path) && condition($0.snapshot) }
         }
     }
 

@@ -164,6 +164,72 @@ struct StreamingTests {
         try await fixture.finish()
     }
 
+    /// A body sent from its file reaches the client whole when the connection closes after it
+    /// (`Connection: close`, HTTP/1.0) and when the server shuts down while the client is still
+    /// reading it: the close waits for the write, which a close would otherwise cut short.
+    @Test func aBodySentFromItsFileIsWholeWhenTheConnectionClosesAfterIt() async throws {
+        let fixture = try await ServerFixture { $0.memoryCapacity = 0 }
+        let large = pattern(count: 16 << 20, seed: 7)
+        fixture.origin.respond { _ in
+            var response = ScriptedResponse(status: 200, [("Cache-Control", "max-age=600")])
+            response.body = large
+            return response
+        }
+        _ = try await fixture.get("/big")
+        for request in ["GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", "GET /big HTTP/1.0\r\n\r\n"] {
+            let received = try await rawExchange(fixture.server.port, request, pauseAfter: 0)
+            #expect(received.body == large, "\(request.prefix(20)): \(received.body.count) of \(large.count) bytes")
+        }
+        // A shutdown while the client is part way through reading: it waits for the body to go.
+        let reading = Task { try await rawExchange(fixture.server.port, "GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", pauseAfter: 64 << 10) }
+        try await Task.sleep(for: .milliseconds(100))
+        await fixture.server.shutdown()
+        let received = try await reading.value
+        #expect(received.body == large, "\(received.body.count) of \(large.count) bytes")
+        try await fixture.running.value
+        try? await fixture.origin.stop()
+        try? FileManager.default.removeItem(at: fixture.directory)
+    }
+
+    /// Sends `request` on a connection of its own and reads the answer to its end (the
+    /// `Content-Length` or the connection's end), pausing 300 ms once `pauseAfter` bytes came.
+    private func rawExchange(_ port: Int, _ request: String, pauseAfter: Int) async throws -> (head: String, body: Data) {
+        let socket = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port) { channel in
+                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+            }
+        // Bounded: a server that never finishes the answer ends the read after 30 s.
+        let channel = socket.channel
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(30))
+            try await channel.close()
+        }
+        defer { watchdog.cancel() }
+        return try await socket.executeThenClose { inbound, outbound in
+            try await outbound.write(ByteBuffer(string: request))
+            var received = Data()
+            var paused = pauseAfter == 0
+            var expected: Int?
+            var headLength = 0
+            for try await buffer in inbound {
+                received.append(contentsOf: buffer.readableBytesView)
+                if !paused, received.count >= pauseAfter {
+                    paused = true
+                    try await Task.sleep(for: .milliseconds(300))
+                }
+                if expected == nil, let end = received.range(of: Data("\r\n\r\n".utf8)) {
+                    headLength = end.upperBound
+                    let head = String(decoding: received[..<end.lowerBound], as: UTF8.self)
+                    expected = head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
+                        .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+                }
+                if let expected, received.count >= headLength + expected { break }
+            }
+            let head = String(decoding: received.prefix(max(0, headLength - 4)), as: UTF8.self)
+            return (head, received.count >= headLength ? Data(received[headLength...]) : Data())
+        }
+    }
+
     /// Waits (up to 10 s) for every file opened to send a body to be closed.
     private func expectNoFileLeftOpen(_ server: CacheServer) async throws {
         let deadline = ContinuousClock.now + .seconds(10)

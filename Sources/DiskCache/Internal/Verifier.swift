@@ -27,10 +27,11 @@ struct Verifier {
         /// Whether the file is still there with no entry vouching for it: one a store
         /// committed, or removed, while the shards were listed is no finding.
         var isOrphan: (KeyHash, UInt8, ShardScanner.FileKind, String) -> Bool
-        /// Called once before the two above, after the whole cache was read (where a reader
-        /// without the cache's locks takes its fresh looks at the journal: one set for all the
-        /// findings, not one per finding).
-        var prepare: () -> Void = {}
+        /// Called once before the two above, after the whole cache was read, with the paths of
+        /// the files that looked like orphans (where a reader without the cache's locks takes
+        /// its fresh looks at the journal and those files: one set for all the findings, not one
+        /// per finding).
+        var prepare: (_ orphanPaths: [String]) -> Void = { _ in }
     }
 
     struct Findings {
@@ -68,7 +69,7 @@ struct Verifier {
             }
             return true
         }
-        if let settle, !badEntries.isEmpty || !orphans.isEmpty { settle.prepare() }
+        if let settle, !badEntries.isEmpty || !orphans.isEmpty { settle.prepare(orphans.map(\.path)) }
         for bad in badEntries where settle?.isCurrent(bad.hash, bad.entry) ?? true {
             findings.problems.append(bad.problem)
             findings.badEntries.append((bad.hash, bad.entry))
