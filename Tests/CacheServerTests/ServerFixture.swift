@@ -81,3 +81,8 @@ func pattern(count: Int, seed: UInt64) -> Data {
     }
     return data
 }
+
+/// Whether two bodies are the same bytes. Large bodies are compared with this rather than `==`
+/// inside `#expect`: a failed `==` of two `Data` makes the testing library compute their
+/// difference element by element, which for megabytes takes longer than any test may.
+func sameBytes(_ a: Data?, _ b: Data) -> Bool { a == b }
