@@ -95,8 +95,14 @@ struct OriginClient: Sendable {
                     }
                 } catch {
                     // Nothing was received (or only interim responses, already passed on): the
-                    // request may go again on another connection only in the first case.
-                    if interim { continuation.resume(throwing: error) } else { continuation.resume(returning: .notAnswered) }
+                    // request may go again on another connection only in the first case, and
+                    // only when the connection was found closed. An origin that stayed silent
+                    // for the read timeout is not asked again.
+                    if interim || error is OriginError {
+                        continuation.resume(throwing: error)
+                    } else {
+                        continuation.resume(returning: .notAnswered)
+                    }
                     return false
                 }
                 guard let responseHead else {
@@ -134,7 +140,7 @@ struct OriginClient: Sendable {
                         NIOHTTPRequestHeadersValidator(),
                     ])
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: TimeAmount(readTimeout)))
-                    try channel.pipeline.syncOperations.addHandler(CloseWhenIdle())
+                    try channel.pipeline.syncOperations.addHandler(CloseWhenIdle(origin: origin, timeout: readTimeout))
                     return try Connection(wrappingChannelSynchronously: channel)
                 }
             }
@@ -172,22 +178,58 @@ struct OriginClient: Sendable {
 enum OriginError: Error, CustomStringConvertible {
     case unreachable(String)
     case closedEarly(String)
+    /// The origin sent nothing for the read timeout.
+    case timedOut(String)
 
     var description: String {
         switch self {
         case .unreachable(let detail): "cannot reach the origin \(detail)"
-        case .closedEarly(let detail): detail
+        case .closedEarly(let detail), .timedOut(let detail): detail
         }
     }
 }
 
-/// Closes an origin connection that sent nothing for the read timeout.
-private final class CloseWhenIdle: ChannelInboundHandler, Sendable {
+/// Closes an origin connection that sent nothing for the read timeout. While a request on it
+/// waits for its answer, whoever reads the connection is told so first
+/// (``OriginError/timedOut(_:)``): a silent origin is not mistaken for one that closed a
+/// kept-alive connection while it was idle, which a request may be sent again for. An idle
+/// connection in the pool is closed quietly.
+private final class CloseWhenIdle: ChannelDuplexHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias InboundOut = HTTPClientResponsePart
+    typealias OutboundIn = HTTPClientRequestPart
+    typealias OutboundOut = HTTPClientRequestPart
+
+    private let origin: ServerConfiguration.Origin
+    private let timeout: Duration
+    /// A request was sent and its final response has not ended yet.
+    private var awaitingAnswer = false
+    private var finalHeadReceived = false
+
+    init(origin: ServerConfiguration.Origin, timeout: Duration) {
+        self.origin = origin
+        self.timeout = timeout
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .head = unwrapOutboundIn(data) { awaitingAnswer = true }
+        context.write(data, promise: promise)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head) where !head.isInterim: finalHeadReceived = true
+        case .end where finalHeadReceived: (awaitingAnswer, finalHeadReceived) = (false, false)
+        default: break
+        }
+        context.fireChannelRead(data)
+    }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
+            if awaitingAnswer {
+                context.fireErrorCaught(OriginError.timedOut("\(origin) sent nothing for \(timeout) (the read timeout)"))
+            }
             context.close(promise: nil)
         } else {
             context.fireUserInboundEventTriggered(event)

@@ -448,7 +448,7 @@ final class ProxyHandler: Sendable {
                 note(.staleOnError)
                 return FetchResult(outcome: outcome)
             }
-            return FetchResult(outcome: try await respond(.badGateway, "The origin did not answer: \(error)", writer: writer, head: exchange.head))
+            return FetchResult(outcome: try await respond(Self.status(after: error), "The origin did not answer: \(error)", writer: writer, head: exchange.head))
         }
     }
 
@@ -634,10 +634,19 @@ final class ProxyHandler: Sendable {
         } catch {
             guard !started, !(error is ClientGone) else { throw error }
             note(.originErrors)
-            var outcome = try await respond(.badGateway, "The origin did not answer: \(error)", writer: writer, head: exchange.head)
+            var outcome = try await respond(Self.status(after: error), "The origin did not answer: \(error)", writer: writer, head: exchange.head)
             outcome.canContinue = bodyRead
             return outcome
         }
+    }
+}
+
+extension ProxyHandler {
+    /// The status sent when the origin gave no answer: 504 when it stayed silent for the read
+    /// timeout, 502 otherwise (it could not be reached, or closed the connection).
+    static func status(after originFailure: any Error) -> HTTPResponseStatus {
+        if case OriginError.timedOut = originFailure { return .gatewayTimeout }
+        return .badGateway
     }
 }
 

@@ -323,6 +323,27 @@ struct ProxyTests {
         try await fixture.finish()
     }
 
+    /// A kept-alive origin connection idle past the read timeout is closed quietly and the next
+    /// request goes on a new one; a request the origin leaves unanswered for the read timeout is
+    /// answered 504 and never sent again.
+    @Test func anOriginSilentForTheReadTimeoutGetsA504AndNoSecondRequest() async throws {
+        let fixture = try await ServerFixture { $0.originReadTimeout = .milliseconds(500) }
+        fixture.origin.respond { request in ScriptedResponse(status: 200, [("Cache-Control", "no-store")], body: request.path) }
+        _ = try await fixture.get("/first")
+        try await Task.sleep(for: .seconds(1))
+        let second = try await fixture.get("/second")
+        #expect(second.status == 200 && second.text == "/second")
+        #expect(fixture.server.statistics.originErrors == 0)
+        fixture.origin.hold()
+        let silent = try await fixture.get("/silent")
+        fixture.origin.release()
+        #expect(silent.status == 504)
+        #expect(silent.text.contains("read timeout"))
+        #expect(fixture.origin.requests.filter { $0.path == "/silent" }.count == 1)
+        #expect(fixture.server.statistics.originErrors == 1)
+        try await fixture.finish()
+    }
+
     @Test func concurrentMissesShareOneOriginFetch() async throws {
         let fixture = try await ServerFixture()
         fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")], body: "shared") }
@@ -402,7 +423,7 @@ struct ProxyTests {
         let reopened = try await CacheServer.start(fixture.server.configuration, logger: logger)
         let run = Task { try await reopened.run() }
         let client = OriginClient(origin: .init(host: "127.0.0.1", port: reopened.port), group: MultiThreadedEventLoopGroup.singleton,
-                                  connectTimeout: .seconds(5), readTimeout: .seconds(30))
+                                  connectTimeout: .seconds(5), readTimeout: .seconds(120))
         let cacheStatus = try await client.exchange(HTTPRequestHead(version: .http1_1, method: .GET, uri: "/slow", headers: ["Host": "x"]),
                                                     sendBody: { _ in }) { head, body in
             while try await body.next() != nil {}

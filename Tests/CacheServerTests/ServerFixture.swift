@@ -31,7 +31,7 @@ struct ServerFixture {
         self.server = server
         running = Task { try await server.run() }
         client = OriginClient(origin: .init(host: "127.0.0.1", port: server.port), group: MultiThreadedEventLoopGroup.singleton,
-                              connectTimeout: .seconds(5), readTimeout: .seconds(30))
+                              connectTimeout: .seconds(5), readTimeout: .seconds(120))
     }
 
     /// A response as the client received it.

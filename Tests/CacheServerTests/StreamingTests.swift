@@ -79,7 +79,7 @@ struct StreamingTests {
         let server = try await CacheServer.start(configuration, logger: logger)
         let running = Task { try await server.run() }
         let client = OriginClient(origin: .init(host: "127.0.0.1", port: server.port), group: MultiThreadedEventLoopGroup.singleton,
-                                  connectTimeout: .seconds(5), readTimeout: .seconds(30))
+                                  connectTimeout: .seconds(5), readTimeout: .seconds(120))
         func get() async throws -> (interim: [HTTPResponseHead], status: UInt, cacheStatus: String?, count: Int) {
             let interim = PthreadMutex([HTTPResponseHead]())
             let head = HTTPRequestHead(version: .http1_1, method: .GET, uri: "/early/5000", headers: ["Host": "x"])
