@@ -60,6 +60,8 @@ final class BenchFloor: Sendable {
     }
 
     let root: String
+    /// `root`'s bytes, for paths built without allocating.
+    private let rootBytes: [UInt8]
     let bodySize: Int
     let layout: Layout
     let strategy: Strategy
@@ -72,6 +74,7 @@ final class BenchFloor: Sendable {
     init(root: String, bodySize: Int, layout: Layout, strategy: Strategy, readMethod: ReadMethod = .pread,
          durable: Bool = false) throws {
         self.root = root
+        rootBytes = Array(root.utf8)
         self.bodySize = bodySize
         self.layout = layout
         self.strategy = strategy
@@ -100,18 +103,60 @@ final class BenchFloor: Sendable {
 
     /// The entry's directory and its 32-hex-digit file name.
     private func location(_ index: Int) -> (directory: String, name: String) {
-        var random = BenchRandom(seed: UInt64(index))
-        let high = random.next(), low = random.next()
-        let name = Self.hex(high, digits: 16) + Self.hex(low, digits: 16)
+        let (high, low) = Self.nameBits(index)
+        let name = String(unsafeUninitializedCapacity: 32) { buffer in
+            Self.writeHex(high, digits: 16, into: buffer.baseAddress!)
+            Self.writeHex(low, digits: 16, into: buffer.baseAddress! + 16)
+            return 32
+        }
         switch layout {
-        case .shards: return ("\(root)/\(Self.hex(high >> 56, digits: 2))", name)
+        case .shards: return (root + "/" + Self.hex(high >> 56, digits: 2), name)
         case .flat: return (root, name)
         }
     }
 
+    /// The 128 bits an entry's name is written from.
+    private static func nameBits(_ index: Int) -> (high: UInt64, low: UInt64) {
+        var random = BenchRandom(seed: UInt64(index))
+        return (random.next(), random.next())
+    }
+
+    private static let hexDigits: StaticString = "0123456789abcdef"
+
+    /// `value`'s lowest `digits` hex digits, most significant first, at `buffer`.
+    private static func writeHex(_ value: UInt64, digits: Int, into buffer: UnsafeMutablePointer<UInt8>) {
+        let table = hexDigits.utf8Start
+        for i in 0..<digits { buffer[i] = table[Int(truncatingIfNeeded: value >> UInt64(4 * (digits - 1 - i))) & 0xF] }
+    }
+
     private static func hex(_ value: UInt64, digits: Int) -> String {
-        let text = String(value, radix: 16)
-        return text.count >= digits ? text : String(repeating: "0", count: digits - text.count) + text
+        String(unsafeUninitializedCapacity: digits) { buffer in
+            writeHex(value, digits: digits, into: buffer.baseAddress!)
+            return digits
+        }
+    }
+
+    /// Runs `body` with entry `index`'s path as a C string built on the stack, as a C program
+    /// would (no allocation): what a get opens.
+    private func withPath<T>(_ index: Int, _ body: (UnsafePointer<CChar>) -> T) -> T {
+        let (high, low) = Self.nameBits(index)
+        return rootBytes.withUnsafeBufferPointer { root in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: root.count + 3 + 1 + 32 + 1) { buffer in
+                let start = buffer.baseAddress!
+                start.update(from: root.baseAddress!, count: root.count)
+                var i = root.count
+                if layout == .shards {
+                    start[i] = UInt8(ascii: "/")
+                    Self.writeHex(high >> 56, digits: 2, into: start + i + 1)
+                    i += 3
+                }
+                start[i] = UInt8(ascii: "/")
+                Self.writeHex(high, digits: 16, into: start + i + 1)
+                Self.writeHex(low, digits: 16, into: start + i + 17)
+                start[i + 33] = 0
+                return start.withMemoryRebound(to: CChar.self, capacity: i + 34) { body($0) }
+            }
+        }
     }
 
     // MARK: - Operations
@@ -152,8 +197,7 @@ final class BenchFloor: Sendable {
     func get(_ index: Int) -> Int { get(index, using: readMethod) }
 
     func get(_ index: Int, using method: ReadMethod) -> Int {
-        let (directory, name) = location(index)
-        let fd = open(directory + "/" + name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        let fd = withPath(index) { open($0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) }
         guard fd >= 0 else { return 0 }
         defer { close(fd) }
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: max(1, bodySize), alignment: 16)
