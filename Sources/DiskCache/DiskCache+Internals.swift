@@ -45,9 +45,10 @@ extension DiskCache {
         case failed(ReadResult)
     }
 
-    private func readEntryFile(_ path: String, count: Int, hashing: Bool = false) -> EntryFile {
-        let result = hashing ? FileIO.readHashing(path, count: count, in: layout.directory).map { $0.map { ($0.0, Optional($0.1)) } }
-                             : FileIO.read(path, count: count, in: layout.directory).map { $0.map { ($0, UInt64?.none) } }
+    private func readEntryFile(_ hash: KeyHash, slot: UInt8, body: Bool, count: Int, hashing: Bool = false) -> EntryFile {
+        let opening = { self.layout.openEntryFileToRead(hash, slot: slot, body: body) }
+        let result = hashing ? FileIO.readHashing(opening: opening, count: count).map { $0.map { ($0.0, Optional($0.1)) } }
+                             : FileIO.read(opening: opening, count: count).map { $0.map { ($0, UInt64?.none) } }
         switch result {
         case .success(let (buffer, checksum)?): return .bytes(buffer, checksum: checksum)
         case .success(nil): return .failed(.damaged)
@@ -267,7 +268,7 @@ extension DiskCache {
     /// Reads and checks an entry's files against what the index vouches for.
     func readEntry(_ hash: KeyHash, key: String, expected: IndexEntry, wantBody: Bool) -> ReadResult {
         let metaBuffer: UnsafeMutableRawBufferPointer
-        switch readEntryFile(layout.metaFile(hash, slot: expected.slot), count: Int(expected.metaSize)) {
+        switch readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize)) {
         case .bytes(let buffer, _): metaBuffer = buffer
         case .failed(let result): return result
         }
@@ -294,7 +295,7 @@ extension DiskCache {
     /// metadata carries only the key, size, checksum and expiry.
     func readValue(_ hash: KeyHash, key: String, expected: IndexEntry) -> ReadResult {
         let metaBuffer: UnsafeMutableRawBufferPointer
-        switch readEntryFile(layout.metaFile(hash, slot: expected.slot), count: Int(expected.metaSize)) {
+        switch readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize)) {
         case .bytes(let buffer, _): metaBuffer = buffer
         case .failed(let result): return result
         }
@@ -334,7 +335,7 @@ extension DiskCache {
     private func readBody(_ hash: KeyHash, meta: EntryMetadata, slot: UInt8) -> ReadResult {
         let size = Int(meta.size)
         let bodyBuffer: UnsafeMutableRawBufferPointer
-        switch readEntryFile(layout.bodyFile(hash, slot: slot), count: size, hashing: configuration.verifiesChecksums) {
+        switch readEntryFile(hash, slot: slot, body: true, count: size, hashing: configuration.verifiesChecksums) {
         case .bytes(let buffer, let checksum):
             if let checksum, checksum != meta.checksum {
                 buffer.deallocate()

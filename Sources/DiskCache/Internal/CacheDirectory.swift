@@ -58,6 +58,12 @@ final class CacheDirectory: Sendable {
         return Syscall.openBeneath(fd, relative, flags, mode, reportingAs: path)
     }
 
+    /// ``open(_:_:_:)`` of a path given relative to the cache directory as a C string (no
+    /// `String` made); `fullPath` is asked for only when an observer is told of the open.
+    func open(relative: UnsafePointer<CChar>, _ flags: Int32, fullPath: () -> String) -> Result<Int32, Errno> {
+        Syscall.openBeneath(fd, relative, flags, 0, reportingAs: fullPath)
+    }
+
     /// Runs `body` with a descriptor of `path`'s parent directory (reached without links) and
     /// `path`'s last component.
     private func inParent<T>(_ path: String, _ body: (Int32, String) -> Result<T, Errno>) -> Result<T, Errno> {

@@ -90,7 +90,12 @@ enum FileIO {
     /// Returns nil (as `.success(nil)`) when the file is shorter than that; fails with
     /// ENOMEM when `count` is more than a read may allocate.
     static func read(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<UnsafeMutableRawBufferPointer?, Errno> {
-        readFresh(path, count: count, in: directory) { fd, buffer in
+        read(opening: { open(path, readFlags, in: directory) }, count: count)
+    }
+
+    /// ``read(_:count:in:)`` of the file `opening` opens (with ``readFlags``).
+    static func read(opening: () -> Result<Int32, Errno>, count: Int) -> Result<UnsafeMutableRawBufferPointer?, Errno> {
+        readFresh(opening: opening, count: count) { fd, buffer in
             Syscall.preadAll(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: 0)
         }
     }
@@ -98,20 +103,25 @@ enum FileIO {
     /// ``read(_:count:)`` that also returns the XXH3-64 of the bytes, computed chunk by chunk
     /// as they arrive (a large body crosses memory once instead of twice).
     static func readHashing(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, Errno> {
+        readHashing(opening: { open(path, readFlags, in: directory) }, count: count)
+    }
+
+    /// ``readHashing(_:count:in:)`` of the file `opening` opens (with ``readFlags``).
+    static func readHashing(opening: () -> Result<Int32, Errno>, count: Int) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, Errno> {
         var hash: UInt64 = 0
-        return readFresh(path, count: count, in: directory) { fd, buffer in
+        return readFresh(opening: opening, count: count) { fd, buffer in
             let read = cdiskcache_read_hashing(fd, buffer.baseAddress, count, &hash)
             return read < 0 ? .failure(Errno.current) : .success(read)
         }.map { $0.map { ($0, hash) } }
     }
 
-    /// Opens `path` to read, allocates `count` bytes and lets `fill` read into them (returning
-    /// how many it read): the buffer when that is `count`, nil when the file was shorter.
-    private static func readFresh(_ path: String, count: Int, in directory: CacheDirectory?,
+    /// Opens a file to read (`opening`), allocates `count` bytes and lets `fill` read into them
+    /// (returning how many it read): the buffer when that is `count`, nil when the file was shorter.
+    private static func readFresh(opening: () -> Result<Int32, Errno>, count: Int,
                                   fill: (Int32, UnsafeMutableRawBufferPointer) -> Result<Int, Errno>)
         -> Result<UnsafeMutableRawBufferPointer?, Errno> {
         let fd: Int32
-        switch open(path, readFlags, in: directory) {
+        switch opening() {
         case .success(let opened): fd = opened
         case .failure(let error): return .failure(error)
         }

@@ -90,31 +90,58 @@ struct Layout: Sendable {
 
     func bodyFile(_ hash: KeyHash, slot: UInt8) -> String { entryFile(hash, slot: slot, suffix: Self.bodySuffix) }
 
-    /// Built in one allocation: every read and write asks for one.
+    /// Built in one allocation: every write asks for one.
     private func entryFile(_ hash: KeyHash, slot: UInt8, suffix: StaticString) -> String {
-        let levels = version >= Self.flatShardsVersion ? 1 : 2
-        let mark = slot == 0 ? 0 : 2
-        let length = root.utf8.count + 3 * levels + 1 + 32 + mark + suffix.utf8CodeUnitCount
+        let relative = relativeEntryLength(slot: slot, suffix: suffix)
+        let length = root.utf8.count + 1 + relative
         return String(unsafeUninitializedCapacity: length) { buffer in
             var i = 0
             for byte in root.utf8 { buffer[i] = byte; i += 1 }
-            for level in 0..<levels {
-                buffer[i] = UInt8(ascii: "/")
-                KeyHash.hexDigits(hash.high, from: 2 * level, count: 2, into: UnsafeMutableBufferPointer(rebasing: buffer[(i + 1)...]))
-                i += 3
-            }
             buffer[i] = UInt8(ascii: "/")
-            i += 1
-            KeyHash.hexDigits(hash.high, from: 0, count: 16, into: UnsafeMutableBufferPointer(rebasing: buffer[i...]))
-            KeyHash.hexDigits(hash.low, from: 0, count: 16, into: UnsafeMutableBufferPointer(rebasing: buffer[(i + 16)...]))
-            i += 32
-            if mark != 0 {
-                buffer[i] = UInt8(ascii: ".")
-                buffer[i + 1] = UInt8(ascii: "1")
-                i += 2
+            writeRelativeEntryFile(hash, slot: slot, suffix: suffix, into: buffer.baseAddress! + i + 1)
+            return length
+        }
+    }
+
+    /// The length of an entry file's path inside the cache directory.
+    private func relativeEntryLength(slot: UInt8, suffix: StaticString) -> Int {
+        let levels = version >= Self.flatShardsVersion ? 1 : 2
+        return 3 * levels + 32 + (slot == 0 ? 0 : 2) + suffix.utf8CodeUnitCount
+    }
+
+    /// Writes an entry file's path inside the cache directory (`ab/<32 hex digits>[.1].meta`),
+    /// ``relativeEntryLength(slot:suffix:)`` bytes, at `buffer`.
+    private func writeRelativeEntryFile(_ hash: KeyHash, slot: UInt8, suffix: StaticString, into buffer: UnsafeMutablePointer<UInt8>) {
+        let levels = version >= Self.flatShardsVersion ? 1 : 2
+        var i = 0
+        for level in 0..<levels {
+            KeyHash.hexDigits(hash.high, from: 2 * level, count: 2, into: UnsafeMutableBufferPointer(start: buffer + i, count: 2))
+            buffer[i + 2] = UInt8(ascii: "/")
+            i += 3
+        }
+        KeyHash.hexDigits(hash.high, from: 0, count: 16, into: UnsafeMutableBufferPointer(start: buffer + i, count: 16))
+        KeyHash.hexDigits(hash.low, from: 0, count: 16, into: UnsafeMutableBufferPointer(start: buffer + i + 16, count: 16))
+        i += 32
+        if slot != 0 {
+            buffer[i] = UInt8(ascii: ".")
+            buffer[i + 1] = UInt8(ascii: "1")
+            i += 2
+        }
+        suffix.withUTF8Buffer { suffix in (buffer + i).update(from: suffix.baseAddress!, count: suffix.count) }
+    }
+
+    /// Opens an entry's metadata (`body: false`) or body file to read, its path inside the
+    /// cache directory built on the stack: what every read does, with no allocation for the
+    /// path (the full path is made only for an observer).
+    func openEntryFileToRead(_ hash: KeyHash, slot: UInt8, body: Bool) -> Result<Int32, Errno> {
+        let suffix = body ? Self.bodySuffix : Self.metaSuffix
+        let length = relativeEntryLength(slot: slot, suffix: suffix)
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length + 1) { buffer in
+            writeRelativeEntryFile(hash, slot: slot, suffix: suffix, into: buffer.baseAddress!)
+            buffer[length] = 0
+            return buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: length + 1) { relative in
+                directory.open(relative: relative, FileIO.readFlags) { entryFile(hash, slot: slot, suffix: suffix) }
             }
-            suffix.withUTF8Buffer { for byte in $0 { buffer[i] = byte; i += 1 } }
-            return i
         }
     }
 

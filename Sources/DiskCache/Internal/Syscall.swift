@@ -386,6 +386,16 @@ enum Syscall {
         return result
     }
 
+    /// ``openBeneath(_:_:_:_:reportingAs:)`` of a C string (the read path builds it on the
+    /// stack); `fullPath` is made only for an observer.
+    static func openBeneath(_ directory: Int32, _ path: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t,
+                            reportingAs fullPath: () -> String) -> Result<Int32, Errno> {
+        guard FileSystemObservers.isObserved else {
+            return retrying { cdiskcache_open_beneath(directory, path, flags, mode) }
+        }
+        return openBeneath(directory, String(cString: path), flags, mode, reportingAs: fullPath())
+    }
+
     /// `unlinkat(2)` of a name in `directory` (`AT_REMOVEDIR` for a directory).
     static func unlinkat(_ directory: Int32, _ name: String, directory isDirectory: Bool, reportingAs path: String) -> Result<Void, Errno> {
         observed(retrying { Glibc_unlinkat(directory, name, isDirectory ? AT_REMOVEDIR : 0) },
