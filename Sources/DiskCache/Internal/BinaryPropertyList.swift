@@ -266,15 +266,29 @@ enum BinaryPropertyList {
         /// Calls `visit` with the key string's raw object and the value's index for each entry
         /// of a dictionary, without decoding anything. False if it is not a dictionary.
         func forEachEntry(ofDictionary top: Int, _ visit: (_ key: UnsafeRawBufferPointer, _ value: Int) -> Void) -> Bool {
-            guard let start = offset(of: top), bytes[start] & 0xF0 == 0xD0,
-                  let (n, payload) = count(at: start), payload + 2 * n * refSize <= tableOffset else { return false }
-            for i in 0..<n {
-                guard let keyRef = reference(at: payload + i * refSize),
-                      let valueRef = reference(at: payload + (n + i) * refSize),
-                      let keyRange = objectRange(keyRef) else { return false }
-                visit(UnsafeRawBufferPointer(rebasing: bytes[keyRange]), valueRef)
+            guard let dictionary = dictionary(top) else { return false }
+            for i in 0..<dictionary.count {
+                guard let (key, value) = entry(i, of: dictionary) else { return false }
+                visit(key, value)
             }
             return true
+        }
+
+        /// A dictionary object's entry count and where its references start; nil when `index`
+        /// is not a well-formed dictionary. With ``entry(_:of:)``, a walk with no closure.
+        func dictionary(_ index: Int) -> (count: Int, payload: Int)? {
+            guard let start = offset(of: index), bytes[start] & 0xF0 == 0xD0,
+                  let (n, payload) = count(at: start), payload + 2 * n * refSize <= tableOffset else { return nil }
+            return (n, payload)
+        }
+
+        /// Entry `i` of `dictionary`: its key string's raw object and its value's index; nil
+        /// when malformed.
+        func entry(_ i: Int, of dictionary: (count: Int, payload: Int)) -> (key: UnsafeRawBufferPointer, value: Int)? {
+            guard let keyRef = reference(at: dictionary.payload + i * refSize),
+                  let valueRef = reference(at: dictionary.payload + (dictionary.count + i) * refSize),
+                  let keyRange = objectRange(keyRef) else { return nil }
+            return (UnsafeRawBufferPointer(rebasing: bytes[keyRange]), valueRef)
         }
 
         /// An integer object's value (8-byte integers are signed, shorter ones unsigned).
