@@ -144,13 +144,27 @@ struct SharingTests {
         let region = try #require(cache.sharedRegion)
         let child = fork()
         if child == 0 {
-            // The child: take both locks and die holding them.
-            region.withStripes(from: 7) { region.withLock(.append) { _ = kill(getpid(), SIGKILL) } }
+            // The child: take both locks, write part of a record where the next one goes
+            // (as an append cut short by the kill would: the shared end not yet advanced), and
+            // die holding them. The bytes are more than the parent's next record, so some stay
+            // past it.
+            region.withStripes(from: 7) {
+                region.withLock(.append) {
+                    let fd = open(dir.cache.appendingPathComponent("journal").path, O_WRONLY)
+                    var torn = [UInt8](repeating: 0, count: 300)
+                    for i in torn.indices { torn[i] = UInt8(truncatingIfNeeded: i &* 37 &+ 11) }
+                    _ = torn.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(region[.end])) }
+                    _ = kill(getpid(), SIGKILL)
+                }
+            }
             _exit(1)
         }
         var status: Int32 = 0
         #expect(waitpid(child, &status, 0) == child)
         #expect(status & 0x7f == SIGKILL)
+        // The torn bytes are there, past the end the instances go by.
+        let journalSize = try FileManager.default.attributesOfItem(atPath: dir.cache.appendingPathComponent("journal").path)[.size] as? Int
+        #expect(journalSize == Int(region[.end]) + 300)
         if SharedRegion.usesMutexes {
             var finished = false
             region.withStripes(from: 7) { region.withLock(.append) { finished = true } }
@@ -161,6 +175,16 @@ struct SharingTests {
         #expect(region[.holderDied] == 0)
         let other = try DiskCache(directory: dir.cache, configuration: shared())
         #expect(other.data(for: "k") == bytes("after"))
+        // Recovery by the next opener alone replays up to the torn bytes and no further.
+        try other.close()
+        try cache.close()
+        let reopened = try DiskCache(directory: dir.cache, configuration: shared())
+        #expect(reopened.data(for: "k") == bytes("after"))
+        try reopened.store(bytes("later"), for: "k2")
+        try reopened.close()
+        let last = try DiskCache(directory: dir.cache, configuration: shared())
+        #expect(last.data(for: "k") == bytes("after") && last.data(for: "k2") == bytes("later"))
+        #expect(try last.verify().isHealthy)
     }
 
     @Test func oneKeyWrittenByTwoInstancesAtOnceEndsAsOneValueWhole() throws {
