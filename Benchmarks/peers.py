@@ -210,10 +210,15 @@ def command_report(args):
     sizes = settings["sizes"]
     ucount = settings.get("urlcacheEntries")
 
-    # Median over runs, per (size, op, subject, entries).
+    # Median over runs, per (size, op, subject, entries, group). The group keeps apart our
+    # store's rows measured beside URLCache (they carry ratioToURLCache) from its main rows:
+    # where URLCache's N equals the main N (256K and 4M by default) they would otherwise be
+    # pooled into one median with rows of another phase.
     samples = {}
+    def group_of(row):
+        return "urlcache" if row["subject"] == "urlcache" or "ratioToURLCache" in row else "main"
     def collect(row):
-        key = (row["size"], row["operation"], row["subject"], row["entries"])
+        key = (row["size"], row["operation"], row["subject"], row["entries"], group_of(row))
         samples.setdefault(key, []).append(row)
     for run in ours_runs:
         for row in run["rows"]:
@@ -222,8 +227,8 @@ def command_report(args):
         for row in run["rows"]:
             collect(row)
 
-    def median(size, op, subject, entries, field="opsPerSecond"):
-        rows = samples.get((size, op, subject, entries))
+    def median(size, op, subject, entries, field="opsPerSecond", group="main"):
+        rows = samples.get((size, op, subject, entries, group))
         if not rows:
             return None
         values = [r.get(field) for r in rows if r.get(field) is not None]
@@ -276,8 +281,8 @@ def command_report(args):
             floor = median(size, op, "floor", n)
             sql = median(size, op, "sqlite", n)
             pdc = median(size, op, "python-diskcache", n)
-            url = median(size, op, "urlcache", un) if un else None
-            ours_u = median(size, op, "diskcache", un) if un else None
+            url = median(size, op, "urlcache", un, group="urlcache") if un else None
+            ours_u = median(size, op, "diskcache", un, group="urlcache") if un else None
             ratio = lambda a, b: a / b if a and b else None
             lines.append(f"| {label(size)} | {op} | {fmt_rate(ours)} | {fmt_rate(floor)} | {fmt_ratio(ratio(ours, floor))} | "
                          f"{fmt_rate(sql)} | {fmt_ratio(ratio(ours, sql))} | {fmt_rate(pdc)} | {fmt_ratio(ratio(ours, pdc))} | "
@@ -300,8 +305,9 @@ def command_report(args):
         for op in ("put", "get"):
             cells = []
             for subject, entries in (("diskcache", n), ("floor", n), ("sqlite", n), ("python-diskcache", n), ("urlcache", un)):
-                p50 = median(size, op, subject, entries, "p50Microseconds")
-                p99 = median(size, op, subject, entries, "p99Microseconds")
+                group = "urlcache" if subject == "urlcache" else "main"
+                p50 = median(size, op, subject, entries, "p50Microseconds", group)
+                p99 = median(size, op, subject, entries, "p99Microseconds", group)
                 cells.append(f"{fmt_us(p50)} / {fmt_us(p99)}")
             lines.append(f"| {label(size)} | {op} | " + " | ".join(cells) + " |")
     lines.append("")
