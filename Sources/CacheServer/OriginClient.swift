@@ -106,7 +106,13 @@ struct OriginClient: Sendable {
                     return false
                 }
                 guard let responseHead else {
-                    continuation.resume(returning: .notAnswered)
+                    // Closed with no final response: again on another connection only if
+                    // nothing (not even an interim response) was passed on.
+                    if interim {
+                        continuation.resume(throwing: OriginError.closedEarly("\(origin) closed the connection after an interim response"))
+                    } else {
+                        continuation.resume(returning: .notAnswered)
+                    }
                     return false
                 }
                 var body = ResponseBody(parts: parts)
@@ -194,9 +200,11 @@ enum OriginError: Error, CustomStringConvertible {
 /// kept-alive connection while it was idle, which a request may be sent again for. An idle
 /// connection in the pool is closed quietly.
 ///
-/// The clock restarts with every piece read and every piece of a request written, so a request
-/// sent on a connection that sat idle in the pool gets the whole timeout (NIO's
-/// `IdleStateHandler` counts reads only: such a request could time out at once).
+/// The clock restarts with every piece read, every piece of a request written and every read
+/// asked for, so a request sent on a connection that sat idle in the pool gets the whole
+/// timeout (NIO's `IdleStateHandler` counts reads only: such a request could time out at
+/// once). While no read is asked for (the client being answered reads slowly, so the body
+/// waits), the origin is not the one keeping quiet and the clock does not run out.
 private final class CloseWhenIdle: ChannelDuplexHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias InboundOut = HTTPClientResponsePart
@@ -209,6 +217,8 @@ private final class CloseWhenIdle: ChannelDuplexHandler {
     private var awaitingAnswer = false
     private var finalHeadReceived = false
     private var lastActivity = NIODeadline.now()
+    /// A read was asked for and has not completed.
+    private var readPending = false
     private var check: Scheduled<Void>?
 
     init(origin: ServerConfiguration.Origin, timeout: Duration) {
@@ -243,6 +253,19 @@ private final class CloseWhenIdle: ChannelDuplexHandler {
         context.write(data, promise: promise)
     }
 
+    func read(context: ChannelHandlerContext) {
+        if !readPending {
+            readPending = true
+            lastActivity = .now()
+        }
+        context.read()
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        readPending = false
+        context.fireChannelReadComplete()
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head) where !head.isInterim: finalHeadReceived = true
@@ -269,6 +292,11 @@ private final class CloseWhenIdle: ChannelDuplexHandler {
         let limit = TimeAmount(timeout)
         if quiet < limit {
             schedule(context, in: limit - quiet)
+            return
+        }
+        if awaitingAnswer && !readPending {
+            // Held back by the reader of the answer, not by the origin.
+            schedule(context, in: limit)
             return
         }
         if awaitingAnswer {

@@ -328,24 +328,27 @@ struct ProxyTests {
     /// timeout still gets the whole timeout for its answer; a request the origin leaves
     /// unanswered for the read timeout is answered 504 and never sent again.
     @Test func anOriginSilentForTheReadTimeoutGetsA504AndNoSecondRequest() async throws {
-        let fixture = try await ServerFixture { $0.originReadTimeout = .seconds(1) }
+        let fixture = try await ServerFixture { $0.originReadTimeout = .seconds(3) }
         fixture.origin.respond { request in ScriptedResponse(status: 200, [("Cache-Control", "no-store")], body: request.path) }
         _ = try await fixture.get("/first")
-        try await Task.sleep(for: .seconds(2))
+        try await Task.sleep(for: .seconds(4))
         let second = try await fixture.get("/second")
         #expect(second.status == 200 && second.text == "/second")
         #expect(fixture.server.statistics.originErrors == 0)
-        // The kept-alive connection has been idle for 0.7 s of its 1 s when /late goes on it;
-        // the origin answers 0.5 s later, after the timeout counted from the last read.
-        try await Task.sleep(for: .milliseconds(700))
+        // The kept-alive connection has been idle for 2 s of its 3 s when /late goes on it;
+        // the origin answers 1.5 s later: after the timeout counted from the last read, well
+        // within the one counted from the request.
+        let connections = fixture.origin.connectionCount
+        try await Task.sleep(for: .seconds(2))
         fixture.origin.hold()
         let late = Task { try await fixture.get("/late") }
         await fixture.origin.waitForRequests(3)
-        try await Task.sleep(for: .milliseconds(500))
+        try await Task.sleep(for: .milliseconds(1500))
         fixture.origin.release()
         let lateReply = try await late.value
         #expect(lateReply.status == 200 && lateReply.text == "/late")
         #expect(fixture.origin.requests.filter { $0.path == "/late" }.count == 1)
+        #expect(fixture.origin.connectionCount == connections)  // it went on the kept-alive one
         #expect(fixture.server.statistics.originErrors == 0)
         fixture.origin.hold()
         let silent = try await fixture.get("/silent")
@@ -354,6 +357,52 @@ struct ProxyTests {
         #expect(silent.text.contains("read timeout"))
         #expect(fixture.origin.requests.filter { $0.path == "/silent" }.count == 1)
         #expect(fixture.server.statistics.originErrors == 1)
+        try await fixture.finish()
+    }
+
+    /// A client that stops reading part way holds the origin's body back; that is not the
+    /// origin keeping quiet, so the read timeout does not cut the answer short.
+    @Test func aClientThatReadsSlowlyIsNotCutOffByTheOriginReadTimeout() async throws {
+        let fixture = try await ServerFixture { $0.originReadTimeout = .seconds(1) }
+        let size = 32 << 20
+        fixture.origin.respond { _ in
+            var response = ScriptedResponse(status: 200, [("Cache-Control", "no-store")])
+            response.body = Data(repeating: 0x5A, count: size)
+            return response
+        }
+        let socket = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: fixture.server.port) { channel in
+                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+            }
+        let (head, bodyBytes): (String, Int) = try await socket.executeThenClose { inbound, outbound in
+            try await outbound.write(ByteBuffer(string: "GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))
+            var start = ByteBuffer()
+            var head: String?
+            var body = 0
+            var paused = false
+            for try await buffer in inbound {
+                if head == nil {
+                    var buffer = buffer
+                    start.writeBuffer(&buffer)
+                    let text = String(decoding: start.readableBytesView, as: UTF8.self)
+                    guard let end = text.range(of: "\r\n\r\n") else { continue }
+                    head = String(text[..<end.lowerBound])
+                    body = start.readableBytes - text.utf8.distance(from: text.startIndex, to: end.upperBound)
+                } else {
+                    body += buffer.readableBytes
+                }
+                if !paused, body > 1 << 20 {
+                    // Three read timeouts without reading: the server's buffers and the
+                    // origin's fill, and the server stops reading the origin.
+                    paused = true
+                    try await Task.sleep(for: .seconds(3))
+                }
+            }
+            return (head ?? "", body)
+        }
+        #expect(head.hasPrefix("HTTP/1.1 200"))
+        #expect(bodyBytes == size)
+        #expect(fixture.server.statistics.originErrors == 0)
         try await fixture.finish()
     }
 

@@ -142,18 +142,25 @@ struct SharingTests {
         let cache = try DiskCache(directory: dir.cache, configuration: shared())
         try cache.store(bytes("before"), for: "k")
         let region = try #require(cache.sharedRegion)
+        // Made before the fork: the child of a multithreaded process calls nothing that may
+        // take a lock another thread held at the fork (allocation, Foundation).
+        let journalPath = dir.cache.appendingPathComponent("journal").path
+        let journal = open(journalPath, O_WRONLY | O_CLOEXEC)
+        #expect(journal >= 0)
+        defer { close(journal) }
+        let tornCount = 4096
+        let torn = UnsafeMutableRawBufferPointer.allocate(byteCount: tornCount, alignment: 8)
+        defer { torn.deallocate() }
+        for i in 0..<tornCount { torn[i] = UInt8(truncatingIfNeeded: i &* 37 &+ 11) }
         let child = fork()
         if child == 0 {
             // The child: take both locks, write part of a record where the next one goes
             // (as an append cut short by the kill would: the shared end not yet advanced), and
-            // die holding them. The bytes are more than the parent's next record, so some stay
-            // past it.
+            // die holding them. The bytes are more than the records written after them, so
+            // some stay past the journal's end to the last check.
             region.withStripes(from: 7) {
                 region.withLock(.append) {
-                    let fd = open(dir.cache.appendingPathComponent("journal").path, O_WRONLY)
-                    var torn = [UInt8](repeating: 0, count: 300)
-                    for i in torn.indices { torn[i] = UInt8(truncatingIfNeeded: i &* 37 &+ 11) }
-                    _ = torn.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(region[.end])) }
+                    _ = pwrite(journal, torn.baseAddress, tornCount, off_t(region[.end]))
                     _ = kill(getpid(), SIGKILL)
                 }
             }
@@ -163,8 +170,8 @@ struct SharingTests {
         #expect(waitpid(child, &status, 0) == child)
         #expect(status & 0x7f == SIGKILL)
         // The torn bytes are there, past the end the instances go by.
-        let journalSize = try FileManager.default.attributesOfItem(atPath: dir.cache.appendingPathComponent("journal").path)[.size] as? Int
-        #expect(journalSize == Int(region[.end]) + 300)
+        let journalSize = try FileManager.default.attributesOfItem(atPath: journalPath)[.size] as? Int
+        #expect(journalSize == Int(region[.end]) + tornCount)
         if SharedRegion.usesMutexes {
             var finished = false
             region.withStripes(from: 7) { region.withLock(.append) { finished = true } }
