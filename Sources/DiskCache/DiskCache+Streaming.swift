@@ -584,17 +584,33 @@ extension DiskCache {
         }
     }
 
+    /// An entry's body file opened to read, or how the reader's opening ends instead.
+    private enum BodyFile<T> {
+        case opened(Int32)
+        case failed(BodyOpening<T>)
+    }
+
+    /// Opens `entry`'s body file to read, for an opening of `T`: missing is damage (or a
+    /// replacement, if the index moved on), a link or anything not a regular file is damage, any
+    /// other failure says nothing about the file.
+    private func openBodyFile<T>(_ hash: KeyHash, _ entry: IndexEntry, for _: T.Type) -> BodyFile<T> {
+        switch layout.openEntryFileToRead(hash, slot: entry.slot, body: true) {
+        case .success(let fd): return .opened(fd)
+        case .failure(.noSuchFileOrDirectory): return .failed(missing(hash, entry))
+        case .failure(let error) where error == .tooManySymbolicLinks || FileIO.isNotAFile(error): return .failed(.damaged)
+        case .failure: return .failed(.unavailable)
+        }
+    }
+
     /// Opens the reader behind ``chunks(for:chunkSize:)``: the body file, open (or, inline,
     /// the body already in memory).
     private func openChunks(for key: String, chunkSize: Int) throws(DiskCacheError) -> Chunks? {
         try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> BodyOpening<Chunks> in
             if let inline { return .opened(Chunks(inline, metadata: meta.metadata, chunkSize: chunkSize)) }
             let fd: Int32
-            switch layout.directory.open(layout.bodyFile(hash, slot: entry.slot), FileIO.readFlags) {
-            case .success(let value): fd = value
-            case .failure(.noSuchFileOrDirectory): return missing(hash, entry)
-            case .failure(let error) where error == .tooManySymbolicLinks || FileIO.isNotAFile(error): return .damaged
-            case .failure: return .unavailable
+            switch openBodyFile(hash, entry, for: Chunks.self) {
+            case .opened(let value): fd = value
+            case .failed(let opening): return opening
             }
             guard isCurrent(hash, entry),
                   let pieces = BodyPieces(fd: fd, size: entry.size, checksum: configuration.verifiesChecksums ? entry.checksum : nil)
@@ -634,11 +650,9 @@ extension DiskCache {
         try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> BodyOpening<CheckedBody> in
             if let inline { return .opened(CheckedBody(source: .bytes(inline), size: entry.size, metadata: meta.metadata)) }
             let fd: Int32
-            switch layout.directory.open(layout.bodyFile(hash, slot: entry.slot), FileIO.readFlags) {
-            case .success(let value): fd = value
-            case .failure(.noSuchFileOrDirectory): return missing(hash, entry)
-            case .failure(let error) where error == .tooManySymbolicLinks || FileIO.isNotAFile(error): return .damaged
-            case .failure: return .unavailable
+            switch openBodyFile(hash, entry, for: CheckedBody.self) {
+            case .opened(let value): fd = value
+            case .failed(let opening): return opening
             }
             let opened = BodyOpening<CheckedBody>.opened(CheckedBody(source: .file(descriptor: fd), size: entry.size, metadata: meta.metadata))
             let verdict: BodyOpening<CheckedBody>

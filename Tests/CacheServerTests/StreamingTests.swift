@@ -134,16 +134,23 @@ struct StreamingTests {
         try await fixture.finish()
     }
 
-    /// A client that goes away part way through a body sent from its file leaves no file open.
-    @Test func aClientThatLeavesMidBodyLeavesNoFileOpen() async throws {
+    /// A server with no memory tier whose cache holds `/big`, a body of `count` bytes stored
+    /// on disk (fetched once), and that body.
+    private func fixtureWithStoredBody(count: Int, seed: UInt64) async throws -> (ServerFixture, Data) {
         let fixture = try await ServerFixture { $0.memoryCapacity = 0 }
-        let large = pattern(count: 8 << 20, seed: 6)
+        let large = pattern(count: count, seed: seed)
         fixture.origin.respond { _ in
             var response = ScriptedResponse(status: 200, [("Cache-Control", "max-age=600")])
             response.body = large
             return response
         }
         _ = try await fixture.get("/big")
+        return (fixture, large)
+    }
+
+    /// A client that goes away part way through a body sent from its file leaves no file open.
+    @Test func aClientThatLeavesMidBodyLeavesNoFileOpen() async throws {
+        let (fixture, large) = try await fixtureWithStoredBody(count: 8 << 20, seed: 6)
         for _ in 0..<5 {
             // Ask, read a little of the answer, and close the socket with the rest unread.
             let socket = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -168,14 +175,7 @@ struct StreamingTests {
     /// (`Connection: close`, HTTP/1.0) and when the server shuts down while the client is still
     /// reading it: the close waits for the write, which a close would otherwise cut short.
     @Test func aBodySentFromItsFileIsWholeWhenTheConnectionClosesAfterIt() async throws {
-        let fixture = try await ServerFixture { $0.memoryCapacity = 0 }
-        let large = pattern(count: 16 << 20, seed: 7)
-        fixture.origin.respond { _ in
-            var response = ScriptedResponse(status: 200, [("Cache-Control", "max-age=600")])
-            response.body = large
-            return response
-        }
-        _ = try await fixture.get("/big")
+        let (fixture, large) = try await fixtureWithStoredBody(count: 16 << 20, seed: 7)
         for request in ["GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", "GET /big HTTP/1.0\r\n\r\n"] {
             let received = try await rawExchange(fixture.server.port, request, pauseAfter: 0)
             #expect(sameBytes(received.body, large), "\(request.prefix(20)): \(received.body.count) of \(large.count) bytes")
