@@ -337,20 +337,13 @@ extension DiskCache {
         return output
     }
 
-    /// The size of the file open as `fd` and the XXH3-64 of its bytes, read in 1 MiB pieces.
+    /// The size of the file open as `fd` and the XXH3-64 of its bytes, read to its end through
+    /// a 64 KiB buffer.
     static func hashFile(_ fd: Int32, path: String) throws(DiskCacheError) -> (size: Int64, checksum: UInt64) {
-        guard let hasher = StreamingChecksum() else {
-            throw DiskCacheError(code: .ioFailure, message: "Out of memory for a checksum state", errno: ENOMEM)
-        }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: pieceSize, alignment: 64)
-        defer { buffer.deallocate() }
-        var offset: Int64 = 0
-        while true {
-            let read = try Syscall.preadAll(fd, buffer, at: offset).get(orThrow: "read the body", path: path)
-            hasher.update(UnsafeRawBufferPointer(rebasing: buffer[0..<read]))
-            offset += Int64(read)
-            if read < buffer.count { return (offset, hasher.digest) }
-        }
+        var checksum: UInt64 = 0
+        let read = cdiskcache_hash_file(fd, 0, Int.max, &checksum)
+        guard read >= 0 else { throw DiskCacheError.io(Errno.current, "read the body", path: path) }
+        return (Int64(read), checksum)
     }
 
     /// How much a copy, a hash or a streamed read moves at a time.
@@ -654,24 +647,12 @@ extension DiskCache {
             case .opened(let value): fd = value
             case .failed(let opening): return opening
             }
-            let opened = BodyOpening<CheckedBody>.opened(CheckedBody(source: .file(descriptor: fd), size: entry.size, metadata: meta.metadata))
             let verdict: BodyOpening<CheckedBody>
-            if !isCurrent(hash, entry) {
-                verdict = .replaced
-            } else {
-                switch Syscall.fstat(fd) {
-                case .success(let info) where info.st_mode & S_IFMT != S_IFREG || Int64(info.st_size) != entry.size:
-                    verdict = .damaged
-                case .success where !configuration.verifiesChecksums:
-                    return opened
-                case .success:
-                    var checksum: UInt64 = 0
-                    let read = cdiskcache_hash_file(fd, 0, Int(entry.size), &checksum)
-                    if read == entry.size && checksum == entry.checksum { return opened }
-                    verdict = read < 0 ? .unavailable : .damaged
-                case .failure:
-                    verdict = .unavailable
-                }
+            switch isCurrent(hash, entry) ? checkBodyFile(fd, entry) : nil {
+            case .whole?: return .opened(CheckedBody(source: .file(descriptor: fd), size: entry.size, metadata: meta.metadata))
+            case .damaged?: verdict = .damaged
+            case .unreadable?: verdict = .unavailable
+            case nil: verdict = .replaced
             }
             Syscall.close(fd)
             return verdict

@@ -263,19 +263,9 @@ enum BinaryPropertyList {
             return start..<end
         }
 
-        /// Calls `visit` with the key string's raw object and the value's index for each entry
-        /// of a dictionary, without decoding anything. False if it is not a dictionary.
-        func forEachEntry(ofDictionary top: Int, _ visit: (_ key: UnsafeRawBufferPointer, _ value: Int) -> Void) -> Bool {
-            guard let dictionary = dictionary(top) else { return false }
-            for i in 0..<dictionary.count {
-                guard let (key, value) = entry(i, of: dictionary) else { return false }
-                visit(key, value)
-            }
-            return true
-        }
-
         /// A dictionary object's entry count and where its references start; nil when `index`
-        /// is not a well-formed dictionary. With ``entry(_:of:)``, a walk with no closure.
+        /// is not a well-formed dictionary. Its entries are read with ``entry(_:of:)``, without
+        /// decoding anything.
         func dictionary(_ index: Int) -> (count: Int, payload: Int)? {
             guard let start = offset(of: index), bytes[start] & 0xF0 == 0xD0,
                   let (n, payload) = count(at: start), payload + 2 * n * refSize <= tableOffset else { return nil }
