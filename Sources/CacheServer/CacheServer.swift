@@ -25,14 +25,14 @@ public final class CacheServer: Service, Sendable {
     let handler: ProxyHandler
     private let cache: HTTPURLCache
     private let listener: NIOAsyncChannel<Connection, Never>
-    private let connections = PthreadMutex(Connections())
+    /// The open connections, and whether ``shutdown()`` has begun (read on the event loops by
+    /// ``MemoryHitResponder`` too).
+    private let connections: PthreadMutex<Connections>
     /// Files open for bodies being sent with `sendfile`, over all connections.
-    let sentFileCount: PthreadMutex<Int>
-    /// Whether ``shutdown()`` has begun (read on the event loops by ``MemoryHitResponder``).
-    private let draining: PthreadMutex<Bool>
+    let sentFileCount: PthreadMutex<SentFileCounts>
     private let logger: Logger
 
-    private struct Connections {
+    fileprivate struct Connections {
         /// Busy: the connection's task is answering a request.
         var open: [Int: (channel: any Channel, busy: Bool, activity: ConnectionActivity)] = [:]
         var nextID = 0
@@ -51,12 +51,13 @@ public final class CacheServer: Service, Sendable {
         let cache = try HTTPURLCache(memoryCapacity: configuration.memoryCapacity, diskCapacity: configuration.diskCapacity,
                                      directory: configuration.cacheDirectory, engine: configuration.engine)
         let group = MultiThreadedEventLoopGroup.singleton
-        let sentFileCount = PthreadMutex(0)
+        let sentFileCount = PthreadMutex(SentFileCounts())
         let origin = OriginClient(origin: configuration.origin, group: group, connectTimeout: configuration.originConnectTimeout,
                                   readTimeout: configuration.originReadTimeout)
         let handler = ProxyHandler(cache: cache, configuration: configuration, origin: origin, logger: logger)
-        // Set by `shutdown()`: from then on every request takes the task path, which closes the connection.
-        let draining = PthreadMutex(false)
+        // Draining once `shutdown()` begins: from then on every request takes the task path,
+        // which closes the connection.
+        let connections = PthreadMutex(Connections())
         let listener: NIOAsyncChannel<Connection, Never>
         do {
             listener = try await ServerBootstrap(group: group)
@@ -72,7 +73,7 @@ public final class CacheServer: Service, Sendable {
                         try channel.pipeline.syncOperations.addHandler(ResponseWrites(files: sentFiles, activity: activity))
                         try channel.pipeline.syncOperations.addHandler(MemoryHitResponder(
                             activity: activity,
-                            answer: { head in draining.withLock { $0 } ? nil : handler.answerFromMemory(head) },
+                            answer: { head in connections.withLock { $0.isDraining } ? nil : handler.answerFromMemory(head) },
                             answered: { head, outcome, started in CacheServer.logAccess(logger, head, outcome, since: started) }))
                         return Connection(channel: try NIOAsyncChannel(wrappingChannelSynchronously: channel), sentFiles: sentFiles,
                                           activity: activity)
@@ -83,15 +84,16 @@ public final class CacheServer: Service, Sendable {
             throw ServerConfigurationError("cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
         return CacheServer(configuration: configuration, cache: cache, listener: listener, handler: handler, logger: logger,
-                           sentFileCount: sentFileCount, draining: draining)
+                           sentFileCount: sentFileCount, connections: connections)
     }
 
     private init(configuration: ServerConfiguration, cache: HTTPURLCache,
                  listener: NIOAsyncChannel<Connection, Never>,
-                 handler: ProxyHandler, logger: Logger, sentFileCount: PthreadMutex<Int>, draining: PthreadMutex<Bool>) {
+                 handler: ProxyHandler, logger: Logger, sentFileCount: PthreadMutex<SentFileCounts>,
+                 connections: PthreadMutex<Connections>) {
         self.configuration = configuration
         self.sentFileCount = sentFileCount
-        self.draining = draining
+        self.connections = connections
         self.cache = cache
         self.listener = listener
         self.handler = handler
@@ -103,7 +105,10 @@ public final class CacheServer: Service, Sendable {
     public var statistics: ServerStatistics { handler.statistics.withLock { $0 } }
 
     /// Files held open for bodies being sent with `sendfile` (0 once every such write is done).
-    var filesBeingSent: Int { sentFileCount.withLock { $0 } }
+    var filesBeingSent: Int { sentFileCount.withLock { $0.open } }
+
+    /// Bodies sent from their files with `sendfile` since the server started.
+    var filesSent: Int { sentFileCount.withLock { $0.adopted } }
 
     /// Serves connections until ``shutdown()`` or a graceful shutdown of the `ServiceGroup`
     /// running it (swift-service-lifecycle: SIGTERM, say); then waits for the connections to
@@ -136,7 +141,6 @@ public final class CacheServer: Service, Sendable {
     /// connection closes after it), for up to the grace period. ``run()`` returns after.
     public func shutdown() async {
         // Draining first: a connection found idle below gets no answer from its responder after.
-        draining.withLock { $0 = true }
         connections.withLock { $0.isDraining = true }
         try? await listener.channel.close()
         let deadline = ContinuousClock.now + configuration.shutdownGracePeriod

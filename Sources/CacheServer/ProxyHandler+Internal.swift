@@ -60,7 +60,7 @@ extension ProxyHandler {
             let removed = try await BlockingIOPool.shared.run { try cache.purge(prefix: urlPrefix) }
             return try await respond(.ok, "Purged \(removed) stored responses under \(prefix)", writer: writer, head: head, cacheStatus: "PURGE")
         }
-        guard let target = Self.target(of: head.uri), let url = URL(string: configuration.origin.description + target) else {
+        guard let (target, url) = originURL(of: head.uri) else {
             return try await respond(.badRequest, "The purge target \(head.uri) is not a path", writer: writer, head: head, cacheStatus: "PURGE")
         }
         let removed = try await BlockingIOPool.shared.run { try cache.purge(url) }

@@ -97,7 +97,7 @@ final class ProxyHandler: Sendable {
             try await drain(&parts)
             return try await purge(head, writer: writer)
         }
-        guard let target = Self.target(of: head.uri), let url = URL(string: configuration.origin.description + target) else {
+        guard let (target, url) = originURL(of: head.uri) else {
             try await drain(&parts)
             return try await respond(.badRequest, "The request target \(head.uri) is not a path", writer: writer, head: head)
         }
@@ -108,6 +108,18 @@ final class ProxyHandler: Sendable {
             return try await answerFromCache(exchange, writer: writer)
         }
         return try await forwardUnsafe(exchange, parts: &parts, writer: writer)
+    }
+
+    /// The origin-form target of a request target and the origin's URL for it; nil when the
+    /// target is not a path (or an absolute URI).
+    func originURL(of uri: String) -> (target: String, url: URL)? {
+        guard let target = Self.target(of: uri), let url = URL(string: configuration.origin.description + target) else { return nil }
+        return (target, url)
+    }
+
+    /// The stored variant whose response is `response` (the one a policy decision chose).
+    static func variant(holding response: StoredResponse?, among variants: [HTTPURLCache.StoredVariant]) -> HTTPURLCache.StoredVariant? {
+        response.flatMap { response in variants.first { $0.entry.response == response } }
     }
 
     /// The origin-form target of a request target: a path (and query) as is, an absolute URI's path and query.
@@ -149,7 +161,7 @@ final class ProxyHandler: Sendable {
         // Each pass leaves out a variant whose body could not be read, so this ends.
         while true {
             let decision = engine.decision(for: exchange.cacheRequest, storedResponses: variants.map(\.entry.response), at: Date())
-            let chosen = decision.storedResponse.flatMap { response in variants.first { $0.entry.response == response } }
+            let chosen = Self.variant(holding: decision.storedResponse, among: variants)
             switch decision {
             case .fresh, .stale:
                 if let outcome = try await serveStored(chosen!, exchange, status: "HIT", writer: writer) {
@@ -169,7 +181,7 @@ final class ProxyHandler: Sendable {
                 if let outcome = result.outcome { return outcome }
                 variants = try await lookup(request)?.variants ?? []
             case .mustFetch(let additional, let fallbackResponse):
-                let fallback = fallbackResponse.flatMap { response in variants.first { $0.entry.response == response } }
+                let fallback = Self.variant(holding: fallbackResponse, among: variants)
                 // One fetch per resource at a time: the others wait for it, then look again.
                 if fallback == nil, exchange.head.method == .GET, !waited {
                     if await gate.enter(stored.key) {
@@ -204,9 +216,8 @@ final class ProxyHandler: Sendable {
         }
         let response = variant.entry.response
         var headers = servedHeaders(response, status: status)
-        if Fields.notModified(exchange.head.headers, stored: response) {
-            let head = HTTPResponseHead(version: .http1_1, status: .notModified, headers: Fields.notModifiedHeaders(headers))
-            try await started { try await writer.write(contentsOf: [.head(head), .end(nil)]) }
+        if let parts = notModified(response, exchange, headers) {
+            try await started { try await writer.write(contentsOf: parts) }
             return Outcome(status: 304, cacheStatus: status)
         }
         // The body from disk: a file checked whole, then sent by the kernel, or (above the limit)
@@ -227,9 +238,7 @@ final class ProxyHandler: Sendable {
             do { first = try await iterator!.next() } catch { return nil }
             size = chunks.size
         }
-        let range = exchange.head.method == .GET && response.status == 200
-            ? ByteRange(request: exchange.head.headers, response: response.headers, size: size) : .whole
-        let code = range.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: size)
+        let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
         if let file {
             // The file is closed once its write is done (`ResponseWrites`), or here if nothing of it goes.
             guard !exchange.isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty else {
@@ -291,6 +300,23 @@ final class ProxyHandler: Sendable {
         return headers
     }
 
+    /// The 304 that answers `exchange` from `response` (sent with `headers`) when the client's
+    /// conditions hold for it.
+    private func notModified(_ response: StoredResponse, _ exchange: Exchange, _ headers: HTTPHeaders) -> [HTTPServerResponsePart]? {
+        guard Fields.notModified(exchange.head.headers, stored: response) else { return nil }
+        let head = HTTPResponseHead(version: .http1_1, status: .notModified, headers: Fields.notModifiedHeaders(headers))
+        return [.head(head), .end(nil)]
+    }
+
+    /// What of a stored body of `size` bytes answers `exchange` (a range only of a GET of a
+    /// 200) and the status that goes with it, its fields set in `headers`.
+    private func servedRange(of response: StoredResponse, size: Int64, for exchange: Exchange,
+                       headers: inout HTTPHeaders) -> (ByteRange, HTTPResponseStatus) {
+        let range = exchange.head.method == .GET && response.status == 200
+            ? ByteRange(request: exchange.head.headers, response: response.headers, size: size) : .whole
+        return (range, range.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: size))
+    }
+
     /// A stored response whose body is in memory, as the parts that answer `exchange` (a 304
     /// when the client's conditions hold for it, a 206 or 416 for a range, no body for HEAD),
     /// written together, and what they answer.
@@ -298,15 +324,10 @@ final class ProxyHandler: Sendable {
                           status: String) -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
         let response = variant.entry.response
         var headers = servedHeaders(response, status: status)
-        if Fields.notModified(exchange.head.headers, stored: response) {
-            let head = HTTPResponseHead(version: .http1_1, status: .notModified, headers: Fields.notModifiedHeaders(headers))
-            return ([.head(head), .end(nil)], Outcome(status: 304, cacheStatus: status))
-        }
+        if let parts = notModified(response, exchange, headers) { return (parts, Outcome(status: 304, cacheStatus: status)) }
         let body = variant.entry.body
         let size = Int64(body.count)
-        let range = exchange.head.method == .GET && response.status == 200
-            ? ByteRange(request: exchange.head.headers, response: response.headers, size: size) : .whole
-        let code = range.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: size)
+        let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
         var parts: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
         var sent: Int64 = 0
         if !exchange.isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty {
@@ -328,7 +349,7 @@ final class ProxyHandler: Sendable {
         guard head.method == .GET || head.method == .HEAD, head.isKeepAlive, !head.uri.hasPrefix("/_cache/"),
               head.headers.first(name: "Content-Length").map({ $0 == "0" }) ?? true,
               !head.headers.contains(name: "Transfer-Encoding"),
-              let target = Self.target(of: head.uri), let url = URL(string: configuration.origin.description + target)
+              let (target, url) = originURL(of: head.uri)
         else { return nil }
         let exchange = Exchange(head: head, target: target, url: url)
         guard case .found(_, let variants) = cache.storedVariantsInMemory(for: exchange.urlRequest), !variants.isEmpty else { return nil }
@@ -337,7 +358,7 @@ final class ProxyHandler: Sendable {
         case .fresh, .stale: break
         default: return nil
         }
-        guard let chosen = decision.storedResponse.flatMap({ response in variants.first { $0.entry.response == response } }) else { return nil }
+        guard let chosen = Self.variant(holding: decision.storedResponse, among: variants) else { return nil }
         let answer = inMemoryResponse(chosen, exchange, status: "HIT")
         note(.requests)
         note(.hits)

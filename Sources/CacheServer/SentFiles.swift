@@ -91,24 +91,35 @@ final class ConnectionActivity: Sendable {
 /// see: ``ResponseWrites`` closes it then, and whatever a closing connection never wrote (a
 /// write NIO dropped with the channel) is closed with ``closeAll()`` when the connection ends.
 /// `NIOFileHandle` refuses a second close and a use after close, so the two may meet.
+/// Files a server sends bodies from, over all its connections.
+struct SentFileCounts {
+    /// Held open now, for writes not yet done.
+    var open = 0
+    /// Taken for sending since the server started.
+    var adopted = 0
+}
+
 final class SentFiles: Sendable {
     private let open = PthreadMutex([ObjectIdentifier: NIOFileHandle]())
-    /// The server's count of files open for sending, over all connections.
-    private let serverCount: PthreadMutex<Int>
+    /// The server's counts of files sent, over all connections.
+    private let serverCount: PthreadMutex<SentFileCounts>
 
-    init(counting serverCount: PthreadMutex<Int>) { self.serverCount = serverCount }
+    init(counting serverCount: PthreadMutex<SentFileCounts>) { self.serverCount = serverCount }
 
     /// Takes `descriptor` (now owned here) as a handle for a `FileRegion`.
     func adopt(_ descriptor: Int32) -> NIOFileHandle {
         let handle = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
         open.withLock { $0[ObjectIdentifier(handle)] = handle }
-        serverCount.withLock { $0 += 1 }
+        serverCount.withLock {
+            $0.open += 1
+            $0.adopted += 1
+        }
         return handle
     }
 
     func close(_ handle: NIOFileHandle) {
         guard open.withLock({ $0.removeValue(forKey: ObjectIdentifier(handle)) }) != nil else { return }
-        serverCount.withLock { $0 -= 1 }
+        serverCount.withLock { $0.open -= 1 }
         try? handle.close()
     }
 

@@ -58,10 +58,16 @@ extension HTTPURLCache {
     /// matched its checksum); `nil` when its record has gone or now holds another response.
     package func body(of variant: StoredVariant, chunkSize: Int = 1 << 20) async throws -> DiskCache.Chunks? {
         guard let chunks = try await responses.records.chunks(for: variant.recordKey, chunkSize: chunkSize),
-              let entry = CachedHTTPResponse(body: Data(), metadata: chunks.metadata),
-              entry.variantID == variant.entry.variantID, entry.response == variant.entry.response
+              Self.record(chunks.metadata, holds: variant)
         else { return nil }
         return chunks
+    }
+
+    /// Whether a record whose metadata is `metadata` still holds `variant`'s response (not one
+    /// stored in its slot since).
+    private static func record(_ metadata: [String: String], holds variant: StoredVariant) -> Bool {
+        guard let entry = CachedHTTPResponse(body: Data(), metadata: metadata) else { return false }
+        return entry.variantID == variant.entry.variantID && entry.response == variant.entry.response
     }
 
     /// `variant`'s body checked whole against its checksum and handed out as an open file (the
@@ -73,9 +79,7 @@ extension HTTPURLCache {
         guard responses.records.storedSize(for: variant.recordKey).map({ $0 <= sizeLimit }) ?? false,
               let body = try responses.records.checkedBody(for: variant.recordKey)
         else { return nil }
-        guard let entry = CachedHTTPResponse(body: Data(), metadata: body.metadata),
-              entry.variantID == variant.entry.variantID, entry.response == variant.entry.response
-        else {
+        guard Self.record(body.metadata, holds: variant) else {
             if case .file(let fd) = body.source { close(fd) }
             return nil
         }
@@ -179,8 +183,7 @@ extension HTTPURLCache {
         for entry in try DiskCacheInspector(directory: directory, whileOpen: true).entries() {
             guard let (primaryKey, _) = _HTTPResponseStore.parseVariantKey(entry.key), primaryKey.hasPrefix(keyPrefix),
                   responses.records.contains(entry.key) else { continue }
-            try responses.records.removeValue(for: entry.key)
-            responses.forgetSlots(of: primaryKey)
+            try responses.removeRecord(entry.key, primaryKey: primaryKey)
             removed += 1
         }
         return removed

@@ -184,15 +184,13 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
 
     /// Removes every stored response.
     public override func removeAllCachedResponses() {
-        try? responses.records.removeAll()
-        responses.forgetSlots(of: nil)
+        try? responses.removeEverything()
     }
 
     /// Removes the responses stored at or after `date`, each variant by its own date: a variant
     /// stored earlier stays, whatever was stored for its URL since.
     public override func removeCachedResponses(since date: Date) {
-        try? responses.records.removeEntries(modifiedSince: date)
-        responses.forgetSlots(of: nil)
+        try? responses.removeRecords(modifiedSince: date)
     }
 
     // MARK: - Capacities

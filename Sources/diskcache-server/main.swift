@@ -132,9 +132,10 @@ struct ServerCommand: AsyncParsableCommand {
 
     /// `1048576`, `512K`, `64M`, `1.5G`, `64MiB` (binary units; the `diskcache` tool's syntax).
     static func size(_ text: String, _ what: String) throws -> Int {
-        guard let bytes = ByteSizeText.parse(text), bytes >= 0, bytes <= Int64(Int.max) else {
+        // `parse` refuses a sign, so a size is never negative.
+        guard let bytes = ByteSizeText.parse(text), let value = Int(exactly: bytes) else {
             throw ServerConfigurationError("the \(what) \"\(text)\" is not a size (bytes, or a number with K, M, G or T, such as 512K, 64M or 1.5G)")
         }
-        return Int(bytes)
+        return value
     }
 }

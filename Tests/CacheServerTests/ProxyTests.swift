@@ -76,10 +76,7 @@ struct ProxyTests {
         }
         #expect(try await fixture.get("/memory").header("X-Cache") == "MISS")
         let paths = ["/memory", "/other-1", "/memory", "/memory", "/other-2", "/memory"]
-        let socket = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connect(host: "127.0.0.1", port: fixture.server.port) { channel in
-                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
-            }
+        let socket = try await rawConnection(to: fixture.server.port)
         let replies: [(status: String, cache: String, body: String)] = try await socket.executeThenClose { inbound, outbound in
             // Every request in one write: the server reads them before answering the first.
             try await outbound.write(ByteBuffer(string: paths.map { "GET \($0) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" }.joined()))
@@ -370,10 +367,7 @@ struct ProxyTests {
             response.body = Data(repeating: 0x5A, count: size)
             return response
         }
-        let socket = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connect(host: "127.0.0.1", port: fixture.server.port) { channel in
-                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
-            }
+        let socket = try await rawConnection(to: fixture.server.port)
         let (head, bodyBytes): (String, Int) = try await socket.executeThenClose { inbound, outbound in
             try await outbound.write(ByteBuffer(string: "GET /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))
             var start = ByteBuffer()

@@ -71,6 +71,15 @@ struct ServerFixture {
     }
 }
 
+/// A plain TCP connection to the server on `port`, for tests that write requests and read
+/// answers byte by byte (pipelining, slow readers, clients that leave part way).
+func rawConnection(to port: Int) async throws -> NIOAsyncChannel<ByteBuffer, ByteBuffer> {
+    try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .connect(host: "127.0.0.1", port: port) { channel in
+            channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
+        }
+}
+
 /// Deterministic bytes for bodies.
 func pattern(count: Int, seed: UInt64) -> Data {
     var state = seed &+ 0x9E37_79B9_7F4A_7C15

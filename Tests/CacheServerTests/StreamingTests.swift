@@ -105,16 +105,11 @@ struct StreamingTests {
     /// A large body read from disk is sent by the kernel from its file (`sendfile`) after the
     /// whole file matched its checksum: every byte, ranges, HEAD, and no file left open.
     @Test func aLargeStoredBodyIsSentFromItsCheckedFile() async throws {
-        let fixture = try await ServerFixture { $0.memoryCapacity = 0 }
-        let large = pattern(count: 3 << 20, seed: 5)
-        fixture.origin.respond { _ in
-            var response = ScriptedResponse(status: 200, [("Cache-Control", "max-age=600"), ("ETag", "\"big\"")])
-            response.body = large
-            return response
-        }
-        #expect(try await fixture.get("/big").header("X-Cache") == "MISS")
+        let (fixture, large, first) = try await fixtureWithStoredBody(count: 3 << 20, seed: 5)
+        #expect(first.header("X-Cache") == "MISS")
         let hit = try await fixture.get("/big")
         #expect(hit.header("X-Cache") == "HIT" && hit.header("Content-Length") == String(large.count))
+        #expect(fixture.server.filesSent == 1)  // from its file, not in chunks
         #expect(sameBytes(hit.body, large))
         let head = try await fixture.send(.HEAD, "/big")
         #expect(head.status == 200 && head.body.isEmpty && head.header("Content-Length") == String(large.count))
@@ -135,8 +130,8 @@ struct StreamingTests {
     }
 
     /// A server with no memory tier whose cache holds `/big`, a body of `count` bytes stored
-    /// on disk (fetched once), and that body.
-    private func fixtureWithStoredBody(count: Int, seed: UInt64) async throws -> (ServerFixture, Data) {
+    /// on disk (fetched once), that body, and the reply to the request that fetched it.
+    private func fixtureWithStoredBody(count: Int, seed: UInt64) async throws -> (ServerFixture, Data, ServerFixture.Reply) {
         let fixture = try await ServerFixture { $0.memoryCapacity = 0 }
         let large = pattern(count: count, seed: seed)
         fixture.origin.respond { _ in
@@ -144,19 +139,16 @@ struct StreamingTests {
             response.body = large
             return response
         }
-        _ = try await fixture.get("/big")
-        return (fixture, large)
+        let first = try await fixture.get("/big")
+        return (fixture, large, first)
     }
 
     /// A client that goes away part way through a body sent from its file leaves no file open.
     @Test func aClientThatLeavesMidBodyLeavesNoFileOpen() async throws {
-        let (fixture, large) = try await fixtureWithStoredBody(count: 8 << 20, seed: 6)
+        let (fixture, large, _) = try await fixtureWithStoredBody(count: 8 << 20, seed: 6)
         for _ in 0..<5 {
             // Ask, read a little of the answer, and close the socket with the rest unread.
-            let socket = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connect(host: "127.0.0.1", port: fixture.server.port) { channel in
-                    channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
-                }
+            let socket = try await rawConnection(to: fixture.server.port)
             try await socket.executeThenClose { inbound, outbound in
                 try await outbound.write(ByteBuffer(string: "GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
                 var received = 0
@@ -166,6 +158,7 @@ struct StreamingTests {
                 }
             }
         }
+        #expect(fixture.server.filesSent == 5)  // each from its file, not in chunks
         try await expectNoFileLeftOpen(fixture.server)
         #expect(sameBytes(try await fixture.get("/big").body, large))
         try await fixture.finish()
@@ -175,7 +168,7 @@ struct StreamingTests {
     /// (`Connection: close`, HTTP/1.0) and when the server shuts down while the client is still
     /// reading it: the close waits for the write, which a close would otherwise cut short.
     @Test func aBodySentFromItsFileIsWholeWhenTheConnectionClosesAfterIt() async throws {
-        let (fixture, large) = try await fixtureWithStoredBody(count: 16 << 20, seed: 7)
+        let (fixture, large, _) = try await fixtureWithStoredBody(count: 16 << 20, seed: 7)
         for request in ["GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", "GET /big HTTP/1.0\r\n\r\n"] {
             let received = try await rawExchange(fixture.server.port, request, pauseAfter: 0)
             #expect(sameBytes(received.body, large), "\(request.prefix(20)): \(received.body.count) of \(large.count) bytes")
@@ -194,10 +187,7 @@ struct StreamingTests {
     /// Sends `request` on a connection of its own and reads the answer to its end (the
     /// `Content-Length` or the connection's end), pausing 300 ms once `pauseAfter` bytes came.
     private func rawExchange(_ port: Int, _ request: String, pauseAfter: Int) async throws -> (head: String, body: Data) {
-        let socket = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .connect(host: "127.0.0.1", port: port) { channel in
-                channel.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: channel) }
-            }
+        let socket = try await rawConnection(to: port)
         // Bounded: a server that never finishes the answer ends the read after 30 s.
         let channel = socket.channel
         let watchdog = Task {

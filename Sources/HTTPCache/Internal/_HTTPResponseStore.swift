@@ -28,7 +28,7 @@ final class _HTTPResponseStore: Sendable {
 
     /// Which slots held a record, per primary key, when ``takenSlots(_:)`` last asked the two
     /// tiers (16 lookups each): it asks again only for a key not here. A store or removal
-    /// through this object forgets the key (``forgetSlots(of:)``), and a change by another
+    /// through this object forgets the key (`forgetSlots(of:)`), and a change by another
     /// instance (seen when the journal is followed) forgets them all, so a slot filled since is
     /// never missed. A slot emptied since without passing here (evicted, expired) is harmless:
     /// its record is simply not found when read.
@@ -91,10 +91,10 @@ final class _HTTPResponseStore: Sendable {
         return (0..<Self.maximumVariantCount).filter { bits & UInt16(1) << $0 != 0 }
     }
 
-    /// Forgets which slots `primaryKey` (nil: every key) was seen to use: call after changing its
-    /// records other than through ``store(_:forKey:refreshing:bodyUnchanged:onlyMetadata:bodyFile:)``
-    /// and the removals here, which call it themselves.
-    func forgetSlots(of primaryKey: String?) {
+    /// Forgets which slots `primaryKey` (nil: every key) was seen to use. Every change of the
+    /// records made through this object calls it (stores and the removals here); records are
+    /// changed through nothing else, so the memo stays right.
+    private func forgetSlots(of primaryKey: String?) {
         slotMemo.withLock { memo in
             memo.generation &+= 1
             if let primaryKey { memo.slots.removeValue(forKey: primaryKey) } else { memo.slots.removeAll() }
@@ -231,6 +231,25 @@ final class _HTTPResponseStore: Sendable {
                 }
             }
         }
+    }
+
+    /// Removes the record `recordKey`, a variant of `primaryKey` (as a purge by URL prefix finds
+    /// it among the records on disk).
+    func removeRecord(_ recordKey: String, primaryKey: String) throws {
+        defer { forgetSlots(of: primaryKey) }
+        try lock(primaryKey).withLock { _ in try records.removeValue(for: recordKey) }
+    }
+
+    /// Removes every record, of every key.
+    func removeEverything() throws {
+        defer { forgetSlots(of: nil) }
+        try records.removeAll()
+    }
+
+    /// Removes the records stored at or after `date`, each by its own date.
+    func removeRecords(modifiedSince date: Date) throws {
+        defer { forgetSlots(of: nil) }
+        try records.removeEntries(modifiedSince: date)
     }
 
     /// Removes every variant stored under `primaryKey`.
