@@ -1,4 +1,3 @@
-import CDiskCacheSupport
 import Foundation
 import Logging
 import DiskCacheLocking
@@ -393,29 +392,6 @@ extension DiskCache {
         }
         defer { Syscall.close(fd) }
         return checkBodyFile(fd, entry) == .damaged
-    }
-
-    /// What a body file, open as `fd`, is against what the index vouches for.
-    enum BodyFileCheck {
-        /// A regular file of the entry's size whose bytes match its checksum (when checksums
-        /// are verified).
-        case whole
-        case damaged
-        /// It could not be read: nothing is known about it.
-        case unreadable
-    }
-
-    /// Checks the body file open as `fd` against `entry`: its type and size, then (with
-    /// checksums on) its XXH3-64, read through a 64 KiB buffer, so a body of any size is checked
-    /// in bounded memory.
-    func checkBodyFile(_ fd: Int32, _ entry: IndexEntry) -> BodyFileCheck {
-        guard case .success(let info) = Syscall.fstat(fd) else { return .unreadable }
-        guard info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == entry.size else { return .damaged }
-        guard configuration.verifiesChecksums else { return .whole }
-        var checksum: UInt64 = 0
-        let read = cdiskcache_hash_file(fd, 0, Int(entry.size), &checksum)
-        if read < 0 { return .unreadable }
-        return read == entry.size && checksum == entry.checksum ? .whole : .damaged
     }
 
     func removeExpired(_ hash: KeyHash, _ seen: IndexEntry, key: String) {
