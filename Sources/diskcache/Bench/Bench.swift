@@ -244,7 +244,14 @@ struct Bench: ParsableCommand {
         }
         try fm.createDirectory(atPath: root, withIntermediateDirectories: true)
         let cleanupPath = directory == nil || !createdRoot ? root : directory!
-        defer { if !keep { try? fm.removeItem(atPath: cleanupPath) } }
+        let recentDeletion = BenchDeletions.recent(onFileSystemOf: root)
+        defer {
+            if !keep {
+                let device = BenchDeletions.device(of: root)
+                try? fm.removeItem(atPath: cleanupPath)
+                if let device { BenchDeletions.record(device: device) }
+            }
+        }
 
         let threshold = inlineThreshold.flatMap(BenchSize.parse) ?? DiskCache.Configuration().inlineThreshold
         if let processes {
@@ -289,11 +296,13 @@ struct Bench: ParsableCommand {
         if cold && getuid() != 0 {
             report.notes.append("--cold without root: the page cache cannot be dropped; the benchmark's own files are evicted with posix_fadvise(DONTNEED)")
         }
+        if let age = recentDeletion { report.notes.append(BenchDeletions.note(secondsAgo: age)) }
 
         let progress = BenchProgress(enabled: !quiet)
         let runner = BenchRunner(plan: plan, progress: progress, report: report)
         runner.isKept = keep
         progress.plan(phases: runner.phaseCount())
+        if !quiet, let age = recentDeletion { progress.note("note: " + BenchDeletions.note(secondsAgo: age)) }
         if !quiet {
             progress.note("bench: \(root), durability \(plan.durability), sizes \(sizes.map(BenchSize.label).joined(separator: ",")), entries " +
                           sizes.map { "\(BenchSize.label($0))=\(entriesFor($0))" }.joined(separator: " "))
