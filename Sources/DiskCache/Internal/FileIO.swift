@@ -161,14 +161,12 @@ enum FileIO {
         case .failure(let error): return .failure(error)
         }
         guard size <= min(limit, maximumReadSize) else { return .success(nil) }
-        var bytes = [UInt8](repeating: 0, count: size)
-        let result = bytes.withUnsafeMutableBytes { Syscall.preadAll(fd, $0, at: 0) }
-        switch result {
-        case .success(let read):
-            bytes.removeLast(size - read)
-            return .success(bytes)
-        case .failure(let error):
-            return .failure(error)
+        // Read straight into the array's storage: no zero-fill first (a journal can be tens of MB).
+        var result: Result<Int, Errno> = .success(0)
+        let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
+            result = Syscall.preadAll(fd, UnsafeMutableRawBufferPointer(buffer), at: 0)
+            if case .success(let read) = result { initialized = read }
         }
+        return result.map { _ in bytes }
     }
 }
