@@ -13,7 +13,7 @@ import Darwin
 /// What the bench is done with (the probe's scratch directories, a size's caches) is renamed
 /// into `<root>/trash` and deleted only when the run ends, with the rest of its directory.
 /// Deleting at once would make every subject measured afterwards pay for it: on ext4 without
-/// a journal the inode allocator skips inodes freed in the last 60 s (300 s while their
+/// a journal the inode allocator skips inodes freed in the last 60 s (360 s while their
 /// inode-table block is dirty), one buffer lookup each, before it takes a free one, so a fill
 /// right after 48,000 deletions runs several times slower than one after none.
 enum BenchTrash {
