@@ -266,7 +266,8 @@ public final class DiskCacheInspector: Sendable {
     /// Checks every entry and file as ``DiskCache/verify(repair:progress:)-4b4nk`` does, without repairing.
     /// On a cache a running process has open (read `whileOpen`), what changes meanwhile is no
     /// finding: once the whole cache was read, three fresh snapshots of the journal are taken,
-    /// 20 ms apart, and each finding is kept only if all three still confirm it; a
+    /// the second 20 ms after the first and the third 250 ms after that, and each finding is
+    /// kept only if all three still confirm it; a
     /// `journal.tmp` is taken for a compaction in progress.
     public func verify(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) -> DiskCache.VerificationReport {
         let entries = index.entries.map { ($0.key, $0.value) }.sorted { $0.0 < $1.0 }
@@ -315,7 +316,9 @@ public final class DiskCacheInspector: Sendable {
         return report
     }
 
-    /// Three fresh snapshots of an open cache, 20 ms apart, that a verify's findings are
+    /// Three fresh snapshots of an open cache, the last a quarter of a second after the others
+    /// (a writer descheduled between writing an entry's files and committing them, on a busy
+    /// machine, can take tens of milliseconds to commit), that a verify's findings are
     /// checked against (see ``verify(progress:)``), each with which of the files that looked
     /// like orphans were there right after it was taken.
     private final class Snapshots {
@@ -323,8 +326,8 @@ public final class DiskCacheInspector: Sendable {
 
         func take(of directory: URL, checking paths: [String]) {
             var taken: [(DiskCacheInspector, Set<String>)] = []
-            for attempt in 0..<3 {
-                if attempt > 0 { usleep(20_000) }
+            for pause in [0, 20_000, 250_000] as [useconds_t] {
+                if pause > 0 { usleep(pause) }
                 guard let snapshot = try? DiskCacheInspector(directory: directory, whileOpen: true) else { return }
                 taken.append((snapshot, Set(paths.filter { snapshot.layout.directory.exists($0) })))
             }
