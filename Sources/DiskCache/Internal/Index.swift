@@ -165,10 +165,14 @@ struct Index {
         tag(hash) | UInt32(position + 1)
     }
 
+    /// The low bits of a bucket that hold the position; the rest hold the tag.
+    @inline(__always)
+    private var positionMask: UInt32 { positionBits >= 32 ? UInt32.max : (1 << UInt32(positionBits)) - 1 }
+
     /// The position in `hashes`/`values` a non-empty bucket value points at.
     @inline(__always)
     private func position(_ value: UInt32) -> Int {
-        Int(value & (positionBits >= 32 ? UInt32.max : (1 << UInt32(positionBits)) - 1)) - 1
+        Int(value & positionMask) - 1
     }
 
     /// The bucket holding `hash`, or the empty bucket where it would go.
@@ -176,7 +180,7 @@ struct Index {
     private func bucket(of hash: KeyHash) -> (bucket: Int, found: Bool) {
         var bucket = home(hash)
         let tag = tag(hash)
-        let tagMask: UInt32 = positionBits >= 32 ? 0 : ~((1 << UInt32(positionBits)) - 1)
+        let tagMask = ~positionMask
         while true {
             let value = table[bucket]
             if value == 0 { return (bucket, false) }

@@ -46,7 +46,7 @@ enum BenchDeletions {
         return stat(path, &info) == 0 ? UInt64(info.st_dev) : nil
     }
 
-    /// Notes that the run's files under `path` (on the file system of `device`) were just deleted.
+    /// Notes that a run's files on the file system `device` (an `st_dev`) were just deleted.
     static func record(device: UInt64) {
         let text = "\(Int(Date().timeIntervalSince1970)) \(device)\n"
         try? text.write(toFile: stampPath, atomically: true, encoding: .utf8)
