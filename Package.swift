@@ -97,12 +97,15 @@ let package = Package(
             name: "DiskCacheTestWorker",
             dependencies: ["DiskCache"]
         ),
+        // What the tests of reads that must not wait for the disk use to empty the page cache.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(
             name: "DiskCacheTests",
             dependencies: [
                 "DiskCache",
                 "DiskCacheLocking",
                 "DiskCacheTestWorker",
+                "TestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -125,7 +128,7 @@ let package = Package(
         .testTarget(
             name: "CacheServerTests",
             dependencies: [
-                "CacheServer", "DiskCache", "DiskCacheLocking", "HTTPCache", "HTTPTestOrigin", "diskcache-server",
+                "CacheServer", "DiskCache", "DiskCacheLocking", "HTTPCache", "HTTPTestOrigin", "TestSupport", "diskcache-server",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -4,6 +4,29 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <sys/uio.h>
+
+static _Thread_local int reads_without_waiting;
+static _Thread_local int read_would_have_waited;
+
+void cdiskcache_set_reads_without_waiting(int on) {
+    reads_without_waiting = on;
+    read_would_have_waited = 0;
+}
+
+int cdiskcache_read_would_have_waited(void) { return read_would_have_waited; }
+
+ssize_t cdiskcache_pread_entry(int fd, void *buffer, size_t count, off_t offset) {
+    if (!reads_without_waiting) return pread(fd, buffer, count, offset);
+#if defined(__linux__) && defined(RWF_NOWAIT)
+    struct iovec vector = { .iov_base = buffer, .iov_len = count };
+    ssize_t got = preadv2(fd, &vector, 1, offset, RWF_NOWAIT);
+    if (got >= 0 || (errno != EAGAIN && errno != EOPNOTSUPP && errno != ENOSYS)) return got;
+#endif
+    read_would_have_waited = 1;
+    errno = EAGAIN;
+    return -1;
+}
 
 int cdiskcache_reserve(int fd, off_t offset, off_t length) {
 #if defined(__linux__)

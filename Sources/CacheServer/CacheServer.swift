@@ -26,7 +26,7 @@ public final class CacheServer: Service, Sendable {
     private let cache: HTTPURLCache
     private let listener: NIOAsyncChannel<Connection, Never>
     /// The open connections, and whether ``shutdown()`` has begun (read on the event loops by
-    /// ``MemoryHitResponder`` too).
+    /// ``EventLoopHitResponder`` too).
     private let connections: PthreadMutex<Connections>
     /// Files open for bodies being sent with `sendfile`, over all connections.
     let sentFileCount: PthreadMutex<SentFileCounts>
@@ -71,9 +71,9 @@ public final class CacheServer: Service, Sendable {
                         let activity = ConnectionActivity()
                         channel.closeFuture.whenComplete { _ in activity.closed() }
                         try channel.pipeline.syncOperations.addHandler(ResponseWrites(files: sentFiles, activity: activity))
-                        try channel.pipeline.syncOperations.addHandler(MemoryHitResponder(
+                        try channel.pipeline.syncOperations.addHandler(EventLoopHitResponder(
                             activity: activity,
-                            answer: { head in connections.withLock { $0.isDraining } ? nil : handler.answerFromMemory(head) },
+                            answer: { head in connections.withLock { $0.isDraining } ? nil : handler.answerOnEventLoop(head, sentFiles: sentFiles) },
                             answered: { head, outcome, started in CacheServer.logAccess(logger, head, outcome, since: started) }))
                         return Connection(channel: try NIOAsyncChannel(wrappingChannelSynchronously: channel), sentFiles: sentFiles,
                                           activity: activity)
@@ -160,7 +160,7 @@ public final class CacheServer: Service, Sendable {
     }
 
     /// An accepted connection, the files of the bodies it sends with `sendfile`, and the
-    /// answers its ``MemoryHitResponder`` has under way.
+    /// answers its ``EventLoopHitResponder`` has under way.
     struct Connection: Sendable {
         let channel: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
         let sentFiles: SentFiles

@@ -147,7 +147,7 @@ final class ProxyHandler: Sendable {
         case .found(let key, let variants): return (key, variants)
         case .needsDisk: break
         }
-        let limit = Int64(min(256 << 10, configuration.memoryCapacity / 20))
+        let limit = memoryBodyLimit
         return try await BlockingIOPool.shared.run { cache.storedVariants(for: request, bodyLimit: limit) }
     }
 
@@ -328,44 +328,113 @@ final class ProxyHandler: Sendable {
         let body = variant.entry.body
         let size = Int64(body.count)
         let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
+        return wholeResponse(code, headers, exchange, status: status, range: range, size: size) { bounds in
+            let start = body.startIndex + Int(bounds.lowerBound)
+            return .byteBuffer(ByteBuffer(bytes: body[start..<start + bounds.count]))
+        }
+    }
+
+    /// A response written in one go: its head, the part of the body `range` selects (`body`
+    /// makes it from its bounds; nothing for HEAD, a 416 or an empty range), and its end.
+    private func wholeResponse(_ code: HTTPResponseStatus, _ headers: HTTPHeaders, _ exchange: Exchange, status: String,
+                               range: ByteRange, size: Int64, body: (Range<Int64>) -> IOData)
+        -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
         var parts: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
         var sent: Int64 = 0
         if !exchange.isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty {
-            let start = body.startIndex + Int(bounds.lowerBound)
-            parts.append(.body(.byteBuffer(ByteBuffer(bytes: body[start..<start + bounds.count]))))
+            parts.append(.body(body(bounds)))
             sent = Int64(bounds.count)
         }
         parts.append(.end(nil))
         return (parts, Outcome(status: code.code, bytes: sent, cacheStatus: status))
     }
 
-    /// The answer to `head`, when the memory tier alone can give it at once: a GET or HEAD
-    /// without a body, on a connection kept alive, for which a stored response held in memory
-    /// with its body may be served as it is. Nil for every other request (it takes the
-    /// connection's task: the disk, the origin, a body to read, the server's own endpoints).
-    /// Counted as the task would count it. No entry file is read (in shared mode the journal
-    /// records other processes appended since are, as by every call into the store).
-    func answerFromMemory(_ head: HTTPRequestHead) -> (parts: [HTTPServerResponsePart], outcome: Outcome)? {
+    /// The largest body the event loop checks before sending it from the page cache (reading
+    /// and hashing take about 60 µs of CPU a MiB); a larger one is checked on the store's I/O threads.
+    static let eventLoopCheckLimit: Int64 = 2 << 20
+
+    /// The answer to `head`, when it can be given at once on the event loop: a GET or HEAD
+    /// without a body, on a connection kept alive, for which a stored response may be served as
+    /// it is, and either the memory tier holds it with its body, or the page cache holds its
+    /// files (read with ``DiskCache/withoutWaitingForDisk(_:)``: a read that would wait for the
+    /// disk gives the request to the task instead) and its body is at most
+    /// ``eventLoopCheckLimit`` bytes: checked whole, then sent from its file by the kernel.
+    /// Nil for every other request (it takes the connection's task: the disk, the origin, a body
+    /// to read, the server's own endpoints). Counted as the task would count it. In shared mode
+    /// the journal records other processes appended since are read, as by every call into the store.
+    func answerOnEventLoop(_ head: HTTPRequestHead, sentFiles: SentFiles) -> (parts: [HTTPServerResponsePart], outcome: Outcome)? {
         guard head.method == .GET || head.method == .HEAD, head.isKeepAlive, !head.uri.hasPrefix("/_cache/"),
               head.headers.first(name: "Content-Length").map({ $0 == "0" }) ?? true,
               !head.headers.contains(name: "Transfer-Encoding"),
               let (target, url) = originURL(of: head.uri)
         else { return nil }
         let exchange = Exchange(head: head, target: target, url: url)
-        guard case .found(_, let variants) = cache.storedVariantsInMemory(for: exchange.urlRequest), !variants.isEmpty else { return nil }
+        let variants: [HTTPURLCache.StoredVariant]
+        switch cache.storedVariantsInMemory(for: exchange.urlRequest) {
+        case .bypass: return nil
+        case .found(_, let found): variants = found
+        case .needsDisk:
+            let cache = self.cache, limit = memoryBodyLimit
+            let (stored, waited) = DiskCache.withoutWaitingForDisk { cache.storedVariants(for: exchange.urlRequest, bodyLimit: limit) }
+            guard !waited, let stored else { return nil }
+            variants = stored.variants
+        }
+        guard !variants.isEmpty else { return nil }
         let decision = engine.decision(for: exchange.cacheRequest, storedResponses: variants.map(\.entry.response), at: Date())
         switch decision {
         case .fresh, .stale: break
         default: return nil
         }
-        guard let chosen = Self.variant(holding: decision.storedResponse, among: variants) else { return nil }
-        let answer = inMemoryResponse(chosen, exchange, status: "HIT")
+        guard let chosen = Self.variant(holding: decision.storedResponse, among: variants),
+              let answer = chosen.isLoaded ? inMemoryResponse(chosen, exchange, status: "HIT")
+                                           : pageCacheResponse(chosen, exchange, sentFiles: sentFiles)
+        else { return nil }
         note(.requests)
         note(.hits)
         note(.hitsOnEventLoop)
         note(.bytesServed(answer.outcome.bytes))
         return answer
     }
+
+    /// A stored response whose body is on disk, answered from the page cache: the body file
+    /// checked whole and sent with `sendfile` (its descriptor taken by `sentFiles`, closed once
+    /// written), or a 304 without reading it. Nil when its files are not all in the page cache,
+    /// are gone or damaged, or the body is above ``eventLoopCheckLimit``.
+    private func pageCacheResponse(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange,
+                                   sentFiles: SentFiles) -> (parts: [HTTPServerResponsePart], outcome: Outcome)? {
+        let response = variant.entry.response
+        var headers = servedHeaders(response, status: "HIT")
+        if let parts = notModified(response, exchange, headers) { return (parts, Outcome(status: 304, cacheStatus: "HIT")) }
+        let cache = self.cache, limit = min(configuration.wholeCheckLimit, Self.eventLoopCheckLimit)
+        let (found, waited) = DiskCache.withoutWaitingForDisk { try? cache.checkedBody(of: variant, sizeLimit: limit) }
+        guard let checked = found else { return nil }
+        if waited {
+            if case .file(let descriptor) = checked.source { close(descriptor) }
+            return nil
+        }
+        let size = checked.size
+        let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
+        switch checked.source {
+        case .bytes(let bytes):
+            return wholeResponse(code, headers, exchange, status: "HIT", range: range, size: size) { bounds in
+                let start = bytes.startIndex + Int(bounds.lowerBound)
+                return .byteBuffer(ByteBuffer(bytes: bytes[start..<start + bounds.count]))
+            }
+        case .file(let descriptor):
+            let file = sentFiles.adopt(descriptor)
+            var sendsFile = false
+            let answer = wholeResponse(code, headers, exchange, status: "HIT", range: range, size: size) { bounds in
+                sendsFile = true
+                return .fileRegion(FileRegion(fileHandle: file, readerIndex: Int(bounds.lowerBound), endIndex: Int(bounds.upperBound)))
+            }
+            if !sendsFile { sentFiles.close(file) }
+            return answer
+        }
+    }
+
+    /// The largest body a lookup reads with the stored response (so that the memory tier can
+    /// hold it and answer the next request): 256 KiB, or a twentieth of the memory tier.
+    private var memoryBodyLimit: Int64 { Int64(min(256 << 10, configuration.memoryCapacity / 20)) }
 
     /// A stored body from disk, checked whole, when it may be sent that way: nil when it is
     /// gone or damaged, or larger than ``ServerConfiguration/wholeCheckLimit`` (then it is

@@ -29,7 +29,7 @@ struct ClientWriter: Sendable {
 }
 
 /// The responses of one connection begun and not yet written to the socket: each is counted
-/// when its `.end` is handed to the channel (by ``ClientWriter``, or by ``MemoryHitResponder``
+/// when its `.end` is handed to the channel (by ``ClientWriter``, or by ``EventLoopHitResponder``
 /// before it even looks at a request) and counted out by ``ResponseWrites`` once that `.end` is
 /// written or failed. The writer's `write` returns before its parts reach the socket, so a
 /// connection must not close until this is idle: a close fails the writes still pending, which

@@ -170,9 +170,10 @@ extension DiskCache {
         throws(DiskCacheError) -> T? {
         let hash = configuration.keyHasher.hash(key)
         func takeBackHit() {
+            let counted = !Self.readGaveUpWaiting
             state.withLock {
                 $0.statistics.hits -= 1
-                $0.statistics.misses += 1
+                if counted { $0.statistics.misses += 1 }
             }
         }
         func once() throws(DiskCacheError) -> ReadAttempt<T> {

@@ -658,6 +658,24 @@ extension DiskCache {
         package let metadata: [String: String]
     }
 
+    /// Runs `body` with every read of an entry file on this thread taking only what the page
+    /// cache holds: a read that would wait for the disk (or on a system that cannot tell) fails
+    /// at once instead, and the read it was part of ends as a plain miss that leaves the entry
+    /// alone and counts nothing in the statistics. `waited` says whether that happened; the
+    /// value is then incomplete and should be thrown away (after closing any file it holds), and
+    /// the work done again where waiting is allowed. For a caller that must not block, such as
+    /// an event loop answering from the page cache. Not to be nested.
+    package static func withoutWaitingForDisk<T>(_ body: () throws -> T) rethrows -> (value: T, waited: Bool) {
+        cdiskcache_set_reads_without_waiting(1)
+        defer { cdiskcache_set_reads_without_waiting(0) }
+        let value = try body()
+        return (value, cdiskcache_read_would_have_waited() != 0)
+    }
+
+    /// A read on this thread inside ``withoutWaitingForDisk(_:)`` gave up rather than wait:
+    /// the miss it ends in is not counted.
+    static var readGaveUpWaiting: Bool { cdiskcache_read_would_have_waited() != 0 }
+
     /// `key`'s value as a ``CheckedBody``; nil on a miss, an expired entry, or a body that fails
     /// its checksum (the entry is then removed, as a read removes it). The check reads the file
     /// through a 64 KiB buffer, so no memory the size of the body is used. Blocking: call it

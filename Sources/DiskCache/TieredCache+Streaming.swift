@@ -140,6 +140,7 @@ extension TieredCache {
     }
 
     private func count(hit: Bool) {
+        if !hit && DiskCache.readGaveUpWaiting { return }
         shared.state.withLock { if hit { $0.statistics.diskHits += 1 } else { $0.statistics.misses += 1 } }
     }
 

@@ -279,7 +279,7 @@ public final class TieredCache: Sendable {
             shared.state.withLock { $0.statistics.diskHits += 1 }
             return fromDisk
         }
-        shared.state.withLock { $0.statistics.misses += 1 }
+        if !DiskCache.readGaveUpWaiting { shared.state.withLock { $0.statistics.misses += 1 } }
         return nil
     }
 

@@ -7,6 +7,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Testing
+import TestSupport
 @testable import CacheServer
 
 /// Bodies far larger than memory pass through and are stored; damaged bodies are never served.
@@ -125,6 +126,53 @@ struct StreamingTests {
             #expect(reply.body == bytes.map { large.subdata(in: $0) } ?? Data(), "\(range)")
         }
         #expect(fixture.origin.requests.count == 1)
+        try await expectNoFileLeftOpen(fixture.server)
+        try await fixture.finish()
+    }
+
+    /// A hit whose files the page cache holds is answered on the event loop, its body checked
+    /// whole and sent from its file: every byte, HEAD, ranges, a 304, and no file left open. Once
+    /// the files are dropped from the page cache, hits go to the connection's task (whose reads
+    /// may wait for the disk) instead of blocking the event loop, and come back the same.
+    @Test(.enabled(if: PageCache.canDrop, "the temporary directory's pages cannot be dropped"))
+    func aHitThePageCacheHoldsIsAnsweredOnTheEventLoop() async throws {
+        let fixture = try await ServerFixture { $0.memoryCapacity = 0 }
+        let body = pattern(count: 1 << 20, seed: 8)
+        fixture.origin.respond { _ in
+            var response = ScriptedResponse(status: 200, [("Cache-Control", "max-age=600"), ("ETag", "\"e1\"")])
+            response.body = body
+            return response
+        }
+        #expect(try await fixture.get("/page").header("X-Cache") == "MISS")
+        var onEventLoop: Int { fixture.server.statistics.hitsOnEventLoop }
+
+        let hit = try await fixture.get("/page")
+        #expect(hit.header("X-Cache") == "HIT" && hit.header("Content-Length") == String(body.count))
+        #expect(sameBytes(hit.body, body))
+        #expect(onEventLoop == 1)
+        let head = try await fixture.send(.HEAD, "/page")
+        #expect(head.status == 200 && head.body.isEmpty && head.header("Content-Length") == String(body.count))
+        let range = try await fixture.get("/page", headers: [("Range", "bytes=1000-1999")])
+        #expect(range.status == 206 && range.body == body.subdata(in: 1000..<2000))
+        let beyond = try await fixture.get("/page", headers: [("Range", "bytes=\(body.count)-")])
+        #expect(beyond.status == 416 && beyond.body.isEmpty)
+        let unchanged = try await fixture.get("/page", headers: [("If-None-Match", "\"e1\"")])
+        #expect(unchanged.status == 304 && unchanged.body.isEmpty)
+        #expect(onEventLoop == 5)
+        try await expectNoFileLeftOpen(fixture.server)
+
+        // The body file, then the metadata file (the stored response's fields) out of the page cache.
+        for (round, kind) in ["body", "meta"].enumerated() {
+            #expect(PageCache.dropEntryFiles(under: fixture.server.configuration.cacheDirectory, extensions: [kind]))
+            let fromTheTask = try await fixture.get("/page")
+            #expect(fromTheTask.header("X-Cache") == "HIT" && sameBytes(fromTheTask.body, body), "\(kind)")
+            #expect(onEventLoop == 5 + round, "\(kind)")
+            // The task's read brought the file back into the page cache.
+            #expect(sameBytes(try await fixture.get("/page").body, body))
+            #expect(onEventLoop == 6 + round, "\(kind)")
+        }
+        #expect(fixture.origin.requests.count == 1)
+        #expect(fixture.server.statistics.hits == 9)
         try await expectNoFileLeftOpen(fixture.server)
         try await fixture.finish()
     }

@@ -31,6 +31,20 @@ ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *ha
 /// bytes hashed, or -1 with errno set.
 ssize_t cdiskcache_hash_file(int fd, off_t offset, size_t count, uint64_t *hash);
 
+/// Reads of entry files on the calling thread that take only what the page cache holds
+/// (`DiskCache.withoutWaitingForDisk`): while `on` is 1, `cdiskcache_pread_entry` (and so
+/// `cdiskcache_read_hashing` and `cdiskcache_hash_file`) fails at once with EAGAIN, and notes
+/// it, instead of waiting for the disk. Setting it clears the note.
+void cdiskcache_set_reads_without_waiting(int on);
+/// 1 when a read on this thread failed that way since the last `cdiskcache_set_reads_without_waiting`.
+int cdiskcache_read_would_have_waited(void);
+
+/// `pread`, or (while `cdiskcache_set_reads_without_waiting(1)` holds on this thread) Linux
+/// `preadv2` with `RWF_NOWAIT`: -1 with errno EAGAIN when the bytes are not all in the page
+/// cache, or the system cannot tell (no `preadv2`, a filesystem without `RWF_NOWAIT`). It may
+/// return fewer bytes than asked for, as `pread` may.
+ssize_t cdiskcache_pread_entry(int fd, void *buffer, size_t count, off_t offset);
+
 /// Opens `path`, relative to the directory `directory`, without following a symbolic link at
 /// any component and without leaving that directory (Linux `openat2` with
 /// `RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`). Where `openat2` is missing (Linux before 5.6, a

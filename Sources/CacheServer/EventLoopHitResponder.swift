@@ -1,14 +1,15 @@
 import NIOCore
 import NIOHTTP1
 
-/// Answers on the event loop, with no task and no hop between threads, the requests the memory
-/// tier can answer as they are (``ProxyHandler/answerFromMemory(_:)``: fresh GET and HEAD hits
-/// held in memory with their bodies); every other request goes on to the connection's task.
+/// Answers on the event loop, with no task and no hop between threads, the requests the cache
+/// can answer at once (``ProxyHandler/answerOnEventLoop(_:sentFiles:)``: fresh GET and HEAD hits
+/// held in memory with their bodies, or whose files the page cache holds); every other request
+/// goes on to the connection's task.
 ///
 /// It sits after NIO's `HTTPServerPipelineHandler`, which hands on a pipelined request only
 /// once the response before it has ended, and passes that `.end` on before the next request:
 /// an answer from here never interleaves with one from the task.
-final class MemoryHitResponder: ChannelInboundHandler, RemovableChannelHandler {
+final class EventLoopHitResponder: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -55,7 +56,7 @@ final class MemoryHitResponder: ChannelInboundHandler, RemovableChannelHandler {
             context.flush()
             answered(head, outcome, started)
         case .body:
-            // A request answered here has no body (see `answerFromMemory`).
+            // A request answered here has no body (see `answerOnEventLoop`).
             if !swallowing { context.fireChannelRead(data) }
         case .end:
             if swallowing {

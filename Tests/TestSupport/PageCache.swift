@@ -1,0 +1,49 @@
+public import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The page cache, for the tests of reads that must not wait for the disk.
+public enum PageCache {
+    /// Writes `url`'s dirty pages back and asks the kernel to drop all its pages from the page
+    /// cache; true when none of them is left there.
+    @discardableResult
+    public static func drop(_ url: URL) -> Bool {
+        let fd = open(url.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        guard fdatasync(fd) == 0, posix_fadvise(fd, 0, 0, Int32(POSIX_FADV_DONTNEED)) == 0 else { return false }
+        return residentPages(fd) == 0
+    }
+
+    /// Drops every entry file (`.meta`, `.body`, or the kinds in `extensions`) under
+    /// `directory`; true when there were some and all of them left.
+    @discardableResult
+    public static func dropEntryFiles(under directory: URL, extensions: Set<String> = ["meta", "body"]) -> Bool {
+        let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?
+            .compactMap { $0 as? URL }.filter { extensions.contains($0.pathExtension) } ?? []
+        guard !files.isEmpty else { return false }
+        return files.map(drop).allSatisfy { $0 }
+    }
+
+    /// How many of the pages of the file open as `fd` the page cache holds (`mincore`).
+    static func residentPages(_ fd: Int32) -> Int {
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_size > 0 else { return 0 }
+        let size = Int(info.st_size), page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        guard let mapping = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), mapping != MAP_FAILED else { return -1 }
+        defer { munmap(mapping, size) }
+        var resident = [UInt8](repeating: 0, count: (size + page - 1) / page)
+        guard mincore(mapping, size, &resident) == 0 else { return -1 }
+        return resident.filter { $0 & 1 != 0 }.count
+    }
+
+    /// Whether the system's temporary directory is on a file system whose pages can be dropped
+    /// (not tmpfs, where the page cache is the only copy of a file).
+    public static let canDrop: Bool = {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("pagecache-probe-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        guard (try? Data(repeating: 7, count: 1 << 16).write(to: file)) != nil else { return false }
+        return drop(file)
+    }()
+}
