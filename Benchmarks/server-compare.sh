@@ -13,7 +13,9 @@
 # directory, default .build-bench), WORK (scratch files, default a new temporary directory),
 # KEEP=1 keeps WORK (wrk's output per run, results.json), CONNECTIONS (default 16), THREADS
 # (wrk's, default 2), SIZES (default "1k 64k 1m"), CHART (a PNG to draw the ratios into with
-# Benchmarks/server-chart.py, which needs matplotlib; it also takes several runs' results.json).
+# Benchmarks/server-chart.py, which needs matplotlib; it also takes several runs' results.json),
+# BASELINE (another diskcache-server binary, say a release build of an earlier commit: measured
+# too, in turn with the others, as "baseline", and the table gains a column "÷ baseline").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${DURATION:-10}"
@@ -104,6 +106,12 @@ varnishd -j none -n "$work/varnish" -a "127.0.0.1:$varnish_port" -b "127.0.0.1:$
 "$server" --origin "http://127.0.0.1:$origin_port" --cache-dir "$work/ours" --listen "127.0.0.1:$ours_port" \
     --disk-capacity 2G --memory-capacity 64M --log-level warning &
 pids+=($!)
+baseline_port=18084
+if [ -n "${BASELINE:-}" ]; then
+    "$BASELINE" --origin "http://127.0.0.1:$origin_port" --cache-dir "$work/baseline" --listen "127.0.0.1:$baseline_port" \
+        --disk-capacity 2G --memory-capacity 64M --log-level warning &
+    pids+=($!)
+fi
 sleep 1
 
 # CPU seconds (user + system) of a process and its children so far: nginx's workers, Varnish's child.
@@ -141,6 +149,7 @@ end
 LUA
 
 subjects="nginx:$nginx_port:$(cat "$work/nginx/nginx.pid") varnish:$varnish_port:$(cat "$work/varnish.pid") ours:$ours_port:${pids[2]}"
+[ -n "${BASELINE:-}" ] && subjects="$subjects baseline:$baseline_port:${pids[3]}"
 echo "[" > "$work/results.json"
 first=1
 for size in $sizes; do
@@ -178,14 +187,20 @@ python3 - "$work/results.json" <<'PY'
 import json, sys
 rows = json.load(open(sys.argv[1]))
 by = {(r["subject"], r["size"], r["kind"]): r for r in rows}
-print("| size | kind | ours req/s | ÷ nginx | ÷ Varnish | p99 ours / nginx / Varnish (ms) | CPU µs/req ours / nginx / Varnish |")
-print("|---|---|---|---|---|---|---|")
+baseline = any(subject == "baseline" for subject, _, _ in by)
+print("| size | kind | ours req/s | ÷ nginx | ÷ Varnish | p99 ours / nginx / Varnish (ms) | CPU µs/req ours / nginx / Varnish |"
+      + (" ÷ baseline | p99 / CPU µs/req baseline |" if baseline else ""))
+print("|---|---|---|---|---|---|---|" + ("---|---|" if baseline else ""))
 for (subject, size, kind), r in by.items():
     if subject != "ours": continue
     n, v = by[("nginx", size, kind)], by[("varnish", size, kind)]
-    print(f"| {size} | {kind} | {r['rps']:.0f} | {r['rps'] / n['rps']:.2f} | {r['rps'] / v['rps']:.2f} | "
-          f"{r['p99ms']:.2f} / {n['p99ms']:.2f} / {v['p99ms']:.2f} | "
-          f"{r['cpuMicrosPerRequest']:.0f} / {n['cpuMicrosPerRequest']:.0f} / {v['cpuMicrosPerRequest']:.0f} |")
+    row = (f"| {size} | {kind} | {r['rps']:.0f} | {r['rps'] / n['rps']:.2f} | {r['rps'] / v['rps']:.2f} | "
+           f"{r['p99ms']:.2f} / {n['p99ms']:.2f} / {v['p99ms']:.2f} | "
+           f"{r['cpuMicrosPerRequest']:.0f} / {n['cpuMicrosPerRequest']:.0f} / {v['cpuMicrosPerRequest']:.0f} |")
+    if baseline:
+        b = by[("baseline", size, kind)]
+        row += f" {r['rps'] / b['rps']:.2f} | {b['p99ms']:.2f} / {b['cpuMicrosPerRequest']:.0f} |"
+    print(row)
 PY
 if [ -n "${CHART:-}" ]; then
     python3 Benchmarks/server-chart.py "$CHART" "$work/results.json"

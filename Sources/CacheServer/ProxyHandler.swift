@@ -220,42 +220,26 @@ final class ProxyHandler: Sendable {
             try await started { try await writer.write(contentsOf: parts) }
             return Outcome(status: 304, cacheStatus: status)
         }
-        // The body from disk: a file checked whole, then sent by the kernel, or (above the limit)
-        // chunks read as they are sent, the first before the head.
-        var first: Data?
-        var iterator: DiskCache.Chunks.AsyncIterator?
-        var file: NIOFileHandle?
-        let size: Int64
+        // The body from disk: checked whole, then sent (a file by the kernel), or (above the
+        // limit) chunks read as they are sent, the first before the head.
         if let checked = try await checkedBody(of: variant) {
-            switch checked.source {
-            case .bytes(let bytes): first = bytes
-            case .file(let descriptor): file = writer.sentFiles.adopt(descriptor)
-            }
-            size = checked.size
-        } else {
-            guard let chunks = try await cache.body(of: variant) else { return nil }
-            iterator = chunks.makeAsyncIterator()
-            do { first = try await iterator!.next() } catch { return nil }
-            size = chunks.size
-        }
-        let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
-        if let file {
-            // The file is closed once its write is done (`ResponseWrites`), or here if nothing of it goes.
-            guard !exchange.isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty else {
-                writer.sentFiles.close(file)
-                return try await sendHead(code, headers, exchange, status: status, writer: writer)
-            }
-            let region = FileRegion(fileHandle: file, readerIndex: Int(bounds.lowerBound), endIndex: Int(bounds.upperBound))
-            let head = HTTPResponseHead(version: .http1_1, status: code, headers: headers)
+            let answer = checkedResponse(checked, response, headers, exchange, status: status, sentFiles: writer.sentFiles)
             do {
-                try await started { try await writer.write(contentsOf: [.head(head), .body(.fileRegion(region)), .end(nil)]) }
+                try await started { try await writer.write(contentsOf: answer.parts) }
             } catch {
-                writer.sentFiles.close(file)
+                // Nothing of it reached the channel: its file is closed here.
+                for case .body(.fileRegion(let region)) in answer.parts { writer.sentFiles.close(region.fileHandle) }
                 throw error
             }
-            note(.bytesServed(Int64(bounds.count)))
-            return Outcome(status: code.code, bytes: Int64(bounds.count), cacheStatus: status)
+            note(.bytesServed(answer.outcome.bytes))
+            return answer.outcome
         }
+        guard let chunks = try await cache.body(of: variant) else { return nil }
+        var iterator = chunks.makeAsyncIterator()
+        let first: Data?
+        do { first = try await iterator.next() } catch { return nil }
+        let size = chunks.size
+        let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
         // Once anything is written, a failure cannot be answered any more (see `started(_:)`).
         let sent: Int64 = try await started {
             // Parts go out together (one flush) until the next chunk has to be waited for.
@@ -272,11 +256,10 @@ final class ProxyHandler: Sendable {
                         sent += Int64(piece.readableBytes)
                     }
                     offset += Int64(chunk.count)
-                    guard iterator != nil else { break }
                     try await writer.write(contentsOf: pending)
                     pending.removeAll()
                     // A later chunk that fails its checksum throws here: the connection closes short of the length.
-                    next = try await iterator!.next()
+                    next = try await iterator.next()
                 }
                 if let held { pending.append(.body(.byteBuffer(held))) }
             }
@@ -403,7 +386,7 @@ final class ProxyHandler: Sendable {
     private func pageCacheResponse(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange,
                                    sentFiles: SentFiles) -> (parts: [HTTPServerResponsePart], outcome: Outcome)? {
         let response = variant.entry.response
-        var headers = servedHeaders(response, status: "HIT")
+        let headers = servedHeaders(response, status: "HIT")
         if let parts = notModified(response, exchange, headers) { return (parts, Outcome(status: 304, cacheStatus: "HIT")) }
         let cache = self.cache, limit = min(configuration.wholeCheckLimit, Self.eventLoopCheckLimit)
         let (found, waited) = DiskCache.withoutWaitingForDisk { try? cache.checkedBody(of: variant, sizeLimit: limit) }
@@ -412,18 +395,29 @@ final class ProxyHandler: Sendable {
             if case .file(let descriptor) = checked.source { close(descriptor) }
             return nil
         }
+        return checkedResponse(checked, response, headers, exchange, status: "HIT", sentFiles: sentFiles)
+    }
+
+    /// A stored response whose body was checked whole (``checkedBody(of:)``), as the parts that
+    /// answer `exchange` (sent with `headers`): a 206 or 416 for a range, no body for HEAD; a
+    /// body file goes as a `FileRegion` (its descriptor taken by `sentFiles`, closed once
+    /// written, or here when none of it is sent).
+    private func checkedResponse(_ checked: DiskCache.CheckedBody, _ response: StoredResponse, _ headers: HTTPHeaders,
+                                 _ exchange: Exchange, status: String,
+                                 sentFiles: SentFiles) -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
+        var headers = headers
         let size = checked.size
         let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
         switch checked.source {
         case .bytes(let bytes):
-            return wholeResponse(code, headers, exchange, status: "HIT", range: range, size: size) { bounds in
+            return wholeResponse(code, headers, exchange, status: status, range: range, size: size) { bounds in
                 let start = bytes.startIndex + Int(bounds.lowerBound)
                 return .byteBuffer(ByteBuffer(bytes: bytes[start..<start + bounds.count]))
             }
         case .file(let descriptor):
             let file = sentFiles.adopt(descriptor)
             var sendsFile = false
-            let answer = wholeResponse(code, headers, exchange, status: "HIT", range: range, size: size) { bounds in
+            let answer = wholeResponse(code, headers, exchange, status: status, range: range, size: size) { bounds in
                 sendsFile = true
                 return .fileRegion(FileRegion(fileHandle: file, readerIndex: Int(bounds.lowerBound), endIndex: Int(bounds.upperBound)))
             }
@@ -442,14 +436,6 @@ final class ProxyHandler: Sendable {
     private func checkedBody(of variant: HTTPURLCache.StoredVariant) async throws -> DiskCache.CheckedBody? {
         let cache = self.cache, limit = configuration.wholeCheckLimit
         return try await BlockingIOPool.shared.run { try cache.checkedBody(of: variant, sizeLimit: limit) }
-    }
-
-    /// A response without a body (HEAD, 416): its head and end.
-    private func sendHead(_ code: HTTPResponseStatus, _ headers: HTTPHeaders, _ exchange: Exchange, status: String,
-                          writer: ClientWriter) async throws -> Outcome {
-        let head = HTTPResponseHead(version: .http1_1, status: code, headers: headers)
-        try await started { try await writer.write(contentsOf: [.head(head), .end(nil)]) }
-        return Outcome(status: code.code, bytes: 0, cacheStatus: status)
     }
 
     /// Runs `body`, which writes a response to the client: whatever it throws is a

@@ -8,7 +8,8 @@ public struct ServerStatistics: Sendable, Hashable {
     public var requests = 0
     /// Answered from the cache without asking the origin (fresh, or stale where allowed).
     public var hits = 0
-    /// Of the hits, those answered from memory on the connection's event loop, without a task.
+    /// Of the hits, those answered on the connection's event loop, without a task: from memory, or
+    /// from files the page cache held.
     public var hitsOnEventLoop = 0
     /// Answered from the cache after the origin confirmed it with a 304.
     public var revalidations = 0

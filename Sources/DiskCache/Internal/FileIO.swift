@@ -96,26 +96,8 @@ enum FileIO {
     /// ``read(_:count:in:)`` of the file `opening` opens (with ``readFlags``).
     static func read(opening: () -> Result<Int32, Errno>, count: Int) -> Result<UnsafeMutableRawBufferPointer?, Errno> {
         readFresh(opening: opening, count: count) { fd, buffer in
-            preadEntry(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]))
+            Syscall.preadAll(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: 0, read: cdiskcache_pread_entry)
         }
-    }
-
-    /// Reads up to `buffer.count` bytes of an entry file from its start (short only at end of
-    /// file), without waiting for the disk inside ``DiskCache/withoutWaitingForDisk(_:)``.
-    private static func preadEntry(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer) -> Result<Int, Errno> {
-        var offset = 0
-        while offset < buffer.count {
-            let read = cdiskcache_pread_entry(fd, buffer.baseAddress! + offset, buffer.count - offset, off_t(offset))
-            if read == 0 { break }
-            if read > 0 {
-                offset += read
-                continue
-            }
-            let error = Errno.current
-            if error == .interrupted { continue }
-            return .failure(error)
-        }
-        return .success(offset)
     }
 
     /// ``read(_:count:)`` that also returns the XXH3-64 of the bytes, computed chunk by chunk

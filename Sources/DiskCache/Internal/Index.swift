@@ -111,8 +111,6 @@ struct Index {
     /// 0 marks an empty bucket.
     private var table: [UInt32]
     private var mask: Int
-    /// log2 of the bucket count: how many low bits of a bucket hold the position.
-    private var positionBits: Int
     private(set) var logicalSize: Int64 = 0
     private(set) var diskUsage: Int64 = 0
     let blockSize: Int64
@@ -122,7 +120,6 @@ struct Index {
         let buckets = Self.buckets(for: expectedCount)
         table = [UInt32](repeating: 0, count: buckets)
         mask = buckets - 1
-        positionBits = buckets.trailingZeroBitCount
         hashes.reserveCapacity(expectedCount)
         values.reserveCapacity(expectedCount)
     }
@@ -151,6 +148,10 @@ struct Index {
     @inline(__always)
     private func home(_ hash: KeyHash) -> Int { Int(truncatingIfNeeded: hash.low ^ (hash.high >> 17)) & mask }
 
+    /// log2 of the bucket count: how many low bits of a bucket hold the position.
+    @inline(__always)
+    private var positionBits: Int { mask.nonzeroBitCount }
+
     /// `hash`'s tag, placed above the position bits (0 when a position needs all 32 bits).
     @inline(__always)
     private func tag(_ hash: KeyHash) -> UInt32 {
@@ -165,9 +166,10 @@ struct Index {
         tag(hash) | UInt32(position + 1)
     }
 
-    /// The low bits of a bucket that hold the position; the rest hold the tag.
+    /// The low bits of a bucket that hold the position; the rest hold the tag. (A table has at
+    /// most 2^32 buckets, so the bucket mask is that many bits.)
     @inline(__always)
-    private var positionMask: UInt32 { positionBits >= 32 ? UInt32.max : (1 << UInt32(positionBits)) - 1 }
+    private var positionMask: UInt32 { UInt32(truncatingIfNeeded: mask) }
 
     /// The position in `hashes`/`values` a non-empty bucket value points at.
     @inline(__always)
@@ -258,7 +260,6 @@ struct Index {
     private mutating func rehash(buckets: Int) {
         table = [UInt32](repeating: 0, count: buckets)
         mask = buckets - 1
-        positionBits = buckets.trailingZeroBitCount
         for (position, hash) in hashes.enumerated() {
             var bucket = home(hash)
             while table[bucket] != 0 { bucket = (bucket + 1) & mask }
@@ -276,7 +277,6 @@ struct Index {
         values = []
         table = [UInt32](repeating: 0, count: 16)
         mask = 15
-        positionBits = 4
         logicalSize = 0
         diskUsage = 0
     }

@@ -239,12 +239,15 @@ enum Syscall {
         FileSystemObservers.report(.write(fd: fd, offset: position, bytes: Array(buffer)))
     }
 
-    /// Reads up to `buffer.count` bytes at `position`; returns how many were read (short only at end of file).
-    static func preadAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at position: Int64) -> Result<Int, Errno> {
+    /// Reads up to `buffer.count` bytes at `position`; returns how many were read (short only at
+    /// end of file). `read` is `pread` unless an entry file is read (`cdiskcache_pread_entry`,
+    /// which may refuse to wait for the disk, see ``DiskCache/withoutWaitingForDisk(_:)``).
+    static func preadAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at position: Int64,
+                         read: (Int32, UnsafeMutableRawPointer, Int, off_t) -> Int = Glibc_pread) -> Result<Int, Errno> {
         var offset = 0
         while offset < buffer.count {
             let result = retrying {
-                Glibc_pread(fd, buffer.baseAddress! + offset, buffer.count - offset, off_t(position) + off_t(offset))
+                read(fd, buffer.baseAddress! + offset, buffer.count - offset, off_t(position) + off_t(offset))
             }
             switch result {
             case .success(0): return .success(offset)
@@ -451,7 +454,7 @@ typealias Glibc_statvfs_t = statvfs
 @inline(__always) private func Glibc_write(_ fd: Int32, _ b: UnsafeRawPointer, _ n: Int) -> Int { write(fd, b, n) }
 @inline(__always) private func Glibc_pwrite(_ fd: Int32, _ b: UnsafeRawPointer, _ n: Int, _ o: off_t) -> Int { pwrite(fd, b, n, o) }
 @inline(__always) private func Glibc_pwritev(_ fd: Int32, _ v: UnsafePointer<iovec>, _ n: Int32, _ o: off_t) -> Int { pwritev(fd, v, n, o) }
-@inline(__always) private func Glibc_pread(_ fd: Int32, _ b: UnsafeMutableRawPointer, _ n: Int, _ o: off_t) -> Int { pread(fd, b, n, o) }
+@inline(__always) func Glibc_pread(_ fd: Int32, _ b: UnsafeMutableRawPointer, _ n: Int, _ o: off_t) -> Int { pread(fd, b, n, o) }
 @inline(__always) private func Glibc_fstat(_ fd: Int32, _ s: inout stat) -> Int32 { fstat(fd, &s) }
 @inline(__always) private func Glibc_lstat(_ p: String, _ s: inout stat) -> Int32 { lstat(p, &s) }
 @inline(__always) private func Glibc_fsync(_ fd: Int32) -> Int32 { fsync(fd) }
