@@ -60,6 +60,23 @@ for n in $(seq 1 "$nodes"); do
     upstreams+="        server 127.0.0.1:$port;"$'\n'
 done
 
+# Waits (bounded) until a health endpoint answers 200; fails the run with a clear message if not.
+# Each node is waited for directly before the front end starts: a request the front end sends to
+# a node still starting marks that node down for nginx's fail_timeout (10 s), and the URLs
+# hashed to it would fail for that long.
+wait_healthy() {
+    local what="$1" url="$2"
+    for _ in $(seq 1 600); do
+        curl -sf -o /dev/null --max-time 2 "$url" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "server-cluster: $what did not answer $url within 60 s" >&2
+    exit 1
+}
+for n in $(seq 1 "$nodes"); do
+    wait_healthy "node$n" "http://127.0.0.1:$((first_node_port + n))/_cache/health"
+done
+
 # The front end: consistent hashing of the request URI, so each URL lives on one node, and a
 # node's going moves only its own share of URLs.
 cat > "$work/front/nginx.conf" <<CONF
@@ -85,10 +102,7 @@ CONF
 nginx -p "$work/front" -c "$work/front/nginx.conf" &
 pids+=($!)
 
-for _ in $(seq 1 100); do
-    curl -sf -o /dev/null "http://127.0.0.1:$front_port/_cache/health" 2>/dev/null && break
-    sleep 0.1
-done
+wait_healthy "the front end" "http://127.0.0.1:$front_port/_cache/health"
 
 failures=0
 declare -A used
