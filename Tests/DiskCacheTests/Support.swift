@@ -49,6 +49,10 @@ extension DiskCache.Configuration {
     ) -> DiskCache.Configuration {
         var configuration = DiskCache.Configuration(durability: durability, inlineThreshold: inlineThreshold)
         configuration.logger.logLevel = .critical
+        // No free-space floor: with the default one (2 % of the volume), a test cache on a
+        // nearly full volume evicts what the test just stored. The floor's own tests set theirs.
+        configuration.minimumFreeSpace = 0
+        configuration.minimumFreeFraction = 0
         if let clock { configuration.clock = { clock.milliseconds } }
         if let hasher { configuration.keyHasher = hasher }
         return configuration
