@@ -27,9 +27,12 @@ extension DiskCache {
         public static func batched(interval: Duration) -> Durability {
             Durability(mode: .batched(max(interval, .milliseconds(1))))
         }
-        /// `store` returns only after the body, the metadata, their directory entries and the
-        /// journal record are on stable storage (fsync), so an acknowledged write survives
-        /// power loss. Concurrent writers share journal fsyncs.
+        /// `store` returns only after the write is on stable storage, so an acknowledged write
+        /// survives power loss. An inline entry (metadata file of at most 256 KiB) takes one
+        /// fsync: its journal record carries the whole metadata file, which a checkpoint syncs
+        /// within a second and the next open rewrites from the record if a power cut took it.
+        /// Any other entry has its files, their directory entries and then its journal record
+        /// fsynced. Concurrent writers share journal fsyncs.
         public static let immediate = Durability(mode: .immediate)
 
         public var description: String {
@@ -128,6 +131,9 @@ extension DiskCache {
         /// How often the background thread looks for work (access-time batches, group commit,
         /// compaction). Idle ticks touch no file.
         var maintenanceInterval: Duration = .seconds(1)
+        /// `.immediate` mode: how often the files of PUT+FILE records are made durable and a
+        /// CHECKPOINT record says so (``DiskCache/checkpoint()``).
+        var checkpointInterval: Duration = .seconds(1)
         /// When the journal is rewritten: at least this many redundant records, and at least as many as live entries.
         var compactionThreshold: Int = 2000
         /// The `statfs` type of the cache's filesystem; tests pretend it is a network one.

@@ -457,16 +457,16 @@ extension DiskCache {
     }
 
     /// The first step of every write of `hash`, holding its stripe: throws `closed` when the
-    /// cache is, reserves room for one PUT record in the journal (so that a full disk fails the
-    /// write before anything is written), and returns the committed entry, whose slot the new
-    /// files must not use.
-    func beginWrite(_ hash: KeyHash) throws(DiskCacheError) -> IndexEntry? {
+    /// cache is, reserves room for its journal record (`recordSize` bytes: one PUT unless
+    /// told) so that a full disk fails the write before anything is written, and returns the
+    /// committed entry, whose slot the new files must not use.
+    func beginWrite(_ hash: KeyHash, recordSize: Int = Journal.putRecordSize) throws(DiskCacheError) -> IndexEntry? {
         try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
             guard !state.isClosed else { throw DiskCacheError.closed() }
             // Behind the journal, the committed entry (whose slot the new files must not use)
             // is not known.
             guard !state.isBehind else { throw state.behindError() }
-            try state.reserveJournalSpace(Journal.putRecordSize, path: layout.journal)
+            try state.reserveJournalSpace(recordSize, path: layout.journal)
             return state.index[hash]
         }
     }
@@ -476,18 +476,29 @@ extension DiskCache {
     /// PUT record and updates the index under one lock; in `.immediate` makes the record durable;
     /// then unlinks `current`'s files. A failure before the append removes the new files and
     /// leaves `current` committed. Called holding the key's stripe.
-    func commitPut(_ put: Journal.Put, replacing current: IndexEntry?, metaPath: String, bodyPath: String?) throws(DiskCacheError) {
+    ///
+    /// `carryingRecord`, in `.immediate` only, is a PUT+FILE record of `put` holding the whole
+    /// `.meta` file (an inline entry), written but not synced: it is appended instead of the
+    /// PUT, and the journal's one fsync makes the write durable. The file and its directory
+    /// entry become durable at the next checkpoint (``checkpoint()``); a power cut before
+    /// that is repaired at open from the record (`Opener.restoreCarriedFiles`).
+    func commitPut(_ put: Journal.Put, replacing current: IndexEntry?, metaPath: String, bodyPath: String?,
+                   carryingRecord: [UInt8]? = nil) throws(DiskCacheError) {
         let immediate = configuration.durability.mode == .immediate
         let position: (generation: Int, end: Int64)
         do throws(DiskCacheError) {
-            if immediate {
+            if immediate && carryingRecord == nil {
                 let shard = layout.shardDirectory(put.hash)
                 try layout.directory.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
             }
             // Append and index update under one lock: a compaction snapshots the index and
             // collects later appends, so it must never see one without the other.
             position = try state.withLock { state throws(DiskCacheError) in
-                let position = try state.append(Journal.encode(.put(put)), records: 1, path: layout.journal)
+                let position = try state.append(carryingRecord ?? Journal.encode(.put(put)), records: 1, path: layout.journal)
+                if carryingRecord != nil {
+                    state.journalCarriesFiles = true
+                    state.needsCheckpoint = true
+                }
                 let entry = IndexEntry(put)
                 state.index.insert(entry, for: put.hash)
                 state.noteExpiry(entry)

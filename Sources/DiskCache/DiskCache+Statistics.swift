@@ -42,5 +42,9 @@ extension DiskCache {
         public var orphanFilesRemoved = 0
         /// Files left in `tmp/` by interrupted writes, removed at open.
         public var temporaryFilesRemoved = 0
+        /// `.meta` files of `.immediate` writes that a power cut took (or damaged) before a
+        /// checkpoint made them durable, rewritten at open from the journal records that carry
+        /// them (see <doc:ChoosingADurabilityMode>).
+        public var filesRestoredFromJournal = 0
     }
 }

@@ -297,37 +297,41 @@ public final class DiskCache: Sendable {
                                  message: "The key and metadata take \(metaSize) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
         }
         let immediate = configuration.durability.mode == .immediate
+        // `.immediate` with an inline body: the journal record carries the `.meta` file and is
+        // the one flush; the file is left to the next checkpoint (see `commitPut`).
+        let carriesFile = immediate && isInline && metaSize <= Journal.maximumCarriedFile
 
         try withStripe(hash) { () throws(DiskCacheError) in
             // The new files go to the slot the current entry does not use, so the committed
             // value stays intact until the journal record below replaces it.
-            let current = try beginWrite(hash)
+            let current = try beginWrite(hash, recordSize: Journal.putRecordSize + (carriesFile ? metaSize : 0))
             let slot: UInt8 = current?.slot == 0 ? 1 : 0
             let metaPath = layout.metaFile(hash, slot: slot)
             let bodyPath = isInline ? nil : layout.bodyFile(hash, slot: slot)
+            let put = Journal.Put(hash: hash, size: Int64(data.count), metaSize: UInt32(metaSize),
+                                  isInline: isInline, slot: slot, checksum: checksum, created: now, accessed: now,
+                                  expires: meta.expires)
             let written = parts.head.withUnsafeBytes { head in
                 parts.tail.withUnsafeBytes { tail in
                     data.withUnsafeBytes { body in
-                        Result { () throws(DiskCacheError) in
+                        Result { () throws(DiskCacheError) -> [UInt8]? in
                             if let bodyPath {
                                 try writeEntryFile(bodyPath, [body], hash: hash, sync: immediate, action: "write the body")
                             }
+                            let file = isInline ? [head, body, tail] : [head, tail]
                             do throws(DiskCacheError) {
-                                try writeEntryFile(metaPath, isInline ? [head, body, tail] : [head, tail], hash: hash,
-                                                   sync: immediate, action: "write the metadata")
+                                try writeEntryFile(metaPath, file, hash: hash, sync: immediate && !carriesFile,
+                                                   action: "write the metadata")
                             } catch {
                                 if let bodyPath { _ = layout.directory.unlink(bodyPath) }
                                 throw error
                             }
+                            return carriesFile ? Journal.encodePut(put, carrying: file) : nil
                         }
                     }
                 }
             }
-            try written.get()
-            let put = Journal.Put(hash: hash, size: Int64(data.count), metaSize: UInt32(metaSize),
-                                  isInline: isInline, slot: slot, checksum: checksum, created: now, accessed: now,
-                                  expires: meta.expires)
-            try commitPut(put, replacing: current, metaPath: metaPath, bodyPath: bodyPath)
+            try commitPut(put, replacing: current, metaPath: metaPath, bodyPath: bodyPath, carryingRecord: written.get())
         }
         maintenance.noteWrite(owner: self)
     }
@@ -401,12 +405,21 @@ public final class DiskCache: Sendable {
     ///
     /// #### Implementation details
     /// `syncfs(2)` on the cache's filesystem (bodies, metadata and directories), then `fsync(2)`
-    /// on the journal.
+    /// on the journal. In `.immediate` mode it is also a checkpoint (a CHECKPOINT record after
+    /// the `syncfs`; see <doc:ChoosingADurabilityMode>).
     public func flush() throws {
         try flushPendingAccess()
-        let target = state.withLock { ($0.journalGeneration, $0.journalLength, $0.journal) }
-        try Syscall.syncFileSystem(target.2.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
-        try syncJournal(through: (target.0, target.1))
+        let target = state.withLock { state in
+            state.needsCheckpoint = false
+            return (generation: state.journalGeneration, end: state.journalLength, journal: state.journal)
+        }
+        do throws(DiskCacheError) {
+            try syncFiles(through: target)
+        } catch {
+            state.withLock { $0.needsCheckpoint = true }
+            throw error
+        }
+        try syncJournal(through: (target.generation, target.end))
     }
 
     /// Journals what is pending, marks a clean shutdown, releases the directory lock and

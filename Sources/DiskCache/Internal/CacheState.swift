@@ -56,6 +56,12 @@ struct CacheState {
     var externalChanges: ExternalChanges?
     /// Something was written since the last group commit.
     var isDirty = false
+    /// The journal may hold PUT+FILE records (appended by this instance, followed from
+    /// another, or found at open): a compaction, which rewrites them as plain PUTs, must make
+    /// their files durable first.
+    var journalCarriesFiles = false
+    /// This instance appended a PUT+FILE record since its last checkpoint began.
+    var needsCheckpoint = false
     /// The orphan scan an unclean shutdown calls for has not finished: until it has, `close()`
     /// writes no clean-shutdown record.
     var orphanScanPending = false
@@ -274,7 +280,8 @@ extension CacheState {
             guard case .success(let read) = Syscall.preadAll(journal.fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]),
                                                              at: journalLength), read > 0 else { return }
             var applied = 0
-            let summary = Journal.replay(UnsafeRawBufferPointer(rebasing: buffer[0..<read]), from: 0) { record in
+            let summary = Journal.replay(UnsafeRawBufferPointer(rebasing: buffer[0..<read]), from: 0) { record, type, _ in
+                if type == .putWithFile { journalCarriesFiles = true }
                 apply(followed: record)
                 applied += 1
             }
@@ -295,7 +302,7 @@ extension CacheState {
         case .clear:
             pendingAccess.removeAll()
             externalChanges?.noteEverything()
-        case .access, .close:
+        case .access, .close, .checkpoint:
             break
         }
     }

@@ -332,7 +332,7 @@ struct Index {
         case .remove(let hash): remove(hash)
         case .access(let items): for (hash, time) in items { touch(hash, atMilliseconds: time) }
         case .clear: removeAll()
-        case .close: break
+        case .close, .checkpoint: break
         }
     }
 }

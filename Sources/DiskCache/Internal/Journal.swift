@@ -4,11 +4,12 @@
 /// ```
 /// header (16 bytes)
 ///   "DCJOURNL"            magic, 8 bytes
-///   version   u32 LE      journalVersion (1)
+///   version   u32 LE      journalVersion (2; version 1 has no PUT+FILE or CHECKPOINT records)
 ///   check     u32 LE      low 32 bits of XXH3-64 over the 12 bytes before it
 /// record (13 + length bytes), repeated
 ///   length    u32 LE      payload length
-///   type      u8          PUT 0x01, REMOVE 0x02, ACCESS 0x03, CLEAR 0x04, CLOSE 0x05
+///   type      u8          PUT 0x01, REMOVE 0x02, ACCESS 0x03, CLEAR 0x04, CLOSE 0x05,
+///                         PUT+FILE 0x06, CHECKPOINT 0x07
 ///   payload   length bytes
 ///   checksum  u64 LE      XXH3-64 over length, type and payload
 /// PUT payload (61 bytes)
@@ -20,6 +21,13 @@
 ///   created   i64 LE      ms since 1970
 ///   accessed  i64 LE      ms since 1970
 ///   expires   i64 LE      ms since 1970 (0 when flag bit 1 is clear)
+/// PUT+FILE payload (61 + metaSize bytes): a PUT payload, then the whole `.meta` file it commits
+///   (`.immediate` puts of an inline body: the record is made durable, the file is not; see
+///   `DiskCache.commitPut`). After an unclean shutdown the open rewrites the file from here
+///   when it does not match (`Opener.restoreCarriedFiles`).
+/// CHECKPOINT payload: offset u64 LE. Every PUT+FILE record that starts before this offset in
+///   this file has its files durable (a `syncfs` finished after they were written), so
+///   recovery need not look at them.
 /// REMOVE payload: hash (16 bytes)
 /// ACCESS payload: n × (hash 16 bytes, accessed i64 LE ms)
 /// CLEAR, CLOSE: empty. CLOSE marks a clean shutdown; a journal that does not end in
@@ -38,7 +46,7 @@ enum Journal {
     /// Where a journal whose header cannot be read is moved before the recovery scan, for inspection.
     static let journalCorruptFileName = "journal.corrupt"
     static let magic: [UInt8] = Array("DCJOURNL".utf8)
-    static let journalVersion: UInt32 = 1
+    static let journalVersion: UInt32 = 2
     static let headerSize = 16
     /// length + type before the payload, checksum after it.
     static let recordOverhead = 13
@@ -52,7 +60,13 @@ enum Journal {
         case access = 0x03
         case clear = 0x04
         case close = 0x05
+        case putWithFile = 0x06
+        case checkpoint = 0x07
     }
+
+    /// The largest `.meta` file a PUT+FILE record carries; a larger inline entry is committed
+    /// with its files synced instead (see `DiskCache.commitPut`).
+    static let maximumCarriedFile = 256 << 10
 
     static let putPayloadSize = 61
     static let putRecordSize = recordOverhead + putPayloadSize
@@ -80,10 +94,14 @@ enum Journal {
         case access([(KeyHash, Int64)])
         case clear
         case close
+        /// Files of PUT+FILE records before this offset are durable. (A PUT+FILE record reads
+        /// as `.put`; its file bytes are found with ``carriedFile(_:at:)``.)
+        case checkpoint(Int64)
 
         static func == (a: Record, b: Record) -> Bool {
             switch (a, b) {
             case let (.put(x), .put(y)): return x == y
+            case let (.checkpoint(x), .checkpoint(y)): return x == y
             case let (.remove(x), .remove(y)): return x == y
             case let (.access(x), .access(y)): return x.count == y.count && zip(x, y).allSatisfy { $0 == $1 }
             case (.clear, .clear), (.close, .close): return true
@@ -130,7 +148,28 @@ enum Journal {
             out.append(RecordType.clear.rawValue)
         case .close:
             out.append(RecordType.close.rawValue)
+        case .checkpoint(let offset):
+            out.append(RecordType.checkpoint.rawValue)
+            appendLE(UInt64(bitPattern: offset), size: 8, to: &out)
         }
+        finish(from: start, into: &out)
+    }
+
+    /// A PUT+FILE record: `put` and the `.meta` file's bytes, given in pieces (`put.metaSize`
+    /// bytes in all).
+    static func encodePut(_ put: Put, carrying file: [UnsafeRawBufferPointer]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(putRecordSize + Int(put.metaSize))
+        encode(.put(put), into: &out)
+        out.removeLast(8)
+        out[4] = RecordType.putWithFile.rawValue
+        for piece in file { out.append(contentsOf: piece) }
+        finish(from: 0, into: &out)
+        return out
+    }
+
+    /// Writes the payload length of the record that starts at `start`, and appends its checksum.
+    private static func finish(from start: Int, into out: inout [UInt8]) {
         let length = UInt32(out.count - start - 5)
         out.withUnsafeMutableBytes { buffer in
             buffer.storeBytes(of: length.littleEndian, toByteOffset: start, as: UInt32.self)
@@ -166,6 +205,11 @@ enum Journal {
         case unreadable
     }
 
+    /// The version a journal's header names (call after ``checkHeader(_:)`` found it valid).
+    static func version(of bytes: UnsafeRawBufferPointer) -> UInt32 {
+        bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self).littleEndian
+    }
+
     static func checkHeader(_ bytes: UnsafeRawBufferPointer) -> HeaderStatus {
         guard bytes.count >= headerSize, Array(bytes[0..<8]) == magic else { return .unreadable }
         let check = Checksum.xxh3(UnsafeRawBufferPointer(rebasing: bytes[0..<12]))
@@ -191,6 +235,8 @@ enum Journal {
         var endedCleanly = false
         /// Where the last valid record starts.
         var lastRecordStart = headerSize
+        /// PUT+FILE records read.
+        var carriedFiles = 0
     }
 
     /// Reads every valid record after the header, calling `apply` for each.
@@ -203,13 +249,20 @@ enum Journal {
     /// `start` is where the first record is: after the header for a whole journal, 0 for the
     /// records a follower reads from the middle of one.
     static func replay(_ bytes: UnsafeRawBufferPointer, from start: Int = headerSize, apply: (Record) -> Void) -> ReplaySummary {
+        replay(bytes, from: start) { record, _, _ in apply(record) }
+    }
+
+    /// ``replay(_:from:apply:)`` that also hands `apply` each record's type and offset.
+    static func replay(_ bytes: UnsafeRawBufferPointer, from start: Int = headerSize,
+                       applyAt apply: (Record, RecordType, Int) -> Void) -> ReplaySummary {
         var summary = ReplaySummary(validLength: start, lastRecordStart: start)
         var offset = start
         var lastType: RecordType?
         while offset < bytes.count {
             if let (record, type, length) = decodeRecord(bytes, at: offset) {
-                apply(record)
+                apply(record, type, offset)
                 summary.records += 1
+                if type == .putWithFile { summary.carriedFiles += 1 }
                 summary.lastRecordStart = offset
                 lastType = type
                 offset += length
@@ -244,6 +297,11 @@ enum Journal {
         let payload = offset + 5
         switch type {
         case .put: guard length == putPayloadSize else { return nil }
+        case .putWithFile:
+            guard length > putPayloadSize, length - putPayloadSize <= maximumCarriedFile,
+                  Int(bytes.loadUnaligned(fromByteOffset: payload + 24, as: UInt32.self).littleEndian) == length - putPayloadSize
+            else { return nil }
+        case .checkpoint: guard length == 8 else { return nil }
         case .remove: guard length == 16 else { return nil }
         case .access: guard length % accessItemSize == 0, length > 0 else { return nil }
         case .clear, .close: guard length == 0 else { return nil }
@@ -257,7 +315,7 @@ enum Journal {
 
         let record: Record
         switch type {
-        case .put:
+        case .put, .putWithFile:
             let flags = bytes[payload + 28]
             let size = Int64(bitPattern: u64(payload + 16))
             let metaSize = bytes.loadUnaligned(fromByteOffset: payload + 24, as: UInt32.self).littleEndian
@@ -287,7 +345,37 @@ enum Journal {
             record = .clear
         case .close:
             record = .close
+        case .checkpoint:
+            let offset = Int64(bitPattern: u64(payload))
+            guard offset >= 0 else { return nil }
+            record = .checkpoint(offset)
         }
         return (record, type, recordOverhead + length)
+    }
+
+    /// Where the `.meta` file's bytes are in the PUT+FILE record that starts at `offset`.
+    static func carriedFile(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> Range<Int> {
+        let length = Int(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndian)
+        return (offset + 5 + putPayloadSize)..<(offset + 5 + length)
+    }
+
+    /// The PUT+FILE records a recovery must check: for each key, its last one, if no later
+    /// record (a PUT, REMOVE or CLEAR) superseded it and no CHECKPOINT past its offset says its
+    /// files are durable.
+    static func uncheckpointedCarriedFiles(_ bytes: UnsafeRawBufferPointer) -> [(Put, file: Range<Int>)] {
+        var latest: [KeyHash: (Put, Int)] = [:]
+        var checkpoint = 0
+        _ = replay(bytes) { record, type, offset in
+            switch record {
+            case .put(let put):
+                if type == .putWithFile { latest[put.hash] = (put, offset) } else { latest[put.hash] = nil }
+            case .remove(let hash): latest[hash] = nil
+            case .clear: latest.removeAll()
+            case .checkpoint(let end): checkpoint = max(checkpoint, Int(clamping: end))
+            case .access, .close: break
+            }
+        }
+        return latest.values.filter { $0.1 >= checkpoint }.sorted { $0.1 < $1.1 }
+            .map { ($0.0, carriedFile(bytes, at: $0.1)) }
     }
 }

@@ -56,8 +56,15 @@ final class Maintenance: Sendable {
         var tick = interval
         if let sweep = owner.configuration.sweepInterval { tick = min(tick, sweep) }
         timer.withLock { $0 = Self.timer(on: queue, every: tick) { [weak owner] in owner?.maintenanceTick() } }
-        if case .batched(let batch) = owner.configuration.durability.mode {
+        switch owner.configuration.durability.mode {
+        case .batched(let batch):
             commitTimer.withLock { $0 = Self.timer(on: commitQueue, every: batch) { [weak owner] in owner?.groupCommit() } }
+        case .immediate:
+            commitTimer.withLock {
+                $0 = Self.timer(on: commitQueue, every: owner.configuration.checkpointInterval) { [weak owner] in owner?.checkpoint() }
+            }
+        case .none:
+            break
         }
         if scanForOrphans {
             async(owner: owner) { $0.removeOrphans() }
@@ -149,6 +156,44 @@ extension DiskCache {
         if needsCompaction { compactJournal() }
         if maintenance.sweepCheckIsDue(interval: configuration.sweepInterval), sweepIsDue(now: configuration.clock()) {
             runSweep()
+        }
+    }
+
+    /// `.immediate` mode's checkpoint, on the group-commit queue every
+    /// `configuration.checkpointInterval` (1 s) when this instance appended a PUT+FILE record since the
+    /// last: one `syncfs` makes the files of every record before the journal's current end
+    /// durable, and a CHECKPOINT record of that offset tells a recovery it need not look at
+    /// them. The record is not synced: lost in a power cut, it only makes the recovery look at
+    /// more records.
+    func checkpoint() {
+        let due = state.withLock { state -> (generation: Int, end: Int64, journal: FileDescriptor)? in
+            guard state.needsCheckpoint, !state.isClosed else { return nil }
+            state.needsCheckpoint = false
+            return (state.journalGeneration, state.journalLength, state.journal)
+        }
+        guard let due else { return }
+        do throws(DiskCacheError) {
+            try syncFiles(through: due)
+        } catch DiskCacheError.Code.closed {
+        } catch {
+            state.withLock { $0.needsCheckpoint = true }
+            logger.error("Checkpoint failed; will retry", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// One `syncfs`: every file written before the records up to `due.end` were appended is
+    /// durable after it. When the journal holds PUT+FILE records, a CHECKPOINT record of
+    /// `due.end` then says so (unless a compaction replaced the file meanwhile).
+    func syncFiles(through due: (generation: Int, end: Int64, journal: FileDescriptor)) throws(DiskCacheError) {
+        try Syscall.syncFileSystem(due.journal.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
+        try state.withLock { state throws(DiskCacheError) in
+            guard state.journalCarriesFiles, !state.isClosed else { return }
+            _ = try state.append(path: layout.journal) { state -> (bytes: [UInt8], records: Int, result: Void)? in
+                // After a compaction (whose new file has no record to check before its tail):
+                // nothing to mark.
+                guard state.journalGeneration == due.generation else { return nil }
+                return (Journal.encode(.checkpoint(due.end)), 1, ())
+            }
         }
     }
 
@@ -257,6 +302,11 @@ extension DiskCache {
             try buffer.withUnsafeBytes { Syscall.pwriteAll(file.fd, $0, at: length) }.get(orThrow: "write journal.tmp", path: temp)
             length += Int64(buffer.count)
             buffer.removeAll(keepingCapacity: true)
+        }
+        if state.withLock({ $0.journalCarriesFiles }) {
+            // The snapshot's PUT+FILE records become plain PUTs below: the files they carry,
+            // all written before the snapshot was taken, are made durable first.
+            try Syscall.syncFileSystem(fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
         }
         for (hash, entry) in snapshot.entries {
             let put = Journal.Put(hash: hash, size: entry.size, metaSize: entry.metaSize, isInline: entry.isInline, slot: entry.slot,

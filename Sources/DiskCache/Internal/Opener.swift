@@ -64,7 +64,7 @@ struct Opener {
     private func join(locks: [FileDescriptor], region: SharedRegion) throws(DiskCacheError) -> Opened {
         let mark = try checkVersion()
         let blockSize = Self.blockSize(layout)
-        let (index, records, journal, generation) = try region.withLock(.append) { () throws(DiskCacheError) in
+        let (index, records, journal, generation, carriesFiles) = try region.withLock(.append) { () throws(DiskCacheError) in
             guard case .valid(let bytes) = try readJournal() else {
                 throw DiskCacheError(code: .ioFailure,
                                      message: "The journal is missing or unreadable while other instances have the cache open; close them, and the next open rebuilds it",
@@ -74,12 +74,14 @@ struct Opener {
             let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
             // Up to the last whole record: bytes after it are a dead appender's, which the
             // next append writes over.
-            return (index, summary.records, (FileDescriptor(fd), Int64(summary.validLength)), Int(region[.generation]))
+            return (index, summary.records, (FileDescriptor(fd), Int64(summary.validLength)), Int(region[.generation]),
+                    summary.carriedFiles > 0)
         }
         region.add(.openCount, 1)
         var state = CacheState(index: index, journal: journal.0, journalLength: journal.1,
                                reservedEnd: journal.1, journalRecords: records)
         state.journalGeneration = generation
+        state.journalCarriesFiles = carriesFiles
         state.shared = SharedJournal(region: region, layout: layout, failsSwitch: configuration.failsJournalSwitch)
         state.statistics.recovery.recordsReplayed = records
         state.diskCapacity = configuration.diskCapacity
@@ -130,6 +132,9 @@ struct Opener {
         var index: Index
         var records: Int
         var needsOrphanScan = false
+        var carriesFiles = false
+        // The journal of an unclean shutdown that holds PUT+FILE records.
+        var carriedFilesToCheck: [UInt8]?
         switch contents {
         case .missing:
             (index, records) = try rebuildByScan(blockSize: blockSize, recovery: &recovery)
@@ -168,10 +173,18 @@ struct Opener {
                 }
             }
             needsOrphanScan = !summary.endedCleanly || summary.corruptRegions > 0
+            carriesFiles = summary.carriedFiles > 0
+            if !summary.endedCleanly && summary.carriedFiles > 0 { carriedFilesToCheck = bytes }
+            if bytes.withUnsafeBytes({ Journal.version(of: $0) }) < Journal.journalVersion {
+                try upgradeJournalHeader()
+            }
         }
 
         index.shrinkToFit()
         if version < Layout.flatShardsVersion { try migrateFromFormat1(index) }
+        if let carriedFilesToCheck {
+            recovery.filesRestoredFromJournal = restoreCarriedFiles(carriedFilesToCheck, index: index)
+        }
 
         let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
         let journal = FileDescriptor(fd)
@@ -189,6 +202,7 @@ struct Opener {
             state.shared = SharedJournal(region: region, layout: layout, failsSwitch: configuration.failsJournalSwitch)
         }
         state.statistics.recovery = recovery
+        state.journalCarriesFiles = carriesFiles
         state.orphanScanPending = needsOrphanScan
         state.diskCapacity = configuration.diskCapacity
         state.countLimit = configuration.countLimit
@@ -569,6 +583,47 @@ struct Opener {
         case missing
         case unreadable
         case valid([UInt8])
+    }
+
+    /// After an unclean shutdown: rewrites the `.meta` files that PUT+FILE records after the last
+    /// checkpoint carry, for the entries they still commit, where the file differs from the
+    /// record (a power cut took the unsynced file or part of it); each rewritten file, then its
+    /// shard directory, is synced. Returns how many were rewritten. A file that cannot be
+    /// written is left for the first read to find damaged (a miss, the entry removed).
+    private func restoreCarriedFiles(_ bytes: [UInt8], index: Index) -> Int {
+        bytes.withUnsafeBytes { journal in
+            var restored = 0
+            var shards: Set<String> = []
+            for (put, range) in Journal.uncheckpointedCarriedFiles(journal) {
+                guard let entry = index[put.hash], entry.slot == put.slot, entry.isSameCommit(as: IndexEntry(put)) else { continue }
+                let file = UnsafeRawBufferPointer(rebasing: journal[range])
+                let path = layout.metaFile(put.hash, slot: put.slot)
+                if case .success(let existing?) = FileIO.readAll(path, limit: file.count, in: layout.directory),
+                   existing.elementsEqual(file) { continue }
+                switch FileIO.writeEntryFile(path, [file], sync: true, in: layout.directory) {
+                case .success:
+                    restored += 1
+                    shards.insert(layout.shardDirectory(put.hash))
+                case .failure(let error):
+                    logger.warning("Could not restore an entry file from the journal", metadata: ["path": "\(path)", "error": "\(error)"])
+                }
+            }
+            for shard in shards.sorted() { _ = layout.directory.fsyncDirectory(shard) }
+            if restored > 0 {
+                logger.warning("Restored entry files from the journal after an unclean shutdown", metadata: ["count": "\(restored)"])
+            }
+            return restored
+        }
+    }
+
+    /// Rewrites a version-1 journal's header as the current version, durably, before records
+    /// version 1 does not know can be appended (an older library then refuses the journal
+    /// instead of skipping those records as damage).
+    private func upgradeJournalHeader() throws(DiskCacheError) {
+        let fd = try layout.directory.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
+        defer { Syscall.close(fd) }
+        try Journal.header().withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 0) }.get(orThrow: "write the journal's header", path: layout.journal)
+        try Syscall.fsync(fd).get(orThrow: "sync the journal", path: layout.journal)
     }
 
     private func readJournal() throws(DiskCacheError) -> JournalContents {
