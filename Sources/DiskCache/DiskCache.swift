@@ -276,8 +276,10 @@ public final class DiskCache: Sendable {
     /// not use (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600, one `pwritev(2)` each: the metadata file
     /// holds the body too when it is at most ``Configuration/inlineThreshold``), appends a PUT
     /// record to the journal (the commit point), then unlinks the previous slot's files. With
-    /// `.immediate` durability it also fsyncs the files, then the shard directory, before the
-    /// append, and the journal after it.
+    /// `.immediate` durability it also fsyncs the journal after the append; before it, an inline
+    /// entry whose metadata file is at most 256 KiB has the whole file copied into its record
+    /// (PUT+FILE, synced by a checkpoint within a second), and any other entry has its files,
+    /// then the shard directory, fsynced.
     public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil) throws {
         let hash = configuration.keyHasher.hash(key)
         let now = configuration.clock()

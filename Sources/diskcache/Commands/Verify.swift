@@ -117,6 +117,9 @@ struct Verify: ParsableCommand {
         if recovery.temporaryFilesRemoved > 0 {
             repairs.insert("Removed \(Self.count(recovery.temporaryFilesRemoved, "leftover file", "leftover files")) from tmp/ (when the cache was opened)", at: 0)
         }
+        if recovery.filesRestoredFromJournal > 0 {
+            repairs.insert("Rewrote \(Self.count(recovery.filesRestoredFromJournal, "entry file", "entry files")) an unclean shutdown had lost from the journal records that carry them (when the cache was opened)", at: 0)
+        }
         if recovery.rebuiltByScan {
             repairs.insert("Rebuilt the journal by scanning the entry files (\(recovery.entriesRecoveredByScan) entries)", at: 0)
         }
