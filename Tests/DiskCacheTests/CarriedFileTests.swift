@@ -121,6 +121,32 @@ struct CarriedFileTests {
         try unsynced.close()
     }
 
+    /// A CHECKPOINT covers the PUT+FILE records before the journal's end when its checkpoint
+    /// began, named by its distance back from itself: still true after a compaction copies it
+    /// and the records around it into a new file at other offsets (an absolute offset would
+    /// then cover records the checkpoint never synced).
+    @Test func aCheckpointCoversTheSameRecordsWhereverACompactionMovesIt() throws {
+        func put(_ n: UInt64, file: [UInt8]) -> Journal.Put {
+            Journal.Put(hash: KeyHash(high: n, low: n), size: Int64(file.count), metaSize: UInt32(file.count), isInline: true,
+                        slot: 0, checksum: n, created: 1, accessed: 1, expires: nil)
+        }
+        let early = [UInt8](repeating: 1, count: 40)
+        let late = [UInt8](repeating: 2, count: 40)
+        var tail = early.withUnsafeBytes { Journal.encodePut(put(1, file: early), carrying: [$0]) }
+        let covered = tail.count  // the checkpoint began when the journal ended here
+        tail += late.withUnsafeBytes { Journal.encodePut(put(2, file: late), carrying: [$0]) }
+        tail += Journal.encode(.checkpoint(back: Int64(tail.count - covered)))
+        func uncheckpointed(_ journal: [UInt8]) -> [UInt64] {
+            journal.withUnsafeBytes { Journal.uncheckpointedCarriedFiles($0).map { $0.0.hash.high } }
+        }
+        // As written: the late record went in after the checkpoint began, so it is not covered.
+        #expect(uncheckpointed(Journal.header() + tail) == [2])
+        // The same records after a compaction that wrote other records before them.
+        let manyPuts = (3..<40).flatMap { Journal.encode(.put(put(UInt64($0), file: []))) }
+        #expect(uncheckpointed(Journal.header() + manyPuts + tail) == [2])
+        #expect(uncheckpointed(Journal.header() + tail + Journal.encode(.checkpoint(back: 0))) == [])
+    }
+
     /// A journal of version 1 (which has no PUT+FILE records) is read as it is and its header
     /// rewritten as the current version before anything is appended: an older library then
     /// refuses the journal instead of skipping records it does not know as damage.

@@ -25,9 +25,10 @@
 ///   (`.immediate` puts of an inline body: the record is made durable, the file is not; see
 ///   `DiskCache.commitPut`). After an unclean shutdown the open rewrites the file from here
 ///   when it does not match (`Opener.restoreCarriedFiles`).
-/// CHECKPOINT payload: offset u64 LE. Every PUT+FILE record that starts before this offset in
-///   this file has its files durable (a `syncfs` finished after they were written), so
-///   recovery need not look at them.
+/// CHECKPOINT payload: back u64 LE. Every PUT+FILE record that starts before the offset `back`
+///   bytes before this record has its files durable (a `syncfs` finished after they were
+///   written), so recovery need not look at them. Relative, so that a compaction copying the
+///   records after its snapshot into a new file (at other offsets) keeps it true.
 /// REMOVE payload: hash (16 bytes)
 /// ACCESS payload: n × (hash 16 bytes, accessed i64 LE ms)
 /// CLEAR, CLOSE: empty. CLOSE marks a clean shutdown; a journal that does not end in
@@ -94,9 +95,10 @@ enum Journal {
         case access([(KeyHash, Int64)])
         case clear
         case close
-        /// Files of PUT+FILE records before this offset are durable. (A PUT+FILE record reads
-        /// as `.put`; its file bytes are found with ``carriedFile(_:at:)``.)
-        case checkpoint(Int64)
+        /// Files of PUT+FILE records that start more than this many bytes before this record
+        /// are durable. (A PUT+FILE record reads as `.put`; its file bytes are found with
+        /// ``carriedFile(_:at:)``.)
+        case checkpoint(back: Int64)
 
         static func == (a: Record, b: Record) -> Bool {
             switch (a, b) {
@@ -148,9 +150,9 @@ enum Journal {
             out.append(RecordType.clear.rawValue)
         case .close:
             out.append(RecordType.close.rawValue)
-        case .checkpoint(let offset):
+        case .checkpoint(let back):
             out.append(RecordType.checkpoint.rawValue)
-            appendLE(UInt64(bitPattern: offset), size: 8, to: &out)
+            appendLE(UInt64(bitPattern: back), size: 8, to: &out)
         }
         finish(from: start, into: &out)
     }
@@ -346,9 +348,9 @@ enum Journal {
         case .close:
             record = .close
         case .checkpoint:
-            let offset = Int64(bitPattern: u64(payload))
-            guard offset >= 0 else { return nil }
-            record = .checkpoint(offset)
+            let back = Int64(bitPattern: u64(payload))
+            guard back >= 0 else { return nil }
+            record = .checkpoint(back: back)
         }
         return (record, type, recordOverhead + length)
     }
@@ -360,8 +362,8 @@ enum Journal {
     }
 
     /// The PUT+FILE records a recovery must check: for each key, its last one, if no later
-    /// record (a PUT, REMOVE or CLEAR) superseded it and no CHECKPOINT past its offset says its
-    /// files are durable.
+    /// record (a PUT, REMOVE or CLEAR) superseded it and no CHECKPOINT that covers its offset
+    /// says its files are durable.
     static func uncheckpointedCarriedFiles(_ bytes: UnsafeRawBufferPointer) -> [(Put, file: Range<Int>)] {
         var latest: [KeyHash: (Put, Int)] = [:]
         var checkpoint = 0
@@ -371,7 +373,7 @@ enum Journal {
                 if type == .putWithFile { latest[put.hash] = (put, offset) } else { latest[put.hash] = nil }
             case .remove(let hash): latest[hash] = nil
             case .clear: latest.removeAll()
-            case .checkpoint(let end): checkpoint = max(checkpoint, Int(clamping: end))
+            case .checkpoint(let back): checkpoint = max(checkpoint, offset - Int(back))
             case .access, .close: break
             }
         }

@@ -162,8 +162,8 @@ extension DiskCache {
     /// `.immediate` mode's checkpoint, on the group-commit queue every
     /// `configuration.checkpointInterval` (1 s) when this instance appended a PUT+FILE record since the
     /// last: one `syncfs` makes the files of every record before the journal's current end
-    /// durable, and a CHECKPOINT record of that offset tells a recovery it need not look at
-    /// them. The record is not synced: lost in a power cut, it only makes the recovery look at
+    /// durable, and a CHECKPOINT record covering that offset tells a recovery it need not look
+    /// at them. The record is not synced: lost in a power cut, it only makes the recovery look at
     /// more records.
     func checkpoint() {
         let due = state.withLock { state -> (generation: Int, end: Int64, journal: FileDescriptor)? in
@@ -182,8 +182,9 @@ extension DiskCache {
     }
 
     /// One `syncfs`: every file written before the records up to `due.end` were appended is
-    /// durable after it. When the journal holds PUT+FILE records, a CHECKPOINT record of
-    /// `due.end` then says so (unless a compaction replaced the file meanwhile).
+    /// durable after it. When the journal holds PUT+FILE records, a CHECKPOINT record then says
+    /// so, naming `due.end` by its distance back from the record (unless a compaction replaced
+    /// the file meanwhile).
     func syncFiles(through due: (generation: Int, end: Int64, journal: FileDescriptor)) throws(DiskCacheError) {
         try Syscall.syncFileSystem(due.journal.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
         try state.withLock { state throws(DiskCacheError) in
@@ -192,7 +193,8 @@ extension DiskCache {
                 // After a compaction (whose new file has no record to check before its tail):
                 // nothing to mark.
                 guard state.journalGeneration == due.generation else { return nil }
-                return (Journal.encode(.checkpoint(due.end)), 1, ())
+                // The record goes at `journalLength`: it covers what lies `back` bytes before it.
+                return (Journal.encode(.checkpoint(back: state.journalLength - due.end)), 1, ())
             }
         }
     }
