@@ -669,7 +669,7 @@ extension DiskCache {
         cdiskcache_set_reads_without_waiting(1)
         defer { cdiskcache_set_reads_without_waiting(0) }
         let value = try body()
-        return (value, cdiskcache_read_would_have_waited() != 0)
+        return (value, readGaveUpWaiting)
     }
 
     /// A read on this thread inside ``withoutWaitingForDisk(_:)`` gave up rather than wait:

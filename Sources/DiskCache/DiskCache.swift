@@ -411,17 +411,7 @@ public final class DiskCache: Sendable {
     /// the `syncfs`; see <doc:ChoosingADurabilityMode>).
     public func flush() throws {
         try flushPendingAccess()
-        let target = state.withLock { state in
-            state.needsCheckpoint = false
-            return (generation: state.journalGeneration, end: state.journalLength, journal: state.journal)
-        }
-        do throws(DiskCacheError) {
-            try syncFiles(through: target)
-        } catch {
-            state.withLock { $0.needsCheckpoint = true }
-            throw error
-        }
-        try syncJournal(through: (target.generation, target.end))
+        if let synced = try syncFiles(onlyIfNeeded: false) { try syncJournal(through: synced) }
     }
 
     /// Journals what is pending, marks a clean shutdown, releases the directory lock and

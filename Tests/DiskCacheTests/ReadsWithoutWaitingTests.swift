@@ -48,6 +48,16 @@ struct ReadsWithoutWaitingTests {
         #expect(!body.waited && body.value?.size == Int64(large.count))
         if case .file(let descriptor)? = body.value?.source { close(descriptor) }
         #expect(cache.statistics.hits == before.hits + 5 && cache.statistics.misses == before.misses)
+
+        // Only the body file gone from the page cache: the read that hashes a body file as it
+        // reads it, and the check of a body file in place, give up too.
+        #expect(PageCache.dropEntryFiles(under: dir.cache, extensions: ["body"]), "a body stayed in the page cache")
+        let bodyGone = DiskCache.withoutWaitingForDisk { cache.data(for: "large") }
+        #expect(bodyGone.value == nil && bodyGone.waited)
+        let bodyUnchecked = DiskCache.withoutWaitingForDisk { try? cache.checkedBody(for: "large") }
+        #expect(bodyUnchecked.value == nil && bodyUnchecked.waited)
+        #expect(cache.statistics.hits == before.hits + 5 && cache.statistics.misses == before.misses)
+        #expect(cache.contains("large"))
     }
 
     @Test func aTieredReadThatWouldWaitCountsNoMiss() throws {

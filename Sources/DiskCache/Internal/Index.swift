@@ -150,7 +150,7 @@ struct Index {
 
     /// log2 of the bucket count: how many low bits of a bucket hold the position.
     @inline(__always)
-    private var positionBits: Int { mask.nonzeroBitCount }
+    private var positionBits: Int { Int.bitWidth - mask.leadingZeroBitCount }  // mask is 2^n - 1
 
     /// `hash`'s tag, placed above the position bits (0 when a position needs all 32 bits).
     @inline(__always)

@@ -237,8 +237,37 @@ enum Journal {
         var endedCleanly = false
         /// Where the last valid record starts.
         var lastRecordStart = headerSize
-        /// PUT+FILE records read.
-        var carriedFiles = 0
+        /// The PUT+FILE records read, as far as a recovery needs them.
+        var carried = CarriedFiles()
+    }
+
+    /// The PUT+FILE records of a replay that no CHECKPOINT covers: where each key's last one
+    /// starts. Whether that record still commits the key's entry is the index's to say.
+    struct CarriedFiles: Equatable {
+        /// PUT+FILE records read, covered or not.
+        var count = 0
+        /// Records that start before this offset have durable files (the furthest a CHECKPOINT
+        /// covers).
+        var covered = 0
+        /// Where each key's last PUT+FILE record at or after `covered` starts.
+        private var lastOffsets: [KeyHash: Int] = [:]
+
+        mutating func note(_ record: Record, _ type: RecordType, at offset: Int) {
+            switch record {
+            case .put(let put) where type == .putWithFile:
+                count += 1
+                lastOffsets[put.hash] = offset
+            case .checkpoint(let back):
+                covered = max(covered, offset - Int(back))
+                // Dropped as they are covered, so that this holds at most a checkpoint's worth.
+                lastOffsets = lastOffsets.filter { $0.value >= covered }
+            default:
+                break
+            }
+        }
+
+        /// The records' offsets, in journal order.
+        var uncovered: [Int] { lastOffsets.values.filter { $0 >= covered }.sorted() }
     }
 
     /// Reads every valid record after the header, calling `apply` for each.
@@ -264,7 +293,7 @@ enum Journal {
             if let (record, type, length) = decodeRecord(bytes, at: offset) {
                 apply(record, type, offset)
                 summary.records += 1
-                if type == .putWithFile { summary.carriedFiles += 1 }
+                summary.carried.note(record, type, at: offset)
                 summary.lastRecordStart = offset
                 lastType = type
                 offset += length
@@ -359,25 +388,5 @@ enum Journal {
     static func carriedFile(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> Range<Int> {
         let length = Int(bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self).littleEndian)
         return (offset + 5 + putPayloadSize)..<(offset + 5 + length)
-    }
-
-    /// The PUT+FILE records a recovery must check: for each key, its last one, if no later
-    /// record (a PUT, REMOVE or CLEAR) superseded it and no CHECKPOINT that covers its offset
-    /// says its files are durable.
-    static func uncheckpointedCarriedFiles(_ bytes: UnsafeRawBufferPointer) -> [(Put, file: Range<Int>)] {
-        var latest: [KeyHash: (Put, Int)] = [:]
-        var checkpoint = 0
-        _ = replay(bytes) { record, type, offset in
-            switch record {
-            case .put(let put):
-                if type == .putWithFile { latest[put.hash] = (put, offset) } else { latest[put.hash] = nil }
-            case .remove(let hash): latest[hash] = nil
-            case .clear: latest.removeAll()
-            case .checkpoint(let back): checkpoint = max(checkpoint, offset - Int(back))
-            case .access, .close: break
-            }
-        }
-        return latest.values.filter { $0.1 >= checkpoint }.sorted { $0.1 < $1.1 }
-            .map { ($0.0, carriedFile(bytes, at: $0.1)) }
     }
 }

@@ -166,19 +166,32 @@ extension DiskCache {
     /// at them. The record is not synced: lost in a power cut, it only makes the recovery look at
     /// more records.
     func checkpoint() {
+        do throws(DiskCacheError) {
+            try syncFiles(onlyIfNeeded: true)
+        } catch DiskCacheError.Code.closed {
+        } catch {
+            logger.error("Checkpoint failed; will retry", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// ``syncFiles(through:)`` up to the journal's current end, returning that end; with
+    /// `onlyIfNeeded`, nothing (nil) unless this instance appended a PUT+FILE record since the
+    /// last checkpoint began. A failure leaves the checkpoint due.
+    @discardableResult
+    func syncFiles(onlyIfNeeded: Bool) throws(DiskCacheError) -> (generation: Int, end: Int64)? {
         let due = state.withLock { state -> (generation: Int, end: Int64, journal: FileDescriptor)? in
-            guard state.needsCheckpoint, !state.isClosed else { return nil }
+            guard !onlyIfNeeded || (state.needsCheckpoint && !state.isClosed) else { return nil }
             state.needsCheckpoint = false
             return (state.journalGeneration, state.journalLength, state.journal)
         }
-        guard let due else { return }
+        guard let due else { return nil }
         do throws(DiskCacheError) {
             try syncFiles(through: due)
-        } catch DiskCacheError.Code.closed {
         } catch {
             state.withLock { $0.needsCheckpoint = true }
-            logger.error("Checkpoint failed; will retry", metadata: ["error": "\(error)"])
+            throw error
         }
+        return (due.generation, due.end)
     }
 
     /// One `syncfs`: every file written before the records up to `due.end` were appended is

@@ -75,7 +75,7 @@ struct Opener {
             // Up to the last whole record: bytes after it are a dead appender's, which the
             // next append writes over.
             return (index, summary.records, (FileDescriptor(fd), Int64(summary.validLength)), Int(region[.generation]),
-                    summary.carriedFiles > 0)
+                    summary.carried.count > 0)
         }
         region.add(.openCount, 1)
         var state = CacheState(index: index, journal: journal.0, journalLength: journal.1,
@@ -133,8 +133,8 @@ struct Opener {
         var records: Int
         var needsOrphanScan = false
         var carriesFiles = false
-        // The journal of an unclean shutdown that holds PUT+FILE records.
-        var carriedFilesToCheck: [UInt8]?
+        // After an unclean shutdown: the journal, and the PUT+FILE records in it to check.
+        var carriedFilesToCheck: (journal: [UInt8], offsets: [Int])?
         switch contents {
         case .missing:
             (index, records) = try rebuildByScan(blockSize: blockSize, recovery: &recovery)
@@ -173,8 +173,8 @@ struct Opener {
                 }
             }
             needsOrphanScan = !summary.endedCleanly || summary.corruptRegions > 0
-            carriesFiles = summary.carriedFiles > 0
-            if !summary.endedCleanly && summary.carriedFiles > 0 { carriedFilesToCheck = bytes }
+            carriesFiles = summary.carried.count > 0
+            if !summary.endedCleanly && carriesFiles { carriedFilesToCheck = (bytes, summary.carried.uncovered) }
             if bytes.withUnsafeBytes({ Journal.version(of: $0) }) < Journal.journalVersion {
                 try upgradeJournalHeader()
             }
@@ -183,7 +183,8 @@ struct Opener {
         index.shrinkToFit()
         if version < Layout.flatShardsVersion { try migrateFromFormat1(index) }
         if let carriedFilesToCheck {
-            recovery.filesRestoredFromJournal = restoreCarriedFiles(carriedFilesToCheck, index: index)
+            recovery.filesRestoredFromJournal = restoreCarriedFiles(carriedFilesToCheck.journal, at: carriedFilesToCheck.offsets,
+                                                                    index: index)
         }
 
         let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
@@ -585,18 +586,21 @@ struct Opener {
         case valid([UInt8])
     }
 
-    /// After an unclean shutdown: rewrites the `.meta` files that PUT+FILE records after the last
-    /// checkpoint carry, for the entries they still commit, where the file differs from the
-    /// record (a power cut took the unsynced file or part of it); each rewritten file, then its
-    /// shard directory, is synced. Returns how many were rewritten. A file that cannot be
-    /// written is left for the first read to find damaged (a miss, the entry removed).
-    private func restoreCarriedFiles(_ bytes: [UInt8], index: Index) -> Int {
+    /// After an unclean shutdown: rewrites the `.meta` files that the PUT+FILE records at
+    /// `offsets` (those no checkpoint covers, ``Journal/CarriedFiles/uncovered``) carry, for the
+    /// entries they still commit (a later PUT, REMOVE or CLEAR left another entry, or none, in
+    /// the index), where the file differs from the record (a power cut took the unsynced file
+    /// or part of it); each rewritten file, then its shard directory, is synced. Returns how
+    /// many were rewritten. A file that cannot be written is left for the first read to find
+    /// damaged (a miss, the entry removed).
+    private func restoreCarriedFiles(_ bytes: [UInt8], at offsets: [Int], index: Index) -> Int {
         bytes.withUnsafeBytes { journal in
             var restored = 0
             var shards: Set<String> = []
-            for (put, range) in Journal.uncheckpointedCarriedFiles(journal) {
-                guard let entry = index[put.hash], entry.slot == put.slot, entry.isSameCommit(as: IndexEntry(put)) else { continue }
-                let file = UnsafeRawBufferPointer(rebasing: journal[range])
+            for offset in offsets {
+                guard case (.put(let put), _, _)? = Journal.decodeRecord(journal, at: offset),
+                      let entry = index[put.hash], entry.slot == put.slot, entry.isSameCommit(as: IndexEntry(put)) else { continue }
+                let file = UnsafeRawBufferPointer(rebasing: journal[Journal.carriedFile(journal, at: offset)])
                 let path = layout.metaFile(put.hash, slot: put.slot)
                 if case .success(let existing?) = FileIO.readAll(path, limit: file.count, in: layout.directory),
                    existing.elementsEqual(file) { continue }
