@@ -134,6 +134,10 @@ extension DiskCache {
         /// `.immediate` mode: how often the files of PUT+FILE records are made durable and a
         /// CHECKPOINT record says so (``DiskCache/checkpoint()``).
         var checkpointInterval: Duration = .seconds(1)
+        /// Bytes of zeros written ahead of the journal's appends at a time (see
+        /// `CacheState.writeAhead(for:)`); tests make it small, so that their files stay small
+        /// and their appends cross many chunk boundaries.
+        var journalWriteAhead: Int = 1 << 20
         /// When the journal is rewritten: at least this many redundant records, and at least as many as live entries.
         var compactionThreshold: Int = 2000
         /// The `statfs` type of the cache's filesystem; tests pretend it is a network one.

@@ -554,7 +554,7 @@ extension DiskCache {
     }
 
     /// Group commit: returns once the journal is durable through `position`. Concurrent
-    /// callers queue on `syncState`; the first fsyncs everything written so far, and the rest
+    /// callers queue on `syncState`; the first syncs everything written so far, and the rest
     /// find their records already covered.
     func syncJournal(through position: (generation: Int, end: Int64)) throws(DiskCacheError) {
         try syncState.withLock { synced throws(DiskCacheError) in
@@ -566,7 +566,10 @@ extension DiskCache {
                 synced = SyncState(generation: generation, syncedLength: 0)
                 return
             }
-            try Syscall.fsync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
+            // Data only: the records, and the size when an append grew the file. In exclusive
+            // mode appends overwrite zeros written ahead (`CacheState.reserveJournalSpace`), so
+            // this flushes no metadata at all.
+            try Syscall.fdatasync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
             synced = SyncState(generation: generation, syncedLength: length)
         }
     }

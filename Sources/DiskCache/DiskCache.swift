@@ -160,10 +160,7 @@ public final class DiskCache: Sendable {
                 if stillOpen == 0 && !scanDue {
                     _ = try state.append(Journal.encode(.close), records: 1, path: layout.journal)
                 }
-                try state.withAppendLock { state throws(DiskCacheError) in
-                    _ = Syscall.ftruncate(state.journal.fd, state.journalLength)
-                    state.reservedEnd = state.journalLength
-                }
+                try state.withAppendLock { state throws(DiskCacheError) in state.cutJournal() }
             }
         }
     }
@@ -445,9 +442,8 @@ public final class DiskCache: Sendable {
             }
             state.withLock { state in
                 if state.shared == nil {
-                    // Give back blocks reserved past the end of the journal.
-                    _ = Syscall.ftruncate(state.journal.fd, state.journalLength)
-                    state.reservedEnd = state.journalLength
+                    // Give back blocks reserved, and zeros written, past the end of the journal.
+                    state.cutJournal()
                 }
                 state.isClosed = true
             }

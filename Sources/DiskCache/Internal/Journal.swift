@@ -233,6 +233,10 @@ enum Journal {
         var corruptBytes = 0
         /// Bytes after the last good record (a torn or corrupt tail), cut at open.
         var truncatedBytes = 0
+        /// Zero bytes at the end of the file after the last good record and any torn tail: space
+        /// an exclusive instance wrote ahead for its appends (`CacheState.reserveJournalSpace`),
+        /// not damage. Cut at open with the tail.
+        var writtenAhead = 0
         /// The last record was CLOSE.
         var endedCleanly = false
         /// Where the last valid record starts.
@@ -275,7 +279,8 @@ enum Journal {
     /// A record whose length, type or checksum is wrong is not trusted. The reader then looks
     /// for the next offset where a valid record starts (a corrupt record in the middle loses
     /// only the bytes it spans); if none follows, everything from the bad record on is a
-    /// torn tail.
+    /// torn tail. Zeros at the very end are space written ahead (``ReplaySummary/writtenAhead``),
+    /// neither a torn tail nor a place a record could start (a record's type byte is never 0).
     ///
     /// `start` is where the first record is: after the header for a whole journal, 0 for the
     /// records a follower reads from the middle of one.
@@ -289,6 +294,10 @@ enum Journal {
         var summary = ReplaySummary(validLength: start, lastRecordStart: start)
         var offset = start
         var lastType: RecordType?
+        // Where the zeros written ahead begin (a record may itself end in zeros: this can fall
+        // inside the last one).
+        var nonZeroEnd = bytes.count
+        while nonZeroEnd > start && bytes[nonZeroEnd - 1] == 0 { nonZeroEnd -= 1 }
         while offset < bytes.count {
             if let (record, type, length) = decodeRecord(bytes, at: offset) {
                 apply(record, type, offset)
@@ -300,15 +309,21 @@ enum Journal {
                 summary.validLength = offset
                 continue
             }
-            // Resynchronise: the next offset at which a whole valid record parses.
+            guard offset < nonZeroEnd else {
+                summary.writtenAhead = bytes.count - offset
+                break
+            }
+            // Resynchronise: the next offset at which a whole valid record parses (its type
+            // byte, 4 bytes in, before the zeros).
             var probe = offset + 1
             var found: Int?
-            while probe + recordOverhead <= bytes.count {
+            while probe + 4 < nonZeroEnd {
                 if decodeRecord(bytes, at: probe) != nil { found = probe; break }
                 probe += 1
             }
             guard let next = found else {
-                summary.truncatedBytes = bytes.count - offset
+                summary.truncatedBytes = nonZeroEnd - offset
+                summary.writtenAhead = bytes.count - nonZeroEnd
                 break
             }
             summary.corruptRegions += 1

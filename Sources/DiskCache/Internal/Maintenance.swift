@@ -363,6 +363,7 @@ extension DiskCache {
                 state.journalLength = length
                 state.reservedEnd = length
                 state.canReserve = true
+                state.writtenAheadEnd = length
                 state.journalRecords = snapshot.entries.count + (state.journalRecords - snapshot.records)
                 state.journalGeneration += 1
                 if let region = state.shared?.region {
@@ -379,6 +380,7 @@ extension DiskCache {
                     // append lock notices (see `followHoldingAppendLock`).
                     if case .success(let info) = Syscall.fstat(file.fd) { region.nameJournal(info) }
                     region[.end] = UInt64(length)
+                    region[.writtenAhead] = UInt64(length)
                 }
             }
         }

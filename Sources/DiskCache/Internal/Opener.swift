@@ -86,6 +86,7 @@ struct Opener {
         state.statistics.recovery.recordsReplayed = records
         state.diskCapacity = configuration.diskCapacity
         state.countLimit = configuration.countLimit
+        state.writeAheadChunk = Int64(max(configuration.journalWriteAhead, 0))
         state.noteEveryExpiry()
         return Opened(layout: layout.withVersion(Layout.formatVersion), blockSize: blockSize, locks: locks, state: state,
                       needsOrphanScan: false, applicationVersion: mark.application)
@@ -197,6 +198,7 @@ struct Opener {
             region[.base] = UInt64(length)
             region[.baseRecords] = UInt64(records)
             region[.end] = UInt64(length)
+            region[.writtenAhead] = UInt64(length)
             region[.openCount] = 1
             region[.flags] = needsOrphanScan ? SharedRegion.flagOrphanScanDue : 0
             region.nameJournal(status)
@@ -207,6 +209,7 @@ struct Opener {
         state.orphanScanPending = needsOrphanScan
         state.diskCapacity = configuration.diskCapacity
         state.countLimit = configuration.countLimit
+        state.writeAheadChunk = Int64(max(configuration.journalWriteAhead, 0))
         state.noteEveryExpiry()
         return Opened(layout: layout.withVersion(Layout.formatVersion), blockSize: blockSize, locks: locks, state: state,
                       needsOrphanScan: needsOrphanScan, applicationVersion: mark.application)

@@ -31,6 +31,8 @@ import Darwin
 ///                      the journal's true length and which file it is, then clears it)
 ///  72     journalInode the inode and device of the journal file the page describes
 ///  80     journalDevice
+///  88     writtenAhead the journal file holds zeros from `end` up to here, written ahead of the
+///                      appends (a hint: zeros are only ever written at or after `end`)
 /// 4096    the append lock (a pthread mutex, in 64 bytes)
 /// 4160    key stripe i's lock at 4160 + 64 × i, i < 256
 /// ```
@@ -66,7 +68,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
 
     enum Field: Int {
         case generation = 16, base = 24, baseRecords = 32, end = 40, openCount = 48, flags = 56, holderDied = 64
-        case journalInode = 72, journalDevice = 80
+        case journalInode = 72, journalDevice = 80, writtenAhead = 88
     }
     static let flagOrphanScanDue: UInt64 = 1
 

@@ -274,6 +274,13 @@ enum Syscall {
         return observed(retrying { Glibc_fsync(fd) }, .fsync(fd: fd))
     }
 
+    /// `fdatasync(2)`: the file's data, and its size when that changed, made durable; not its
+    /// times. Observers see it as an fsync, which it is for everything the store reads back.
+    static func fdatasync(_ fd: Int32) -> Result<Void, Errno> {
+        if FaultInjection.isActive, FaultInjection.fsyncFails(fd) { return .failure(Errno(rawValue: EIO)) }
+        return observed(retrying { Glibc_fdatasync(fd) }, .fsync(fd: fd))
+    }
+
     /// Passes a successful result's event to the observers.
     @inline(__always)
     private static func observed<T>(_ result: Result<T, Errno>, _ event: @autoclosure () -> FileSystemEvent) -> Result<Void, Errno> {
@@ -458,6 +465,7 @@ typealias Glibc_statvfs_t = statvfs
 @inline(__always) private func Glibc_fstat(_ fd: Int32, _ s: inout stat) -> Int32 { fstat(fd, &s) }
 @inline(__always) private func Glibc_lstat(_ p: String, _ s: inout stat) -> Int32 { lstat(p, &s) }
 @inline(__always) private func Glibc_fsync(_ fd: Int32) -> Int32 { fsync(fd) }
+@inline(__always) private func Glibc_fdatasync(_ fd: Int32) -> Int32 { fdatasync(fd) }
 @inline(__always) private func Glibc_rename(_ a: String, _ b: String) -> Int32 { rename(a, b) }
 @inline(__always) private func Glibc_link(_ a: String, _ b: String) -> Int32 { link(a, b) }
 @inline(__always) private func Glibc_unlink(_ p: String) -> Int32 { unlink(p) }
