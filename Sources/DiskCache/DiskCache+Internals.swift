@@ -566,9 +566,9 @@ extension DiskCache {
                 synced = SyncState(generation: generation, syncedLength: 0)
                 return
             }
-            // Data only: the records, and the size when an append grew the file. In exclusive
-            // mode appends overwrite zeros written ahead (`CacheState.reserveJournalSpace`), so
-            // this flushes no metadata at all.
+            // Data only: the records, and the size when an append grew the file. Appends
+            // overwrite zeros written ahead (`CacheState.writeAhead(for:)`), so as a rule this
+            // flushes no metadata at all.
             try Syscall.fdatasync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
             synced = SyncState(generation: generation, syncedLength: length)
         }

@@ -403,7 +403,7 @@ public final class DiskCache: Sendable {
     /// the durability mode.
     ///
     /// #### Implementation details
-    /// `syncfs(2)` on the cache's filesystem (bodies, metadata and directories), then `fsync(2)`
+    /// `syncfs(2)` on the cache's filesystem (bodies, metadata and directories), then `fdatasync(2)`
     /// on the journal. In `.immediate` mode it is also a checkpoint (a CHECKPOINT record after
     /// the `syncfs`; see <doc:ChoosingADurabilityMode>).
     public func flush() throws {

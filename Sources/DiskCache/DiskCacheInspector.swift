@@ -30,6 +30,8 @@ public final class DiskCacheInspector: Sendable {
         public var logicalSize: Int64 = 0
         /// Entries and journal at block granularity (what the disk capacity limits).
         public var diskUsage: Int64 = 0
+        /// Bytes of the journal's records (and of a torn tail), without the zeros an open cache
+        /// writes ahead of them.
         public var journalSize: Int64 = 0
         public var journalRecords = 0
         /// Records a compaction would drop.
@@ -133,6 +135,7 @@ public final class DiskCacheInspector: Sendable {
             summary.volume = DiskCache.VolumeSpace(available: Int64(fs.f_bavail) * unit, total: Int64(fs.f_blocks) * unit)
         }
         var index = Index(blockSize: summary.blockSize)
+        var writtenAhead = 0
         switch FileIO.readAll(layout.journal, limit: Int.max, in: layout.directory) {
         case .success(let bytes?):
             switch bytes.withUnsafeBytes({ Journal.checkHeader($0) }) {
@@ -148,8 +151,10 @@ public final class DiskCacheInspector: Sendable {
                 summary.truncatedTailBytes = summary.openBy == nil ? replay.truncatedBytes : 0
                 summary.corruptRegions = replay.corruptRegions
                 summary.wasCleanlyClosed = replay.endedCleanly
+                writtenAhead = replay.writtenAhead
             }
-            summary.journalSize = Int64(bytes.count)
+            // The records (and any torn tail), not the zeros an open cache writes ahead of them.
+            summary.journalSize = Int64(bytes.count - writtenAhead)
         case .success(nil), .failure:
             summary.hasJournal = false
         }

@@ -75,7 +75,13 @@ struct WriteAheadTests {
         try cache.close()
         let imageJournal = image.appendingPathComponent("journal").path
         let before = try readFile(imageJournal)
-        #expect(before.withUnsafeBytes { Journal.replay($0) { _ in } }.writtenAhead > 0)
+        let beforeSummary = before.withUnsafeBytes { Journal.replay($0) { _ in } }
+        #expect(beforeSummary.writtenAhead > 0)
+        // The inspector counts the records, not the zeros.
+        let inspected = try DiskCacheInspector(directory: image).summary
+        #expect(inspected.journalSize == Int64(beforeSummary.validLength))
+        #expect(inspected.truncatedTailBytes == 0 && inspected.corruptRegions == 0)
+        #expect(inspected.entries == 39)
 
         let reopened = try DiskCache(directory: image, configuration: configuration(sharing))
         let recovery = reopened.statistics.recovery

@@ -184,17 +184,20 @@ struct CacheState {
 
     /// Makes sure the next `count` bytes of the journal overwrite zeros already in the file,
     /// writing the next chunk of them when they do not: an append then leaves the file's size
-    /// and blocks alone, and the `fdatasync` an `.immediate` write waits for flushes the
-    /// record and no metadata (a third fewer puts per second without it on the disks measured,
-    /// see docs/durability.md). A replay reads the zeros as space written ahead, not as a torn
-    /// tail (``Journal/ReplaySummary/writtenAhead``); opening and closing the cache cut them.
+    /// and blocks alone, and the `fdatasync` a journal sync is flushes the record and no
+    /// metadata (see docs/durability.md). A replay reads the zeros as space written ahead, not
+    /// as a torn tail (``Journal/ReplaySummary/writtenAhead``); they are cut at open, by the
+    /// close of the last instance and by a failed append.
     ///
-    /// An optimisation only: zeros go at or after the end of the records (holding the append
-    /// lock in shared mode, where the end is the true one), so a failure, or a value in the page
-    /// left by another file, costs speed and nothing else. Not done where the shared locks are
-    /// byte ranges: there every append reads the file up to its size.
+    /// An optimisation only, and the extent a hint: zeros go at or after the end of the records
+    /// (in shared mode holding the append lock, and only when this instance has followed the
+    /// journal to the end the page names), so a failure, or a value left by another file, costs
+    /// speed and nothing else. Not done where the shared locks are byte ranges: there every
+    /// append reads the file up to its size.
     private mutating func writeAhead(for count: Int) {
-        guard shared == nil || SharedRegion.usesMutexes else { return }
+        if let shared {
+            guard SharedRegion.usesMutexes, Int64(bitPattern: shared.region[.end]) == journalLength else { return }
+        }
         let ahead = writtenAhead
         guard journalLength + Int64(count) > ahead else { return }
         let start = max(journalLength, ahead)
@@ -202,7 +205,12 @@ struct CacheState {
         let zeros = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(end - start), alignment: 16)
         defer { zeros.deallocate() }
         zeros.initializeMemory(as: UInt8.self, repeating: 0)
-        if case .success = Syscall.pwriteAll(journal.fd, UnsafeRawBufferPointer(zeros), at: start) { writtenAhead = end }
+        if case .failure = Syscall.pwriteAll(journal.fd, UnsafeRawBufferPointer(zeros), at: start) {
+            // A full disk: give back what was written, and do not try again before the records
+            // reach this chunk's end (appends until then grow the file, as without zeros).
+            _ = Syscall.ftruncate(journal.fd, start)
+        }
+        writtenAhead = end
     }
 
     /// Cuts the journal file at the end of its records: what a reservation or written-ahead
@@ -288,6 +296,7 @@ extension CacheState {
             generation += 2
             region[.generation] = UInt64(generation)
             region.nameJournal(info)
+            region[.writtenAhead] = 0  // it described the old file
             if case .success(let fd) = shared.layout.directory.open(shared.layout.journal, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) {
                 _ = Syscall.fsync(fd)
                 Syscall.close(fd)

@@ -234,8 +234,8 @@ enum Journal {
         /// Bytes after the last good record (a torn or corrupt tail), cut at open.
         var truncatedBytes = 0
         /// Zero bytes at the end of the file after the last good record and any torn tail: space
-        /// an exclusive instance wrote ahead for its appends (`CacheState.reserveJournalSpace`),
-        /// not damage. Cut at open with the tail.
+        /// an open cache wrote ahead for its appends (`CacheState.writeAhead(for:)`), not damage.
+        /// Cut at open with the tail.
         var writtenAhead = 0
         /// The last record was CLOSE.
         var endedCleanly = false

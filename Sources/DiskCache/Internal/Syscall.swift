@@ -465,7 +465,11 @@ typealias Glibc_statvfs_t = statvfs
 @inline(__always) private func Glibc_fstat(_ fd: Int32, _ s: inout stat) -> Int32 { fstat(fd, &s) }
 @inline(__always) private func Glibc_lstat(_ p: String, _ s: inout stat) -> Int32 { lstat(p, &s) }
 @inline(__always) private func Glibc_fsync(_ fd: Int32) -> Int32 { fsync(fd) }
+#if canImport(Darwin)
+@inline(__always) private func Glibc_fdatasync(_ fd: Int32) -> Int32 { fsync(fd) }  // no fdatasync in Darwin's headers
+#else
 @inline(__always) private func Glibc_fdatasync(_ fd: Int32) -> Int32 { fdatasync(fd) }
+#endif
 @inline(__always) private func Glibc_rename(_ a: String, _ b: String) -> Int32 { rename(a, b) }
 @inline(__always) private func Glibc_link(_ a: String, _ b: String) -> Int32 { link(a, b) }
 @inline(__always) private func Glibc_unlink(_ p: String) -> Int32 { unlink(p) }
