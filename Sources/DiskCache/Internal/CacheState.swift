@@ -174,8 +174,17 @@ struct CacheState {
         return (journalGeneration, journalLength)
     }
 
+    /// What the state takes from the configuration at open: the limits the sweeper keeps, the
+    /// chunk of zeros written ahead, and the earliest expiry among the entries read.
+    mutating func adopt(_ configuration: DiskCache.Configuration) {
+        diskCapacity = configuration.diskCapacity
+        countLimit = configuration.countLimit
+        writeAheadChunk = Int64(max(configuration.journalWriteAhead, 0))
+        noteEveryExpiry()
+    }
+
     /// Where zeros written ahead end (in this instance's journal file; 0 when none are).
-    private var writtenAhead: Int64 {
+    var writtenAhead: Int64 {
         get { shared.map { Int64(bitPattern: $0.region[.writtenAhead]) } ?? writtenAheadEnd }
         set {
             if let shared { shared.region[.writtenAhead] = UInt64(newValue) } else { writtenAheadEnd = newValue }

@@ -363,7 +363,6 @@ extension DiskCache {
                 state.journalLength = length
                 state.reservedEnd = length
                 state.canReserve = true
-                state.writtenAheadEnd = length
                 state.journalRecords = snapshot.entries.count + (state.journalRecords - snapshot.records)
                 state.journalGeneration += 1
                 if let region = state.shared?.region {
@@ -380,8 +379,8 @@ extension DiskCache {
                     // append lock notices (see `followHoldingAppendLock`).
                     if case .success(let info) = Syscall.fstat(file.fd) { region.nameJournal(info) }
                     region[.end] = UInt64(length)
-                    region[.writtenAhead] = UInt64(length)
                 }
+                state.writtenAhead = length  // the new file has none
             }
         }
     }

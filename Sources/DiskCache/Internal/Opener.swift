@@ -84,10 +84,7 @@ struct Opener {
         state.journalCarriesFiles = carriesFiles
         state.shared = SharedJournal(region: region, layout: layout, failsSwitch: configuration.failsJournalSwitch)
         state.statistics.recovery.recordsReplayed = records
-        state.diskCapacity = configuration.diskCapacity
-        state.countLimit = configuration.countLimit
-        state.writeAheadChunk = Int64(max(configuration.journalWriteAhead, 0))
-        state.noteEveryExpiry()
+        state.adopt(configuration)
         return Opened(layout: layout.withVersion(Layout.formatVersion), blockSize: blockSize, locks: locks, state: state,
                       needsOrphanScan: false, applicationVersion: mark.application)
     }
@@ -207,10 +204,7 @@ struct Opener {
         state.statistics.recovery = recovery
         state.journalCarriesFiles = carriesFiles
         state.orphanScanPending = needsOrphanScan
-        state.diskCapacity = configuration.diskCapacity
-        state.countLimit = configuration.countLimit
-        state.writeAheadChunk = Int64(max(configuration.journalWriteAhead, 0))
-        state.noteEveryExpiry()
+        state.adopt(configuration)
         return Opened(layout: layout.withVersion(Layout.formatVersion), blockSize: blockSize, locks: locks, state: state,
                       needsOrphanScan: needsOrphanScan, applicationVersion: mark.application)
     }
