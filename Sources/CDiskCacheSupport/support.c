@@ -101,7 +101,12 @@ int cdiskcache_open_beneath(int directory, const char *path, int flags, mode_t m
         how.flags = (unsigned long long)(flags | O_CLOEXEC);
         // O_TMPFILE includes O_DIRECTORY's bit: a mode given with a plain O_DIRECTORY is EINVAL.
         how.mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0;
-        how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+        // With no symbolic link followed, only a ".." component or an absolute path can leave
+        // `directory`: RESOLVE_BENEATH is asked for only then. It costs 0.14-0.16 us an open
+        // here (1.75 us against 1.59 us for an open and close of a cached file), and every
+        // entry a cache reads or writes is opened by a path such as "ab/<32 hex digits>.meta".
+        how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+        if (path[0] == '/' || strstr(path, "..") != NULL) how.resolve |= RESOLVE_BENEATH;
         long fd = syscall(SYS_openat2, directory, path, &how, sizeof how);
         if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) return (int)fd;
         if (errno == ENOSYS) __atomic_store_n(&openat2_usable, 0, __ATOMIC_RELAXED);

@@ -126,7 +126,9 @@ extension DiskCache {
             }
             if entry.hasExpired(atMilliseconds: now) { return entry }
             state.statistics.hits += 1
-            state.index.touch(hash, atMilliseconds: now)
+            // An entry whose access time is already this second (kept to the second) has it
+            // in the journal, or in a batch that will be: nothing to note.
+            guard state.index.touch(hash, atMilliseconds: now) else { return entry }
             state.pendingAccess.append((hash, now))
             if state.pendingAccess.count >= 8192, let record = state.takePendingAccessRecord() {
                 // Access times are advisory: losing a batch only blurs LRU order.

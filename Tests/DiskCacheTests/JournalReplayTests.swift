@@ -223,6 +223,26 @@ struct JournalReplayTests {
         #expect(entry.created == clock.date.addingTimeInterval(-100))
     }
 
+    /// Access times are kept to the second: a read in the second the entry was last stored or
+    /// read notes nothing for the journal, a read in a later second notes its time once.
+    @Test func onlyAReadThatMovesTheAccessSecondIsNoted() throws {
+        let dir = TemporaryDirectory()
+        let clock = ManualClock()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing(clock: clock))
+        func pending() -> Int { cache.state.withLock { $0.pendingAccess.count } }
+        try cache.store(bytes("a"), for: "a")
+        for _ in 0..<5 { #expect(cache.data(for: "a") == bytes("a")) }
+        #expect(pending() == 0)
+        clock.advance(seconds: 1)
+        for _ in 0..<5 { #expect(cache.data(for: "a") == bytes("a")) }
+        // One noted (a maintenance tick may have journaled it already, so at most one is left).
+        #expect(pending() <= 1)
+        #expect(cache.entry(for: "a")?.lastAccessed == clock.date)
+        try cache.close()
+        let reopened = try DiskCache(directory: dir.cache, configuration: .testing(clock: clock))
+        #expect(reopened.entry(for: "a")?.lastAccessed == clock.date)
+    }
+
     /// PUT records (with valid checksums) claiming bodies of nearly 2^62 bytes each: their sum
     /// overflowed the index's running totals and trapped the open. Entries that would take the
     /// totals past 2^62 bytes (more than any volume holds) are dropped like damaged records,

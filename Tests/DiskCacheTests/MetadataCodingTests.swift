@@ -37,6 +37,32 @@ struct MetadataCodingTests {
         #expect((plist?["metadata"] as? [String: String]) == meta.metadata)
     }
 
+    /// The in-place reader tells the fields it reads by loading words from the name's string
+    /// object: each of its names, and only those, is recognised, whatever byte differs.
+    @Test func theInPlaceReaderKnowsItsFieldNamesAndNoOthers() {
+        let fields: [String: UInt8] = ["key": 1, "size": 2, "checksum": 4, "format": 8, "expires": 16, "body": 32]
+        for (name, bit) in fields {
+            BinaryPropertyList.encodeString(name).withUnsafeBytes {
+                #expect(EntryMetadata.ReadView.field(named: $0) == bit, "\(name)")
+            }
+            var object = BinaryPropertyList.encodeString(name)
+            for position in object.indices {
+                for flip: UInt8 in [0x01, 0x20, 0x80] {
+                    object[position] ^= flip
+                    object.withUnsafeBytes {
+                        #expect(EntryMetadata.ReadView.field(named: $0) == 0, "\(name), byte \(position) ^ \(flip)")
+                    }
+                    object[position] ^= flip
+                }
+            }
+        }
+        for other in ["", "k", "keys", "metadata", "created", "accessed", "formats", "expire", "checksums"] {
+            BinaryPropertyList.encodeString(other).withUnsafeBytes {
+                #expect(EntryMetadata.ReadView.field(named: $0) == 0, "\(other)")
+            }
+        }
+    }
+
     /// Every truncation and many corruptions of a valid file are rejected or decoded without a
     /// crash, and the in-place reader never accepts what the full decoder rejects.
     @Test func damagedMetadataIsRejectedWithoutCrashing() {

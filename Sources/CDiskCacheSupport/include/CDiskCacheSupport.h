@@ -47,7 +47,8 @@ ssize_t cdiskcache_pread_entry(int fd, void *buffer, size_t count, off_t offset)
 
 /// Opens `path`, relative to the directory `directory`, without following a symbolic link at
 /// any component and without leaving that directory (Linux `openat2` with
-/// `RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`). Where `openat2` is missing (Linux before 5.6, a
+/// `RESOLVE_NO_SYMLINKS`, and `RESOLVE_BENEATH` too when the path is absolute or contains
+/// "..": without links, only those can leave the directory). Where `openat2` is missing (Linux before 5.6, a
 /// seccomp filter that refuses it, other systems) the path is walked one component at a time
 /// with `openat(O_NOFOLLOW | O_DIRECTORY)`. A link anywhere fails with ELOOP (or ENOTDIR),
 /// an absolute path or a ".." component with EXDEV. `O_CLOEXEC` is always added. Returns the

@@ -207,11 +207,22 @@ enum BinaryPropertyList {
 
         init(bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
+        /// The unsigned big-endian integer of `size` bytes at `offset`; nil outside the file.
+        /// The widths the format uses (1, 2, 4, 8) are one load each: every field a read looks
+        /// at takes several of these.
+        @inline(__always)
         func readBigEndian(at offset: Int, size: Int) -> UInt64? {
             guard size > 0, size <= 8, offset >= 0, offset + size <= bytes.count else { return nil }
-            var value: UInt64 = 0
-            for i in 0..<size { value = value << 8 | UInt64(bytes[offset + i]) }
-            return value
+            switch size {
+            case 1: return UInt64(bytes.load(fromByteOffset: offset, as: UInt8.self))
+            case 2: return UInt64(UInt16(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt16.self)))
+            case 4: return UInt64(UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+            case 8: return UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            default:
+                var value: UInt64 = 0
+                for i in 0..<size { value = value << 8 | UInt64(bytes[offset + i]) }
+                return value
+            }
         }
 
         mutating func decodeTop() -> Value? {

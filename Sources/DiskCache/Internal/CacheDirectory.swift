@@ -9,8 +9,8 @@ import Darwin
 
 /// The cache directory, held open while a cache (or an inspector) uses it. Every file and
 /// directory inside the cache is reached from this descriptor without following a symbolic
-/// link at any component (`openat2` with `RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`, see
-/// `cdiskcache_open_beneath`), so a shard directory or `tmp/` replaced by a link is refused
+/// link at any component (`openat2` with `RESOLVE_NO_SYMLINKS`, plus `RESOLVE_BENEATH` for a
+/// path with "..", see `cdiskcache_open_beneath`), so a shard directory or `tmp/` replaced by a link is refused
 /// (ELOOP) instead of leading outside the cache. Names are changed with the `*at` calls on a
 /// descriptor of the parent directory opened the same way.
 ///

@@ -64,7 +64,9 @@ enum FileIO {
     /// How the cache opens a file to read it: never through a symbolic link, and never
     /// waiting on a FIFO or device put where a file should be (a FIFO then fails its `pread`
     /// with ESPIPE, a directory with EISDIR: see ``isNotAFile(_:)``).
-    static let readFlags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK
+    /// (Computed, not a stored `static let`: every read asks, and a lazy global costs a
+    /// `swift_once` check each time.)
+    static var readFlags: Int32 { O_RDONLY | O_NOFOLLOW | O_NONBLOCK }
 
     /// The most one read allocates: half this machine's memory. A file that claims more (a
     /// crafted `.meta`, a sparse file) is refused before anything is allocated.
@@ -82,7 +84,8 @@ enum FileIO {
     /// A buffer of `count` bytes, or nil when the memory is not there (never a trap: the size
     /// may come from a damaged file). Freed with `deallocate()` (malloc's memory on Linux).
     private static func allocateForRead(_ count: Int) -> UnsafeMutableRawBufferPointer? {
-        guard count <= maximumReadSize, let raw = malloc(max(count, 1)) else { return nil }
+        // Reads of up to a megabyte (nearly all) skip the lazy global's `swift_once` check.
+        guard count <= 1 << 20 || count <= maximumReadSize, let raw = malloc(max(count, 1)) else { return nil }
         return UnsafeMutableRawBufferPointer(start: raw, count: max(count, 1))
     }
 

@@ -267,9 +267,16 @@ struct Index {
         }
     }
 
-    mutating func touch(_ hash: KeyHash, atMilliseconds time: Int64) {
+    /// Sets the entry's access time; returns whether it changed (access times are kept to the
+    /// second, so most reads of a busy entry change nothing).
+    @discardableResult
+    mutating func touch(_ hash: KeyHash, atMilliseconds time: Int64) -> Bool {
         let (bucket, found) = bucket(of: hash)
-        if found { values[position(table[bucket])].accessedSeconds = IndexEntry.seconds(time) }
+        guard found else { return false }
+        let seconds = IndexEntry.seconds(time), position = position(table[bucket])
+        guard values[position].accessedSeconds != seconds else { return false }
+        values[position].accessedSeconds = seconds
+        return true
     }
 
     mutating func removeAll() {
