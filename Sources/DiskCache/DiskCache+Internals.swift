@@ -126,8 +126,10 @@ extension DiskCache {
             }
             if entry.hasExpired(atMilliseconds: now) { return entry }
             state.statistics.hits += 1
-            // An entry whose access time is already this second (kept to the second) has it
-            // in the journal, or in a batch that will be: nothing to note.
+            // An entry whose access time is already this second (kept to the second) was
+            // stored or noted in this second: nothing more to note. (If that note's batch fails
+            // to append, the second is lost until a later read moves it: access times are
+            // advisory, and a compaction writes the index's own.)
             guard state.index.touch(hash, atMilliseconds: now) else { return entry }
             state.pendingAccess.append((hash, now))
             if state.pendingAccess.count >= 8192, let record = state.takePendingAccessRecord() {

@@ -134,15 +134,15 @@ extension EntryMetadata {
         /// Which field a dictionary key names, as the bits `parse` uses (key 1, size 2,
         /// checksum 4, format 8, expires 16, body 32), or 0 for a name this view does not read.
         /// `name` is the key's whole string object, marker first (`"key"` is 0x53 k e y), and is
-        /// compared as words loaded from it: no stored names, so no lazy global to check on
-        /// every read.
+        /// compared as little-endian words loaded from it: no stored names, so no lazy global to
+        /// check on every read.
         @inline(__always)
         static func field(named name: UnsafeRawBufferPointer) -> UInt8 {
             func word(_ a: UInt8, _ b: Unicode.Scalar, _ c: Unicode.Scalar, _ d: Unicode.Scalar) -> UInt32 {
                 UInt32(a) | UInt32(UInt8(ascii: b)) << 8 | UInt32(UInt8(ascii: c)) << 16 | UInt32(UInt8(ascii: d)) << 24
             }
             func word(_ a: UInt32, _ b: UInt32) -> UInt64 { UInt64(a) | UInt64(b) << 32 }
-            let head = name.count >= 4 ? name.loadUnaligned(as: UInt32.self) : 0
+            let head = name.count >= 4 ? UInt32(littleEndian: name.loadUnaligned(as: UInt32.self)) : 0
             switch name.count {
             case 4:
                 return head == word(0x53, "k", "e", "y") ? 1 : 0
@@ -151,13 +151,13 @@ extension EntryMetadata {
                 if head == word(0x54, "b", "o", "d"), name[4] == UInt8(ascii: "y") { return 32 }
                 return 0
             case 7:
-                let tail = name.loadUnaligned(fromByteOffset: 3, as: UInt32.self)
+                let tail = UInt32(littleEndian: name.loadUnaligned(fromByteOffset: 3, as: UInt32.self))
                 return head == word(0x56, "f", "o", "r") && tail == word(UInt8(ascii: "r"), "m", "a", "t") ? 8 : 0
             case 8:
-                let whole = name.loadUnaligned(as: UInt64.self)
+                let whole = UInt64(littleEndian: name.loadUnaligned(as: UInt64.self))
                 return whole == word(word(0x57, "e", "x", "p"), word(UInt8(ascii: "i"), "r", "e", "s")) ? 16 : 0
             case 9:
-                let rest = name.loadUnaligned(fromByteOffset: 1, as: UInt64.self)
+                let rest = UInt64(littleEndian: name.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
                 return name[0] == 0x58 && rest == word(word(UInt8(ascii: "c"), "h", "e", "c"), word(UInt8(ascii: "k"), "s", "u", "m")) ? 4 : 0
             default:
                 return 0
