@@ -573,7 +573,7 @@ extension DiskCache {
             // Data only: the records, and the size when an append grew the file. Appends
             // overwrite zeros written ahead (`CacheState.writeAhead(for:)`), so as a rule this
             // flushes no metadata at all.
-            try Syscall.fdatasync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
+            try Syscall.fsync(journal.fd, dataOnly: true).get(orThrow: "sync the journal", path: layout.journal)
             synced = SyncState(generation: generation, syncedLength: length)
         }
     }

@@ -37,7 +37,7 @@ struct WriteAheadTests {
             stored["key \(i)"] = value
             let file = try readFile(journalPath)
             let length = journalLength(cache)
-            #expect(file.count >= length, "after \(i + 1) stores")
+            try #require(file.count >= length, "after \(i + 1) stores")
             #expect(file[length...].allSatisfy { $0 == 0 }, "after \(i + 1) stores the file holds only zeros past its records")
             if file.count > length { zerosSeen += 1 }
             #expect(file.count - length <= 2 * Self.chunk)

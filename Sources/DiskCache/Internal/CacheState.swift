@@ -211,10 +211,11 @@ struct CacheState {
         guard journalLength + Int64(count) > ahead else { return }
         let start = max(journalLength, ahead)
         let end = journalLength + max(writeAheadChunk, 2 * Int64(count))
-        let zeros = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(end - start), alignment: 16)
-        defer { zeros.deallocate() }
-        zeros.initializeMemory(as: UInt8.self, repeating: 0)
-        if case .failure = Syscall.pwriteAll(journal.fd, UnsafeRawBufferPointer(zeros), at: start) {
+        // calloc: a megabyte comes zeroed from fresh pages, with no memset under the state lock.
+        guard let memory = calloc(Int(end - start), 1) else { return }
+        defer { free(memory) }
+        let zeros = UnsafeRawBufferPointer(start: memory, count: Int(end - start))
+        if case .failure = Syscall.pwriteAll(journal.fd, zeros, at: start) {
             // A full disk: give back what was written, and do not try again before the records
             // reach this chunk's end (appends until then grow the file, as without zeros).
             _ = Syscall.ftruncate(journal.fd, start)

@@ -269,16 +269,12 @@ enum Syscall {
         return retrying { Glibc_lstat(path, &info) }.map { _ in info }
     }
 
-    static func fsync(_ fd: Int32) -> Result<Void, Errno> {
+    /// `fsync(2)`, or with `dataOnly` `fdatasync(2)`: the file's data, and its size when that
+    /// changed, made durable, not its times. Observers see either as an fsync, which
+    /// `fdatasync` is for everything the store reads back.
+    static func fsync(_ fd: Int32, dataOnly: Bool = false) -> Result<Void, Errno> {
         if FaultInjection.isActive, FaultInjection.fsyncFails(fd) { return .failure(Errno(rawValue: EIO)) }
-        return observed(retrying { Glibc_fsync(fd) }, .fsync(fd: fd))
-    }
-
-    /// `fdatasync(2)`: the file's data, and its size when that changed, made durable; not its
-    /// times. Observers see it as an fsync, which it is for everything the store reads back.
-    static func fdatasync(_ fd: Int32) -> Result<Void, Errno> {
-        if FaultInjection.isActive, FaultInjection.fsyncFails(fd) { return .failure(Errno(rawValue: EIO)) }
-        return observed(retrying { Glibc_fdatasync(fd) }, .fsync(fd: fd))
+        return observed(retrying { dataOnly ? Glibc_fdatasync(fd) : Glibc_fsync(fd) }, .fsync(fd: fd))
     }
 
     /// Passes a successful result's event to the observers.
