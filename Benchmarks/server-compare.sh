@@ -119,7 +119,7 @@ cpu_of() {
     local total=0 pid
     for pid in "$@" $(pgrep -P "$(echo "$@" | tr ' ' ',')" 2>/dev/null); do
         [ -r "/proc/$pid/stat" ] || continue
-        total=$(( total + $(awk '{print $14 + $15}' "/proc/$pid/stat") ))
+        total=$(( total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0) ))
     done
     echo "$total"
 }

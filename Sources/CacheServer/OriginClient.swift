@@ -136,7 +136,7 @@ struct OriginClient: Sendable {
         do {
             let bootstrap = ClientBootstrap(group: group)
                 .connectTimeout(TimeAmount(connectTimeout))
-                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { [readTimeout] channel in
                 channel.eventLoop.makeCompletedFuture {
                     // `addHTTPClientHandlers()`, but with interim (1xx) responses passed up, not dropped.

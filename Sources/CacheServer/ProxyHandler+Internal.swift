@@ -15,9 +15,8 @@ extension ProxyHandler {
         headers.add(name: "Content-Type", value: contentType)
         headers.add(name: "Content-Length", value: String(body.readableBytes))
         headers.add(name: "Cache-Control", value: "no-store")
-        try await writer.write(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)))
-        if request.method != .HEAD { try await writer.write(.body(.byteBuffer(body))) }
-        try await writer.write(.end(nil))
+        let head = HTTPServerResponsePart.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))
+        try await writer.write(contentsOf: request.method == .HEAD ? [head, .end(nil)] : [head, .body(.byteBuffer(body)), .end(nil)])
         return Outcome(status: status.code, bytes: Int64(body.readableBytes), cacheStatus: cacheStatus)
     }
 
