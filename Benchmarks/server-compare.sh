@@ -157,7 +157,7 @@ for size in $sizes; do
         for subject in $subjects; do
             IFS=: read -r name port pid <<< "$subject"
             if [ "$kind" = hits ]; then
-                for i in $(seq 0 99); do curl -s -o /dev/null "http://127.0.0.1:$port/$size/$i.bin"; curl -s -o /dev/null "http://127.0.0.1:$port/$size/$i.bin"; done
+                for i in $(seq 0 99); do for _ in 1 2; do curl -s --retry 10 --retry-connrefused --retry-delay 1 -o /dev/null "http://127.0.0.1:$port/$size/$i.bin"; done; done
                 seconds=$duration
             else
                 seconds=$miss_duration

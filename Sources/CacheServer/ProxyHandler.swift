@@ -313,19 +313,19 @@ final class ProxyHandler: Sendable {
         let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
         return wholeResponse(code, headers, exchange, status: status, range: range, size: size) { bounds in
             let start = body.startIndex + Int(bounds.lowerBound)
-            return [.byteBuffer(ByteBuffer(bytes: body[start..<start + bounds.count]))]
+            return .byteBuffer(ByteBuffer(bytes: body[start..<start + bounds.count]))
         }
     }
 
     /// A response written in one go: its head, the part of the body `range` selects (`body`
     /// makes it from its bounds; nothing for HEAD, a 416 or an empty range), and its end.
     private func wholeResponse(_ code: HTTPResponseStatus, _ headers: HTTPHeaders, _ exchange: Exchange, status: String,
-                               range: ByteRange, size: Int64, body: (Range<Int64>) -> [IOData])
+                               range: ByteRange, size: Int64, body: (Range<Int64>) -> IOData)
         -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
         var parts: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
         var sent: Int64 = 0
         if !exchange.isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty {
-            parts.append(contentsOf: body(bounds).map { .body($0) })
+            parts.append(.body(body(bounds)))
             sent = Int64(bounds.count)
         }
         parts.append(.end(nil))
@@ -335,11 +335,6 @@ final class ProxyHandler: Sendable {
     /// The largest body the event loop checks before sending it from the page cache (reading
     /// and hashing take about 60 µs of CPU a MiB); a larger one is checked on the store's I/O threads.
     static let eventLoopCheckLimit: Int64 = 2 << 20
-
-    /// How much of a body sent from its file goes from memory with the response head: at least
-    /// a full TCP segment on loopback (64 KiB less headers), so that the first segment the
-    /// client gets is a full one.
-    static let leadingBodyBytes = 64 << 10
 
     /// The answer to `head`, when it can be given at once on the event loop: a GET or HEAD
     /// without a body, on a connection kept alive, for which a stored response may be served as
@@ -417,29 +412,14 @@ final class ProxyHandler: Sendable {
         case .bytes(let bytes):
             return wholeResponse(code, headers, exchange, status: status, range: range, size: size) { bounds in
                 let start = bytes.startIndex + Int(bounds.lowerBound)
-                return [.byteBuffer(ByteBuffer(bytes: bytes[start..<start + bounds.count]))]
+                return .byteBuffer(ByteBuffer(bytes: bytes[start..<start + bounds.count]))
             }
         case .file(let descriptor):
             let file = sentFiles.adopt(descriptor)
             var sendsFile = false
             let answer = wholeResponse(code, headers, exchange, status: status, range: range, size: size) { bounds in
-                // The body's first bytes go from memory in the head's write, the rest from the
-                // file. A head sent alone, then the body by `sendfile`, kept the client's receive
-                // window small (Linux sizes it from round trips it times on full-sized segments,
-                // and the head alone took the first): every 1 MB answer was then sent in small
-                // pieces as the client's reads opened the window, in the client's time.
-                let leading = Int(min(Int64(Self.leadingBodyBytes), Int64(bounds.count)))
-                var lead = ByteBufferAllocator().buffer(capacity: leading)
-                let read = lead.writeWithUnsafeMutableBytes(minimumWritableBytes: leading) { space in
-                    checked.readWithoutWaiting(at: bounds.lowerBound, into: UnsafeMutableRawBufferPointer(rebasing: space[..<leading])) ?? 0
-                }
-                let rest = Int(bounds.lowerBound) + read..<Int(bounds.upperBound)
-                var body: [IOData] = read > 0 ? [.byteBuffer(lead)] : []
-                if !rest.isEmpty {
-                    sendsFile = true
-                    body.append(.fileRegion(FileRegion(fileHandle: file, readerIndex: rest.lowerBound, endIndex: rest.upperBound)))
-                }
-                return body
+                sendsFile = true
+                return .fileRegion(FileRegion(fileHandle: file, readerIndex: Int(bounds.lowerBound), endIndex: Int(bounds.upperBound)))
             }
             if !sendsFile { sentFiles.close(file) }
             return answer
@@ -581,19 +561,14 @@ final class ProxyHandler: Sendable {
         if storing != nil, let directory = cache.temporaryDirectory { spool = BodySpool(in: directory) }
         var sent: Int64 = 0
         do {
-            // The head goes with the body's first piece (see ``checkedResponse``: a head sent
-            // alone keeps the client's receive window small). Each piece goes to the client when
-            // the next has come, the last only after the store: a client that has the whole body
-            // finds it in the cache.
-            var head: HTTPServerResponsePart? = .head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))
+            try await send(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)), writer)
+            // Each piece goes to the client when the next has come, the last only after the
+            // store: a client that has the whole body finds it in the cache.
             var held: ByteBuffer?
             var offset: Int64 = 0
             while let buffer = try await body.next() {
                 if !exchange.isHEAD, range != .unsatisfiable, let piece = range.slice(buffer, at: offset), piece.readableBytes > 0 {
-                    if let previous = held {
-                        try await send([head, .body(.byteBuffer(previous))].compactMap { $0 }, writer)
-                        head = nil
-                    }
+                    if let previous = held { try await send(.body(.byteBuffer(previous)), writer) }
                     held = piece
                     sent += Int64(piece.readableBytes)
                 }
@@ -609,7 +584,7 @@ final class ProxyHandler: Sendable {
             if let spool, let storing {
                 await store(storing, exchange, spool: spool)
             }
-            try await send([head, held.map { .body(.byteBuffer($0)) }, .end(nil)].compactMap { $0 }, writer)
+            try await send([held.map { .body(.byteBuffer($0)) }, .end(nil)].compactMap { $0 }, writer)
         } catch {
             await spool?.remove()
             throw error

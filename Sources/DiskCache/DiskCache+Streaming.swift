@@ -656,20 +656,6 @@ extension DiskCache {
         package let size: Int64
         /// The metadata stored with the value, read together with the body's file.
         package let metadata: [String: String]
-
-        /// Reads bytes of a `.file` body from `offset` into `buffer` with one read and without
-        /// waiting for the disk: the count read (fewer than asked when the page cache holds only
-        /// some of them, or the body ends), or nil when none could be read that way (a `.bytes`
-        /// body, bytes not in the page cache, a failed read). For a server that sends a body's
-        /// first bytes from memory with the response head and the rest from the file. The bytes
-        /// are the ones checked (see ``Source/file(descriptor:)``). Not to be called inside
-        /// ``DiskCache/withoutWaitingForDisk(_:)``, which it uses.
-        package func readWithoutWaiting(at offset: Int64, into buffer: UnsafeMutableRawBufferPointer) -> Int? {
-            guard case .file(let descriptor) = source, offset >= 0, offset < size, let base = buffer.baseAddress else { return nil }
-            let count = Int(Swift.min(Int64(buffer.count), size - offset))
-            let (read, _) = DiskCache.withoutWaitingForDisk { cdiskcache_pread_entry(descriptor, base, count, off_t(offset)) }
-            return read > 0 ? read : nil
-        }
     }
 
     /// Runs `body` with every read of an entry file on this thread taking only what the page
