@@ -680,13 +680,12 @@ final class ProxyHandler: Sendable {
     // MARK: - Other methods
 
     /// Forwards a request other than GET and HEAD with its body, streams the answer back, and
-    /// after a success of an unsafe method removes what is stored for its target and for the
-    /// `Location` / `Content-Location` it names (RFC 9111 §4.4).
+    /// on a success of an unsafe method removes what is stored for its target and for the
+    /// `Location` / `Content-Location` it names (RFC 9111 §4.4), before the answer goes on.
     private func forwardUnsafe(_ exchange: Exchange, parts: inout ClientParts, writer: ClientWriter) async throws -> Outcome {
         let head = originHead(exchange, headers: Fields.endToEnd(exchange.head.headers))
         var bodyRead = false
         var started = false
-        var responseFields = HTTPHeaderFields()
         let requestTime = Date()
         do {
             let outcome = try await origin.exchange(head, sendBody: { origin in
@@ -702,13 +701,15 @@ final class ProxyHandler: Sendable {
                 note(.originResponse(seconds: Date().timeIntervalSince(requestTime)))
                 note(.misses)
                 started = true
-                responseFields = Fields.fields(responseHead.headers)
+                // Invalidated before the response goes on: a client that has it and asks for
+                // the target again must not get what was stored before.
+                let urls = CachePolicyEngine.urlsToInvalidate(after: exchange.cacheRequest, status: Int(responseHead.status.code),
+                                                              headers: Fields.fields(responseHead.headers))
+                if !urls.isEmpty {
+                    let cache = self.cache
+                    _ = try? await BlockingIOPool.shared.run { cache.invalidate(urls) }
+                }
                 return try await relay(responseHead, &body, exchange, storing: nil, writer: writer)
-            }
-            let urls = CachePolicyEngine.urlsToInvalidate(after: exchange.cacheRequest, status: Int(outcome.status), headers: responseFields)
-            if !urls.isEmpty {
-                let cache = self.cache
-                _ = try? await BlockingIOPool.shared.run { cache.invalidate(urls) }
             }
             return outcome
         } catch {
