@@ -138,7 +138,9 @@ struct CarriedFileTests {
         tail += Journal.encode(.checkpoint(back: Int64(tail.count - covered)))
         func uncheckpointed(_ journal: [UInt8]) -> [UInt64] {
             journal.withUnsafeBytes { bytes in
-                Journal.replay(bytes) { _ in }.carried.uncovered.compactMap { offset -> UInt64? in
+                var carried = Journal.CarriedFiles()
+                _ = Journal.replay(bytes) { record, type, offset in carried.note(record, type, at: offset) }
+                return carried.uncovered.compactMap { offset -> UInt64? in
                     guard case (.put(let put), _, _)? = Journal.decodeRecord(bytes, at: offset) else { return nil }
                     return put.hash.high
                 }

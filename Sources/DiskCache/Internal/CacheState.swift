@@ -391,6 +391,7 @@ extension CacheState {
                   bytes.withUnsafeBytes({ Journal.checkHeader($0) }) == .valid else { return false }
             let summary: Journal.ReplaySummary
             (index, summary) = Index.replaying(bytes, blockSize: index.blockSize)
+            if summary.carriedFiles > 0 { journalCarriesFiles = true }
             pendingAccess.removeAll()
             externalChanges?.noteEverything()
             noteEveryExpiry()

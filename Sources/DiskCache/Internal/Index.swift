@@ -131,6 +131,19 @@ struct Index {
         return (index, summary)
     }
 
+    /// ``replaying(_:blockSize:)`` that also notes in `carried` where the PUT+FILE records no
+    /// checkpoint covers are (what an open after an unclean shutdown checks).
+    static func replaying(_ bytes: [UInt8], blockSize: Int64, carried: inout Journal.CarriedFiles) -> (Index, Journal.ReplaySummary) {
+        var index = Index(blockSize: blockSize, expectedCount: bytes.count / 80)
+        let summary = bytes.withUnsafeBytes {
+            Journal.replay($0) { record, type, offset in
+                index.apply(record)
+                carried.note(record, type, at: offset)
+            }
+        }
+        return (index, summary)
+    }
+
     /// The table size that keeps `count` entries at most half full.
     private static func buckets(for count: Int) -> Int {
         var buckets = 16

@@ -241,15 +241,16 @@ enum Journal {
         var endedCleanly = false
         /// Where the last valid record starts.
         var lastRecordStart = headerSize
-        /// The PUT+FILE records read, as far as a recovery needs them.
-        var carried = CarriedFiles()
+        /// PUT+FILE records read. (Where they are, for a recovery, is ``CarriedFiles``'s to
+        /// note: only an unclean open needs it.)
+        var carriedFiles = 0
     }
 
     /// The PUT+FILE records of a replay that no CHECKPOINT covers: where each key's last one
-    /// starts. Whether that record still commits the key's entry is the index's to say.
+    /// starts. Whether that record still commits the key's entry is the index's to say. Noted
+    /// by the replay at open (``Index/replaying(_:blockSize:carried:)``), not by every replay:
+    /// a follower reading other processes' records needs no more than their count.
     struct CarriedFiles: Equatable {
-        /// PUT+FILE records read, covered or not.
-        var count = 0
         /// Records that start before this offset have durable files (the furthest a CHECKPOINT
         /// covers).
         var covered = 0
@@ -259,7 +260,6 @@ enum Journal {
         mutating func note(_ record: Record, _ type: RecordType, at offset: Int) {
             switch record {
             case .put(let put) where type == .putWithFile:
-                count += 1
                 lastOffsets[put.hash] = offset
             case .checkpoint(let back):
                 covered = max(covered, offset - Int(back))
@@ -270,8 +270,9 @@ enum Journal {
             }
         }
 
-        /// The records' offsets, in journal order.
-        var uncovered: [Int] { lastOffsets.values.filter { $0 >= covered }.sorted() }
+        /// The records' offsets, in journal order. (Every record noted after a checkpoint starts
+        /// past what it covers, and those before it were dropped by it.)
+        var uncovered: [Int] { lastOffsets.values.sorted() }
     }
 
     /// Reads every valid record after the header, calling `apply` for each.
@@ -302,7 +303,7 @@ enum Journal {
             if let (record, type, length) = decodeRecord(bytes, at: offset) {
                 apply(record, type, offset)
                 summary.records += 1
-                summary.carried.note(record, type, at: offset)
+                if type == .putWithFile { summary.carriedFiles += 1 }
                 summary.lastRecordStart = offset
                 lastType = type
                 offset += length

@@ -75,7 +75,7 @@ struct Opener {
             // Up to the last whole record: bytes after it are a dead appender's, which the
             // next append writes over.
             return (index, summary.records, (FileDescriptor(fd), Int64(summary.validLength)), Int(region[.generation]),
-                    summary.carried.count > 0)
+                    summary.carriedFiles > 0)
         }
         region.add(.openCount, 1)
         var state = CacheState(index: index, journal: journal.0, journalLength: journal.1,
@@ -144,7 +144,8 @@ struct Opener {
             (index, records) = try rebuildByScan(blockSize: blockSize, recovery: &recovery)
         case .valid(let bytes):
             let summary: Journal.ReplaySummary
-            (index, summary) = Index.replaying(bytes, blockSize: blockSize)
+            var carried = Journal.CarriedFiles()
+            (index, summary) = Index.replaying(bytes, blockSize: blockSize, carried: &carried)
             records = summary.records
             recovery.recordsReplayed = summary.records
             recovery.truncatedBytes = summary.truncatedBytes
@@ -171,8 +172,8 @@ struct Opener {
                 }
             }
             needsOrphanScan = !summary.endedCleanly || summary.corruptRegions > 0
-            carriesFiles = summary.carried.count > 0
-            if !summary.endedCleanly && carriesFiles { carriedFilesToCheck = (bytes, summary.carried.uncovered) }
+            carriesFiles = summary.carriedFiles > 0
+            if !summary.endedCleanly && carriesFiles { carriedFilesToCheck = (bytes, carried.uncovered) }
             if bytes.withUnsafeBytes({ Journal.version(of: $0) }) < Journal.journalVersion {
                 try upgradeJournalHeader()
             }
