@@ -1,7 +1,8 @@
 // How much of a get's cost is the shape of the store's read, in plain C: 4,096 files of one
 // body size in 256 shard directories, read at random, (a) as the floor does (open of the full
-// path, pread of the body, close) and (b) as the store does (openat2 beneath the directory with
-// RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH, one pread of the whole file: HEADER bytes of metadata
+// path, pread of the body, close) and (b) as the store did before 3b46de9 (openat2 beneath the
+// directory with RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH, which the store now keeps only for
+// absolute paths or paths with '..': see open-cost.c; one pread of the whole file: HEADER bytes of metadata
 // then the body, XXH3-64 of the body when HASH is 1, close). Three rounds, each both ways.
 //
 //   clang -O2 -mavx2 Benchmarks/c/read-shape.c -o /tmp/read-shape

@@ -73,7 +73,7 @@ final class BodySpool: @unchecked Sendable { // used by one task at a time
         guard let file, pendingBytes > 0 else { return }
         let pieces = self.pieces
         let offset = written, count = pendingBytes
-        self.pieces.removeAll(keepingCapacity: true)
+        self.pieces = []
         pendingBytes = 0
         try await BlockingIOPool.shared.run {
             var position = off_t(offset)

@@ -63,7 +63,6 @@ public final class CacheServer: Service, Sendable {
             listener = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .serverChannelOption(.backlog, value: 1024)
-                .childChannelOption(.tcpOption(.tcp_nodelay), value: 1)
                 .bind(host: configuration.host, port: configuration.port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.configureHTTPServerPipeline()

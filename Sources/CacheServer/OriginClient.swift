@@ -136,7 +136,6 @@ struct OriginClient: Sendable {
         do {
             let bootstrap = ClientBootstrap(group: group)
                 .connectTimeout(TimeAmount(connectTimeout))
-                .channelOption(.tcpOption(.tcp_nodelay), value: 1)
             let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { [readTimeout] channel in
                 channel.eventLoop.makeCompletedFuture {
                     // `addHTTPClientHandlers()`, but with interim (1xx) responses passed up, not dropped.

@@ -584,7 +584,7 @@ final class ProxyHandler: Sendable {
             if let spool, let storing {
                 await store(storing, exchange, spool: spool)
             }
-            try await send([held.map { .body(.byteBuffer($0)) }, .end(nil)].compactMap { $0 }, writer)
+            try await send(held.map { [.body(.byteBuffer($0)), .end(nil)] } ?? [.end(nil)], writer)
         } catch {
             await spool?.remove()
             throw error

@@ -137,10 +137,10 @@ struct CarriedFileTests {
         tail += late.withUnsafeBytes { Journal.encodePut(put(2, file: late), carrying: [$0]) }
         tail += Journal.encode(.checkpoint(back: Int64(tail.count - covered)))
         func uncheckpointed(_ journal: [UInt8]) -> [UInt64] {
-            journal.withUnsafeBytes { bytes in
-                var carried = Journal.CarriedFiles()
-                _ = Journal.replay(bytes) { record, type, offset in carried.note(record, type, at: offset) }
-                return carried.uncovered.compactMap { offset -> UInt64? in
+            var carried = Journal.CarriedFiles()
+            _ = Index.replaying(journal, blockSize: 4096, carried: &carried)
+            return journal.withUnsafeBytes { bytes in
+                carried.uncovered.compactMap { offset -> UInt64? in
                     guard case (.put(let put), _, _)? = Journal.decodeRecord(bytes, at: offset) else { return nil }
                     return put.hash.high
                 }

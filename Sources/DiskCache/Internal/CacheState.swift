@@ -217,8 +217,11 @@ struct CacheState {
         let zeros = UnsafeRawBufferPointer(start: memory, count: Int(end - start))
         if case .failure = Syscall.pwriteAll(journal.fd, zeros, at: start) {
             // A full disk: give back what was written, and do not try again before the records
-            // reach this chunk's end (appends until then grow the file, as without zeros).
+            // reach this chunk's end (appends until then grow the file, as without zeros). The
+            // cut gives back blocks a reservation held past `start` too: the next write
+            // reserves again (`reserveJournalSpace`) before its files are renamed in.
             _ = Syscall.ftruncate(journal.fd, start)
+            reservedEnd = min(reservedEnd, start)
         }
         writtenAhead = end
     }
@@ -342,14 +345,10 @@ extension CacheState {
             let count = Int(min(end - journalLength, Int64(capacity)))
             guard case .success(let read) = Syscall.preadAll(journal.fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]),
                                                              at: journalLength), read > 0 else { return }
-            var applied = 0
-            let summary = Journal.replay(UnsafeRawBufferPointer(rebasing: buffer[0..<read]), from: 0) { record, type, _ in
-                if type == .putWithFile { journalCarriesFiles = true }
-                apply(followed: record)
-                applied += 1
-            }
+            let summary = Journal.replay(UnsafeRawBufferPointer(rebasing: buffer[0..<read]), from: 0) { apply(followed: $0) }
+            if summary.carriedFiles > 0 { journalCarriesFiles = true }
             journalLength += Int64(summary.validLength)
-            journalRecords += applied
+            journalRecords += summary.records
             guard summary.validLength > 0 else { return }
         }
     }

@@ -126,19 +126,22 @@ struct Index {
 
     /// The index a whole journal's bytes (header included) describe, and what the replay found.
     static func replaying(_ bytes: [UInt8], blockSize: Int64) -> (Index, Journal.ReplaySummary) {
-        var index = Index(blockSize: blockSize, expectedCount: bytes.count / 80)
-        let summary = bytes.withUnsafeBytes { Journal.replay($0) { index.apply($0) } }
-        return (index, summary)
+        replaying(bytes, blockSize: blockSize) { _, _, _ in }
     }
 
     /// ``replaying(_:blockSize:)`` that also notes in `carried` where the PUT+FILE records no
     /// checkpoint covers are (what an open after an unclean shutdown checks).
     static func replaying(_ bytes: [UInt8], blockSize: Int64, carried: inout Journal.CarriedFiles) -> (Index, Journal.ReplaySummary) {
+        replaying(bytes, blockSize: blockSize) { record, type, offset in carried.note(record, type, at: offset) }
+    }
+
+    private static func replaying(_ bytes: [UInt8], blockSize: Int64,
+                                  also note: (Journal.Record, Journal.RecordType, Int) -> Void) -> (Index, Journal.ReplaySummary) {
         var index = Index(blockSize: blockSize, expectedCount: bytes.count / 80)
         let summary = bytes.withUnsafeBytes {
             Journal.replay($0) { record, type, offset in
                 index.apply(record)
-                carried.note(record, type, at: offset)
+                note(record, type, offset)
             }
         }
         return (index, summary)

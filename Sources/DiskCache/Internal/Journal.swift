@@ -250,7 +250,7 @@ enum Journal {
     /// starts. Whether that record still commits the key's entry is the index's to say. Noted
     /// by the replay at open (``Index/replaying(_:blockSize:carried:)``), not by every replay:
     /// a follower reading other processes' records needs no more than their count.
-    struct CarriedFiles: Equatable {
+    struct CarriedFiles {
         /// Records that start before this offset have durable files (the furthest a CHECKPOINT
         /// covers).
         var covered = 0
