@@ -216,17 +216,26 @@ int cdiskcache_shared_mutex_init(void *address) {
     return result;
 }
 
-int cdiskcache_shared_mutex_lock(void *address) {
-    int result = pthread_mutex_lock((pthread_mutex_t *)address);
+// What a lock or trylock of a robust mutex returned, as cdiskcache_shared_mutex_lock returns
+// it: a mutex taken from a holder that died is made consistent and reported as 1.
+static int shared_mutex_taken(pthread_mutex_t *mutex, int result) {
     if (result == EOWNERDEAD) {
-        result = pthread_mutex_consistent((pthread_mutex_t *)address);
+        result = pthread_mutex_consistent(mutex);
         return result == 0 ? 1 : result;
     }
     return result;
 }
 
+int cdiskcache_shared_mutex_lock(void *address) {
+    return shared_mutex_taken((pthread_mutex_t *)address, pthread_mutex_lock((pthread_mutex_t *)address));
+}
+
 int cdiskcache_shared_mutex_unlock(void *address) {
     return pthread_mutex_unlock((pthread_mutex_t *)address);
+}
+
+int cdiskcache_shared_mutex_trylock(void *address) {
+    return shared_mutex_taken((pthread_mutex_t *)address, pthread_mutex_trylock((pthread_mutex_t *)address));
 }
 
 int cdiskcache_shared_mutex_size(void) {
@@ -236,5 +245,6 @@ int cdiskcache_shared_mutex_size(void) {
 int cdiskcache_shared_mutex_init(void *address) { (void)address; return ENOTSUP; }
 int cdiskcache_shared_mutex_lock(void *address) { (void)address; return ENOTSUP; }
 int cdiskcache_shared_mutex_unlock(void *address) { (void)address; return ENOTSUP; }
+int cdiskcache_shared_mutex_trylock(void *address) { (void)address; return ENOTSUP; }
 int cdiskcache_shared_mutex_size(void) { return 0; }
 #endif

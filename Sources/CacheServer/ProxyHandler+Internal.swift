@@ -20,7 +20,7 @@ extension ProxyHandler {
         return Outcome(status: status.code, bytes: Int64(body.readableBytes), cacheStatus: cacheStatus)
     }
 
-    /// `/_cache/health` (200 while the store is open) and `/_cache/metrics` (Prometheus text).
+    /// `/_cache/health` (200 while the store is open and its directory in place, else 503 with the reason) and `/_cache/metrics` (Prometheus text).
     func answerInternal(_ head: HTTPRequestHead, writer: ClientWriter) async throws -> Outcome {
         let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
         guard head.method == .GET || head.method == .HEAD else {
@@ -29,6 +29,15 @@ extension ProxyHandler {
         let records = cache.storeStatistics()
         switch path {
         case "/_cache/health":
+            do {
+                try cache.checkStore()
+            } catch {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = .sortedKeys
+                let body = (try? encoder.encode(["status": "failing", "reason": "\(error)"])).map { String(decoding: $0, as: UTF8.self) }
+                return try await respond(.serviceUnavailable, body ?? "{\"status\":\"failing\"}",
+                                         writer: writer, head: head, contentType: "application/json", cacheStatus: "INTERNAL")
+            }
             return try await respond(.ok, "{\"status\":\"ok\",\"entries\":\(records.entries),\"bytes\":\(records.bytes)}",
                                      writer: writer, head: head, contentType: "application/json", cacheStatus: "INTERNAL")
         case "/_cache/metrics":

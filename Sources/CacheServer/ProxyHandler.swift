@@ -595,7 +595,7 @@ final class ProxyHandler: Sendable {
 
     /// Writes to the client; a failure is the client's going (``ClientGone``), not the origin's.
     private func send(_ part: HTTPServerResponsePart, _ writer: ClientWriter) async throws {
-        try await send([part], writer)
+        do { try await writer.write(part) } catch { throw ClientGone(underlying: error) }
     }
 
     /// Writes `parts` to the client together.

@@ -256,8 +256,7 @@ extension DiskCache {
     func isVouched(_ hash: KeyHash, slot: UInt8, kind: ShardScanner.FileKind) -> Bool? {
         let (entry, isBehind) = state.withLock { ($0.index[hash], $0.isBehind) }
         guard !isBehind else { return nil }
-        guard let entry else { return false }
-        return entry.slot == slot && (kind == .meta || !entry.isInline)
+        return entry?.vouches(forSlot: slot, kind: kind) ?? false
     }
 
     /// A missing body file is damage if the entry is still the one looked up, else a replacement.

@@ -251,6 +251,43 @@ public final class DiskCache: Sendable {
     /// Counters since the cache was opened.
     public var statistics: Statistics { state.withLock { $0.statistics } }
 
+    /// Checks that the cache's directory and journal are still the ones this cache opened, and
+    /// throws ``DiskCacheError/Code/notFound`` when they are not: the directory (or the journal
+    /// in it) was removed, or the path now names another directory, while the cache was open.
+    /// Such a cache goes on answering from its index, but nothing it stores persists and reads
+    /// of stored entries miss; reopen it to start afresh. Three `stat` calls, cheap enough
+    /// for a health check on every request; throws ``DiskCacheError/Code/closed`` once closed.
+    public func checkDirectory() throws(DiskCacheError) {
+        let root = layout.root
+        func gone(_ what: String) -> DiskCacheError {
+            DiskCacheError(code: .notFound, message: "\(what) while the cache was open: nothing stored from now on persists; reopen the cache",
+                           path: root)
+        }
+        let opened: stat
+        switch Syscall.fstat(layout.directory.fd) {
+        case .success(let info): opened = info
+        case .failure(let errno): throw DiskCacheError.io(errno, "stat the open cache directory", path: root)
+        }
+        if opened.st_nlink == 0 { throw gone("The cache directory was removed") }
+        switch Syscall.statPath(root) {
+        case .success(let now) where now.st_ino != opened.st_ino || now.st_dev != opened.st_dev:
+            throw gone("The cache directory was replaced by another")
+        case .success: break
+        case .failure(let errno) where errno == .noSuchFileOrDirectory || errno == .notDirectory:
+            throw gone("The cache directory was moved or removed")
+        case .failure(let errno):
+            throw DiskCacheError.io(errno, "stat the cache directory", path: root)
+        }
+        // A shared-mode instance may hold a journal generation a compaction elsewhere has
+        // replaced (and unlinked) until its next append: only an exclusive one's must be linked.
+        let journalUnlinked = try state.withLock { state throws(DiskCacheError) -> Bool in
+            guard !state.isClosed else { throw DiskCacheError.closed() }
+            guard state.shared == nil, case .success(let journal) = Syscall.fstat(state.journal.fd) else { return false }
+            return journal.st_nlink == 0
+        }
+        if journalUnlinked { throw gone("The cache's journal was removed") }
+    }
+
     // MARK: - Writing
 
     /// Stores `data` for `key`, replacing any earlier value.

@@ -8,13 +8,15 @@ import Darwin
 #endif
 
 /// Read-only access to a cache directory, for tools: it never creates, writes, truncates or
-/// repairs anything, and refuses a cache another process has open unless asked to read it
-/// anyway (`whileOpen`).
+/// repairs anything (the locks a ``verify(progress:)`` of a shared cache takes in `SHARED` are
+/// its one change, and they go with it), and refuses a cache another process has open unless
+/// asked to read it anyway (`whileOpen`).
 ///
 /// It replays the journal as an open would (without cutting a torn tail, which it reports).
 /// It checks that no process has the cache open, but does not keep the lock: an application
 /// starting meanwhile opens its cache as usual (what the inspector then reads may be a moment
-/// out of date, and a `verify` may report a file that a write was just committing).
+/// out of date; a `verify` of a cache open exclusively may report a file that a write held up
+/// for over a quarter of a second was committing).
 ///
 /// **A cache that is open** (`whileOpen: true`) is read as a snapshot: the journal as it was
 /// when the inspector was made. Entries replaced or removed since then may no longer read
@@ -273,7 +275,13 @@ public final class DiskCacheInspector: Sendable {
     /// finding: once the whole cache was read, three fresh snapshots of the journal are taken,
     /// the second 20 ms after the first and the third 250 ms after that, and each finding is
     /// kept only if all three still confirm it; a
-    /// `journal.tmp` is taken for a compaction in progress.
+    /// `journal.tmp` is taken for a compaction in progress. In a cache its instances share
+    /// (``DiskCache/Sharing/shared``), a file is then reported as an orphan only if the journal,
+    /// read again holding the locks its writers hold (the opening lock and the file's key
+    /// stripe in `SHARED`), still vouches for no such file. Those stripes are tried, never
+    /// waited for, for up to 5 s (then the files are named in a note, not reported); opens and
+    /// closes of the cache wait only while the journal is read under them. `SHARED` is never
+    /// created.
     public func verify(progress: ((_ done: Int, _ total: Int) -> Void)? = nil) -> DiskCache.VerificationReport {
         let entries = index.entries.map { ($0.key, $0.value) }.sorted { $0.0 < $1.0 }
         // A cache open in a running process changes while it is read: a finding stands only if
@@ -281,22 +289,45 @@ public final class DiskCacheInspector: Sendable {
         // (a few, a little apart, so that a store between writing its files and committing them
         // has committed). One set of snapshots serves every finding.
         let snapshots = Snapshots()
+        // Snapshots apart in time cannot tell an orphan from the files of a writer held up
+        // (descheduled, or waiting for the filesystem) for longer than they are apart, between
+        // writing them and committing them or between committing and removing the old slot's.
+        // In shared mode the writers' locks can: see `SharedLocks`.
+        func vouchesForNone(_ index: Index, _ hash: KeyHash, _ slot: UInt8, _ kind: ShardScanner.FileKind) -> Bool {
+            !(index[hash]?.vouches(forSlot: slot, kind: kind) ?? false)
+        }
+        var unsettled: [Verifier.Orphan] = []
         let settle: Verifier.Settle? = summary.openBy == nil ? nil : Verifier.Settle(
             isCurrent: { hash, entry in
                 snapshots.allSay { $0.index[hash]?.isSameCommit(as: entry) ?? false }
             },
             isOrphan: { hash, slot, kind, path in
-                snapshots.allSay(of: path) { fresh in
-                    guard let entry = fresh.index[hash] else { return true }
-                    return entry.slot != slot || (kind == .body && entry.isInline)
-                }
+                snapshots.allSay(of: path) { vouchesForNone($0.index, hash, slot, kind) }
             },
-            prepare: { paths in snapshots.take(of: self.directory, checking: paths) })
+            prepare: { paths in snapshots.take(of: self.directory, checking: paths) },
+            confirmOrphans: { candidates in
+                guard self.summary.openBy == "shared", let locks = SharedLocks(self.layout) else { return candidates }
+                let stripes = Set(candidates.map { SharedLocks.stripe(of: $0.hash) }).sorted()
+                let layout = self.layout
+                let settled = locks.holding(stripes: stripes) { () -> [Verifier.Orphan] in
+                    // A journal that cannot be read now leaves the snapshots' answer.
+                    guard let index = Self.journalIndex(layout) else { return candidates }
+                    return candidates.filter { vouchesForNone(index, $0.hash, $0.slot, $0.kind) && layout.directory.exists($0.path) }
+                }
+                guard let settled else {
+                    unsettled = candidates
+                    return []
+                }
+                return settled
+            })
         var verifier = Verifier(layout: layout, entries: entries, hasher: .xxh3, settle: settle)
         verifier.compactionMayRun = summary.openBy != nil
         let findings = verifier.run(progress: progress)
         var report = DiskCache.VerificationReport(entriesChecked: findings.entriesChecked, bytesChecked: findings.bytesChecked,
                                                   problems: findings.problems)
+        if !unsettled.isEmpty {
+            report.notes.append("\(unsettled.count) \(unsettled.count == 1 ? "file" : "files") no journal record vouched for could not be settled: writers of \(unsettled.count == 1 ? "its key" : "their keys") held their locks for \(Int(SharedLocks.patience.components.seconds)) s; verify again later (\(unsettled.prefix(3).map(\.path).joined(separator: ", "))\(unsettled.count > 3 ? ", …" : ""))")
+        }
         if !summary.hasJournal {
             report.problems.append(DiskCache.Problem(kind: .journalMissing, path: layout.journal, key: nil,
                                                      detail: "the journal is missing or unreadable; opening the cache rebuilds it"))
@@ -325,16 +356,28 @@ public final class DiskCacheInspector: Sendable {
     /// (a writer descheduled between writing an entry's files and committing them, on a busy
     /// machine, can take tens of milliseconds to commit), that a verify's findings are
     /// checked against (see ``verify(progress:)``), each with which of the files that looked
-    /// like orphans were there right after it was taken.
+    /// like orphans were there right after it was taken, and as which file (device and inode).
+    ///
+    /// A file counts as there in every snapshot only if it is the same file each time: a key
+    /// rewritten all along puts a new file under the same name every other store (its slots
+    /// alternate), so a name can be present, and unvouched for, at each of three instants
+    /// without any one file having lived unvouched for a moment; an orphan keeps its inode.
     private final class Snapshots {
-        private var fresh: [(snapshot: DiskCacheInspector, present: Set<String>)]?
+        private struct FileID: Equatable { var device: UInt64; var inode: UInt64 }
+        private var fresh: [(snapshot: DiskCacheInspector, present: [String: FileID])]?
 
         func take(of directory: URL, checking paths: [String]) {
-            var taken: [(DiskCacheInspector, Set<String>)] = []
+            var taken: [(DiskCacheInspector, [String: FileID])] = []
             for pause in [0, 20_000, 250_000] as [useconds_t] {
                 if pause > 0 { usleep(pause) }
                 guard let snapshot = try? DiskCacheInspector(directory: directory, whileOpen: true) else { return }
-                taken.append((snapshot, Set(paths.filter { snapshot.layout.directory.exists($0) })))
+                var present: [String: FileID] = [:]
+                for path in paths {
+                    if case .success(let info) = snapshot.layout.directory.lstat(path) {
+                        present[path] = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+                    }
+                }
+                taken.append((snapshot, present))
             }
             fresh = taken
         }
@@ -345,11 +388,70 @@ public final class DiskCacheInspector: Sendable {
             return fresh.allSatisfy { condition($0.snapshot) }
         }
 
-        /// Whether the file at `path` was there after every snapshot and `condition` holds in each.
+        /// Whether the same file was at `path` after every snapshot and `condition` holds in each.
         func allSay(of path: String, _ condition: (DiskCacheInspector) -> Bool) -> Bool {
-            guard let fresh else { return false }
-            return fresh.allSatisfy { $0.present.contains(path) && condition($0.snapshot) }
+            guard let fresh, let first = fresh.first?.present[path] else { return false }
+            return fresh.allSatisfy { $0.present[path] == first && condition($0.snapshot) }
         }
+    }
+
+    /// The locks of a cache its instances share that settle whether files are orphans: the
+    /// opening lock, so that no instance opens or closes meanwhile (the first to open writes the
+    /// page's locks afresh), then, while any instance has the cache open, the key stripes of the
+    /// files, which every writer of a key holds from writing its files until the old slot's are
+    /// gone. Under both, a file the journal does not vouch for is no write in progress.
+    ///
+    /// The stripes are only ever tried, never waited for, and the opening lock is let go between
+    /// tries: a writer that holds its key's stripe for long (a large value, a stopped process)
+    /// then holds up the verify, for up to ``patience``, and no open or close of the cache.
+    /// `SHARED` is opened, never created; nil when it cannot be opened or is not one this
+    /// library wrote.
+    private final class SharedLocks {
+        static let patience: Duration = .seconds(5)
+        private let region: SharedRegion
+
+        init?(_ layout: Layout) {
+            guard case .success(let fd) = layout.directory.open(layout.root + "/" + SharedRegion.fileName,
+                                                                 O_RDWR | O_NOFOLLOW | O_NONBLOCK),
+                  let region = try? SharedRegion.map(fd: fd, layout: layout, initialise: false)
+            else { return nil }
+            self.region = region
+        }
+
+        /// The stripe every writer of `hash` holds (see `DiskCache.withStripe`).
+        static func stripe(of hash: KeyHash) -> Int { Int(hash.low % UInt64(SharedRegion.stripeCount)) }
+
+        /// `body`'s answer, found holding the opening lock and `stripes` (ascending); nil when
+        /// they were not all free at once within ``patience``.
+        func holding<T>(stripes: [Int], _ body: () -> T) -> T? {
+            let deadline = ContinuousClock.now + Self.patience
+            repeat {
+                let answer: T?? = region.withLock(.opening) { () -> T?? in
+                    // A page being written afresh: no instance is open yet, so none writes.
+                    guard region.isValid else { return .some(body()) }
+                    // Nobody holds the presence lock: no instance has the cache open in shared mode.
+                    if case .success = region.lock(.presence, .exclusive, wait: false) {
+                        region.lock(.presence, .unlock)
+                        return .some(body())
+                    }
+                    return region.withStripesIfFree(stripes, body).map { .some($0) } ?? .none
+                }
+                if let answer { return answer }
+                usleep(2_000)
+            } while ContinuousClock.now < deadline
+            return nil
+        }
+    }
+
+    /// The index the journal in `layout` vouches for now, read without the probes and the
+    /// summary an inspector makes; nil when the journal cannot be read.
+    static func journalIndex(_ layout: Layout) -> Index? {
+        guard case .success(let bytes?) = FileIO.readAll(layout.journal, limit: Int.max, in: layout.directory),
+              case .valid = bytes.withUnsafeBytes({ Journal.checkHeader($0) })
+        else { return nil }
+        var index = Index(blockSize: 4096)
+        _ = bytes.withUnsafeBytes { Journal.replay($0) { index.apply($0) } }
+        return index
     }
 
     private func lookup(_ key: String) -> (KeyHash, IndexEntry)? {

@@ -68,7 +68,7 @@ public struct CachedHTTPResponse: Sendable, Hashable {
 
 extension CachedHTTPResponse {
     /// Everything but the body, as it is kept in the record's metadata (JSON, one field).
-    struct Metadata: Codable {
+    struct Metadata: Codable, Equatable {
         var version = 1
         var url: URL
         var response: StoredResponse
@@ -86,8 +86,8 @@ extension CachedHTTPResponse {
             url: url, response: response, mimeType: mimeType, textEncodingName: textEncodingName,
             storagePolicy: storagePolicy, userInfo: userInfo, isHTTP: isHTTP
         )
-        let json = try JSONEncoder().encode(metadata)
-        return [Self.metadataField: String(decoding: json, as: UTF8.self)]
+        let json = try metadata.json() ?? String(decoding: JSONEncoder().encode(metadata), as: UTF8.self)
+        return [Self.metadataField: json]
     }
 
     /// Decodes a stored record; `nil` for a record that is not a response or is damaged.
@@ -116,4 +116,76 @@ extension CachedHTTPResponse {
     }
 
     private static let decodedTexts = PthreadMutex([String: Metadata]())
+}
+
+extension CachedHTTPResponse.Metadata {
+    /// The JSON `JSONEncoder` would write for this value, in a form `JSONDecoder` reads back
+    /// as the same value (a test checks it against `JSONEncoder`'s), written directly: on
+    /// every store the generic encoder cost about 9 % of a proxy's CPU for a 1 KB miss. Keys
+    /// in declaration order, absent optionals left out, the URL as its `absoluteString`, dates
+    /// as seconds since 2001 (`Double`), `userInfo` in base64: what `JSONEncoder`'s defaults
+    /// do. Nil for a date that is not finite (which `JSONEncoder` refuses with an error).
+    func json() -> String? {
+        guard response.requestTime.timeIntervalSinceReferenceDate.isFinite,
+              response.responseTime.timeIntervalSinceReferenceDate.isFinite else { return nil }
+        var out = "{\"version\":\(version),\"url\":"
+        out.reserveCapacity(256 + 64 * (response.headers.count + response.varyingRequestHeaders.count))
+        Self.appendString(url.absoluteString, to: &out)
+        out += ",\"response\":{\"requestMethod\":"
+        Self.appendString(response.requestMethod, to: &out)
+        out += ",\"status\":\(response.status),\"headers\":"
+        Self.appendFields(response.headers, to: &out)
+        out += ",\"requestTime\":\(response.requestTime.timeIntervalSinceReferenceDate)"
+        out += ",\"responseTime\":\(response.responseTime.timeIntervalSinceReferenceDate),\"varyingRequestHeaders\":"
+        Self.appendFields(response.varyingRequestHeaders, to: &out)
+        out += "}"
+        if let mimeType {
+            out += ",\"mimeType\":"
+            Self.appendString(mimeType, to: &out)
+        }
+        if let textEncodingName {
+            out += ",\"textEncodingName\":"
+            Self.appendString(textEncodingName, to: &out)
+        }
+        out += ",\"storagePolicy\":"
+        Self.appendString(storagePolicy.rawValue, to: &out)
+        if let userInfo { out += ",\"userInfo\":\"\(userInfo.base64EncodedString())\"" }
+        out += ",\"isHTTP\":\(isHTTP)}"
+        return out
+    }
+
+    private static func appendFields(_ fields: HTTPHeaderFields, to out: inout String) {
+        out += "["
+        for (index, field) in fields.fields.enumerated() {
+            out += index == 0 ? "{\"name\":" : ",{\"name\":"
+            appendString(field.name, to: &out)
+            out += ",\"value\":"
+            appendString(field.value, to: &out)
+            out += "}"
+        }
+        out += "]"
+    }
+
+    /// `text` as a JSON string: quotes, backslashes and control characters escaped (RFC 8259 §7).
+    private static func appendString(_ text: String, to out: inout String) {
+        out += "\""
+        if !text.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out += text
+        } else {
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                case "\r": out += "\\r"
+                case "\t": out += "\\t"
+                case _ where scalar.value < 0x20:
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                default: out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        out += "\""
+    }
 }

@@ -194,6 +194,12 @@ extension HTTPURLCache {
         try responses.records.disk?.close()
     }
 
+    /// Throws what ``DiskCache/checkDirectory()`` throws for the disk tier (nothing for a
+    /// memory-only cache): its directory or journal went away while it was open.
+    package func checkStore() throws {
+        try responses.records.disk?.checkDirectory()
+    }
+
     /// Records and bytes in the disk tier.
     package func storeStatistics() -> (entries: Int, bytes: Int64) {
         (responses.records.disk?.count ?? 0, responses.records.currentDiskUsage)

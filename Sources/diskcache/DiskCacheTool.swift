@@ -10,8 +10,9 @@ struct DiskCacheTool: AsyncParsableCommand {
         abstract: "Inspect, verify and maintain a DiskCache directory.",
         discussion: """
             Every subcommand takes the cache directory as its first argument. The read-only \
-            subcommands (stats, ls, show, get, verify without --repair) never create, lock or \
-            modify anything; on a cache a running process has open they report what it held \
+            subcommands (stats, ls, show, get, verify without --repair) never create or modify \
+            anything (a verify of a shared cache takes its writers' locks for a moment to settle \
+            what looks like an orphan); on a cache a running process has open they report what it held \
             when they read it. The others open the cache shared, beside any application and \
             any other command using it; one that an application opened exclusively they wait \
             for (--wait), then refuse.

@@ -123,6 +123,50 @@ struct HostileDirectoryTests {
         try reopened.close()
     }
 
+    // MARK: - The directory going away under an open cache
+
+    @Test(arguments: ["removed", "moved", "replaced", "journal removed"])
+    func checkDirectorySaysWhenTheDirectoryWentAway(_ how: String) throws {
+        let dir = TemporaryDirectory()
+        var exclusive = configuration()
+        exclusive.sharing = .exclusive
+        let cache = try DiskCache(directory: dir.cache, configuration: exclusive)
+        try cache.store(bytes("1"), for: "key-1")
+        try cache.checkDirectory()
+        let fileManager = FileManager.default
+        switch how {
+        case "removed": try fileManager.removeItem(at: dir.cache)
+        case "moved": try fileManager.moveItem(at: dir.cache, to: dir.url.appendingPathComponent("elsewhere"))
+        case "replaced":
+            try fileManager.moveItem(at: dir.cache, to: dir.url.appendingPathComponent("elsewhere"))
+            try fileManager.createDirectory(at: dir.cache, withIntermediateDirectories: false)
+        default: try fileManager.removeItem(at: dir.cache.appendingPathComponent("journal"))
+        }
+        #expect {
+            try cache.checkDirectory()
+        } throws: { error in
+            let error = error as? DiskCacheError
+            return error?.code == .notFound && error?.path == dir.cache.path && error?.message.contains("reopen") == true
+        }
+        try? cache.close()
+        #expect { try cache.checkDirectory() } throws: { ($0 as? DiskCacheError)?.code == .notFound || ($0 as? DiskCacheError)?.code == .closed }
+    }
+
+    @Test func checkDirectoryPassesInSharedModeAfterAnotherInstanceCompacts() throws {
+        let dir = TemporaryDirectory()
+        var shared = configuration()
+        shared.sharing = .shared
+        let first = try DiskCache(directory: dir.cache, configuration: shared)
+        let second = try DiskCache(directory: dir.cache, configuration: shared)
+        try first.store(bytes("1"), for: "key-1")
+        // The compaction replaces the journal `second` holds open.
+        try first.compact()
+        try second.checkDirectory()
+        try first.close()
+        try second.close()
+        #expect { try second.checkDirectory() } throws: { ($0 as? DiskCacheError)?.code == .closed }
+    }
+
     // MARK: - A user's directory
 
     @Test(arguments: [

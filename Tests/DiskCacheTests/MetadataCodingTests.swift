@@ -39,6 +39,31 @@ struct MetadataCodingTests {
 
     /// The in-place reader tells the fields it reads by loading words from the name's string
     /// object: each of its names, and only those, is recognised, whatever byte differs.
+    /// A store writes `.meta` files with a writer of its own (no `Value` tree): it must write the
+    /// generic writer's bytes exactly, with and without an inline body between head and tail.
+    @Test(arguments: 0..<samples.count)
+    func theStoresWriterWritesTheGenericWritersBytes(index: Int) throws {
+        let meta = Self.samples[index]
+        for inline in [nil, 0, 5, 14, 15, 255, 70_000] as [Int?] {
+            let parts = meta.encodedParts(inlineBodyCount: inline)
+            let generic = BinaryPropertyList.encodeSplit(meta.plist(body: inline.map { .externalData(count: $0) }))
+            #expect(parts.head == generic.head, "inline \(String(describing: inline))")
+            #expect(parts.tail == generic.tail, "inline \(String(describing: inline))")
+        }
+        // The whole file, as `updateMetadata` writes it, is the general writer's too.
+        if let body = meta.inlineBody {
+            let generic = BinaryPropertyList.encodeSplit(meta.plist(body: .data(body)))
+            #expect(meta.encoded() == generic.head + generic.tail)
+        }
+        // And what it writes decodes back, with the body put between the parts.
+        var expected = meta
+        expected.inlineBody = meta.inlineBody ?? Array("body".utf8)
+        expected.size = Int64(expected.inlineBody!.count)
+        let parts = expected.encodedParts(inlineBodyCount: expected.inlineBody!.count)
+        let whole = parts.head + expected.inlineBody! + parts.tail
+        #expect(whole.withUnsafeBytes { EntryMetadata.decode($0) } == expected)
+    }
+
     @Test func theInPlaceReaderKnowsItsFieldNamesAndNoOthers() {
         let fields: [String: UInt8] = ["key": 1, "size": 2, "checksum": 4, "format": 8, "expires": 16, "body": 32]
         for (name, bit) in fields {
@@ -226,5 +251,26 @@ struct SessionMarkerTests {
         let reopened = try DiskCache(directory: dir.cache, configuration: .testing())
         #expect(!reopened.statistics.recovery.wasUncleanShutdown)
         #expect(reopened.data(for: "k") == bytes("v"))
+    }
+}
+
+extension EntryMetadata {
+    /// The entry's dictionary as a `BinaryPropertyList.Value`, written out field by field as
+    /// docs/on-disk-format.md lists them: what the store's own writer is checked against
+    /// through the general writer (`BinaryPropertyList.encodeSplit`).
+    func plist(body: BinaryPropertyList.Value?) -> BinaryPropertyList.Value {
+        func date(_ milliseconds: Int64) -> BinaryPropertyList.Value { .date(Double(milliseconds) / 1000 - 978_307_200) }
+        var pairs: [(String, BinaryPropertyList.Value)] = [
+            ("format", .integer(Self.formatVersion)),
+            ("key", .string(key)),
+            ("size", .integer(size)),
+            ("checksum", .integer(Int64(bitPattern: checksum))),
+            ("created", date(created)),
+            ("accessed", date(accessed)),
+        ]
+        if let expires { pairs.append(("expires", date(expires))) }
+        pairs.append(("metadata", .dictionary(metadata.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })))
+        if let body { pairs.append(("body", body)) }
+        return .dictionary(pairs)
     }
 }

@@ -193,17 +193,84 @@ struct SnapshotTests {
         #expect(repair.status == 0, "\(repair.output)")
     }
 
+    /// How the write the next test holds up ends.
+    enum HeldUpWrite: CaseIterable, Sendable {
+        /// Without the file: it was the writer's, and the verify must not report it.
+        case endsWithoutTheFile
+        /// With the file left in place: an orphan, reported.
+        case leavesTheFile
+        /// Not before the verify gives up waiting: a note names the file, which is no problem.
+        case outlastsTheVerify
+    }
+
+    /// `verify` of a cache its instances share while a writer of one key is held up between
+    /// writing a file and committing it, for longer than the verify's snapshots are apart (as a
+    /// writer descheduled there, or waiting for the filesystem, would be): the key's stripe is
+    /// held over a file no record vouches for until the verify is seen trying to take it (it
+    /// holds `SHARED`'s opening lock while it tries).
+    @Test(arguments: HeldUpWrite.allCases)
+    func verifyWaitsForAWriterHeldUpInASharedCache(write: HeldUpWrite) throws {
+        let directory = TemporaryDirectory()
+        let cache = try openCache(directory.cache)
+        defer { try? closeCache(cache) }
+        try cache.store(Data("committed".utf8), for: "k")
+        let hash = cache.configuration.keyHasher.hash("k")
+        let committedSlot = try #require(cache.state.withLock { $0.index[hash]?.slot })
+        let pending = cache.layout.metaFile(hash, slot: 1 - committedSlot)
+        let shared = open(directory.cache.path + "/" + SharedRegion.fileName, O_RDWR | O_CLOEXEC)
+        try #require(shared >= 0)
+        defer { close(shared) }
+        let verified = LockedResult()
+        let path = directory.cache.path
+        var result: ToolResult?
+        try cache.withStripe(hash) { () throws in
+            FileManager.default.createFile(atPath: pending, contents: Data("not committed yet".utf8))
+            Thread.detachNewThread { verified.set(Result { try runTool(["verify", path]) }) }
+            // The verify holds the opening lock only while it tries the stripe: look for it.
+            var seen = false
+            let deadline = Date().addingTimeInterval(60)
+            while !seen && Date() < deadline && !verified.isSet {
+                switch SharedRegion.range(shared, start: SharedRegion.Lock.opening.rawValue, length: 1, .exclusive, wait: false) {
+                case .success: SharedRegion.range(shared, start: SharedRegion.Lock.opening.rawValue, length: 1, .unlock, wait: false)
+                case .failure: seen = true
+                }
+                usleep(100)
+            }
+            #expect(seen && !verified.isSet, "the verify never tried the key's stripe")
+            switch write {
+            case .endsWithoutTheFile: unlink(pending)
+            case .leavesTheFile: break
+            case .outlastsTheVerify: result = try verified.wait(seconds: 60)?.get()
+            }
+        }
+        result = try result ?? verified.wait(seconds: 60)?.get()
+        let output = try #require(result, "the verify did not finish").output
+        switch write {
+        case .endsWithoutTheFile:
+            #expect(result?.status == 0 && output.contains("no problems") && !output.contains("could not be settled"), "\(output)")
+        case .leavesTheFile:
+            #expect(result?.status != 0 && output.contains("orphanFile") && output.contains(pending), "\(output)")
+        case .outlastsTheVerify:
+            #expect(result?.status == 0 && !output.contains("orphanFile"), "\(output)")
+            #expect(output.contains("1 file no journal record vouched for could not be settled") && output.contains(pending), "\(output)")
+        }
+    }
+
     /// `get` while the process that has the cache open (this one) keeps replacing and removing
-    /// values as fast as it can: every output is a whole value stored for its key; otherwise the
-    /// command says there is no entry, or that the entry kept changing while it was read (a
-    /// snapshot reader can lose that race to a writer this busy); never other bytes.
+    /// values, one a millisecond: every output is a whole value stored for its key; otherwise
+    /// the command says there is no entry, or that the entry kept changing while it was read (a
+    /// snapshot reader can lose that race to a busy writer); never other bytes. Runs until 21
+    /// whole values were read (at most 20 s), and asks for more than 5.
     @Test func getDuringWritesReturnsWholeValuesOnly() throws {
         let directory = TemporaryDirectory()
-        let writer = try BackgroundWriter(directory.cache)
+        // Paced: unpaced, each key is rewritten every few dozen microseconds, and a snapshot
+        // reader (a new process that replays the journal, then reads the files) nearly always
+        // finds its entry replaced (1 whole value in 3 s, run alone).
+        let writer = try BackgroundWriter(directory.cache, pause: 1_000)
         defer { writer.stop() }
         var values = 0
-        let deadline = Date().addingTimeInterval(3)
-        while Date() < deadline {
+        let deadline = Date().addingTimeInterval(20)
+        while values <= 20 && Date() < deadline {
             let k = Int.random(in: 0..<5)
             let result = try runTool(["get", directory.cache.path, "key-\(k)"])
             if result.status == 4 { continue }
@@ -222,6 +289,24 @@ struct SnapshotTests {
             }
         }
         #expect(values > 5)
+    }
+}
+
+/// A tool run's result, set by one thread and waited for by another.
+final class LockedResult: @unchecked Sendable {  // unchecked: `result` is guarded by `lock`
+    private let lock = NSLock()
+    private let done = DispatchSemaphore(value: 0)
+    private var result: Result<ToolResult, any Error>?
+    var isSet: Bool { lock.withLock { result != nil } }
+    func set(_ value: Result<ToolResult, any Error>) {
+        lock.withLock { result = value }
+        done.signal()
+    }
+    /// The result, once set within `seconds`; nil if it was not.
+    func wait(seconds: Int) -> Result<ToolResult, any Error>? {
+        guard done.wait(timeout: .now() + .seconds(seconds)) == .success else { return nil }
+        done.signal()  // for the next wait
+        return lock.withLock { result }
     }
 }
 
@@ -245,7 +330,8 @@ final class BackgroundWriter: @unchecked Sendable {  // unchecked: `running` is 
         return Data(bytes)
     }
 
-    init(_ url: URL) throws {
+    /// `pause`: microseconds between two operations (none by default: as fast as it can).
+    init(_ url: URL, pause: useconds_t = 0) throws {
         let cache = try openCache(url)
         for k in 0..<5 { try cache.store(Self.payload(k: k, version: 0), for: "key-\(k)") }
         Thread.detachNewThread { [self] in
@@ -259,6 +345,7 @@ final class BackgroundWriter: @unchecked Sendable {  // unchecked: `running` is 
                     try? cache.store(Self.payload(k: k, version: version), for: "key-\(k)")
                 }
                 if version % 500 == 0 { try? cache.compact() }
+                if pause > 0 { usleep(pause) }
             }
             try? closeCache(cache)
             done.signal()

@@ -6,20 +6,32 @@ import Glibc
 /// The page cache, for the tests of reads that must not wait for the disk.
 public enum PageCache {
     /// Writes `url`'s dirty pages back and asks the kernel to drop all its pages from the page
-    /// cache; true when none of them is left there. Asks again, up to 50 times 10 ms apart,
-    /// while some stay: pages a `sendfile` handed to a socket stay pinned until the peer's
-    /// acknowledgement frees them, which on a loaded machine can come late.
+    /// cache; true when none of them is left there. Asks again every 10 ms, for up to 10 s,
+    /// while some stay: pages a `sendfile` handed to a socket stay pinned until the socket
+    /// buffer that holds them is freed, which on a loaded machine can come late (half a
+    /// second was not always enough beside the suite's soak and power-loss tests).
     @discardableResult
     public static func drop(_ url: URL) -> Bool {
         let fd = open(url.path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        guard fdatasync(fd) == 0 else { return false }
-        for _ in 0..<50 {
-            guard posix_fadvise(fd, 0, 0, Int32(POSIX_FADV_DONTNEED)) == 0 else { return false }
-            if residentPages(fd) == 0 { return true }
-            usleep(10_000)
+        guard fd >= 0, fdatasync(fd) == 0 else {
+            print("PageCache.drop: cannot open or sync \(url.path): errno \(errno)")
+            if fd >= 0 { close(fd) }
+            return false
         }
+        defer { close(fd) }
+        let deadline = ContinuousClock.now + .seconds(10)
+        var resident = 0
+        repeat {
+            guard posix_fadvise(fd, 0, 0, Int32(POSIX_FADV_DONTNEED)) == 0 else {
+                print("PageCache.drop: posix_fadvise failed on \(url.path): errno \(errno)")
+                return false
+            }
+            resident = residentPages(fd)
+            if resident == 0 { return true }
+            usleep(10_000)
+        } while ContinuousClock.now < deadline
+        // Said where a failing test can show it: which file, and how much of it stayed.
+        print("PageCache.drop: \(resident) pages of \(url.path) stayed in the page cache for 10 s (-1: mincore failed)")
         return false
     }
 
@@ -27,10 +39,19 @@ public enum PageCache {
     /// `directory`; true when there were some and all of them left.
     @discardableResult
     public static func dropEntryFiles(under directory: URL, extensions: Set<String> = ["meta", "body"]) -> Bool {
-        let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?
+        drop(entryFiles(under: directory, extensions: extensions))
+    }
+
+    /// Drops every file of `files`; true when there were some and all of them left.
+    @discardableResult
+    public static func drop(_ files: [URL]) -> Bool {
+        !files.isEmpty && files.map(drop).allSatisfy { $0 }
+    }
+
+    /// The entry files (`.meta`, `.body`, or the kinds in `extensions`) under `directory`.
+    public static func entryFiles(under directory: URL, extensions: Set<String> = ["meta", "body"]) -> [URL] {
+        FileManager.default.enumerator(at: directory, includingPropertiesForKeys: nil)?
             .compactMap { $0 as? URL }.filter { extensions.contains($0.pathExtension) } ?? []
-        guard !files.isEmpty else { return false }
-        return files.map(drop).allSatisfy { $0 }
     }
 
     /// How many of the pages of the file open as `fd` the page cache holds (`mincore`).

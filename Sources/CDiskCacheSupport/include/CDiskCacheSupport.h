@@ -98,6 +98,9 @@ int64_t cdiskcache_filesystem_type(const char *path);
 int cdiskcache_shared_mutex_init(void *address);
 int cdiskcache_shared_mutex_lock(void *address);
 int cdiskcache_shared_mutex_unlock(void *address);
+/// pthread_mutex_trylock of such a mutex: 0 when taken, 1 when taken from a holder that died
+/// (made consistent), EBUSY when another holds it, or another errno.
+int cdiskcache_shared_mutex_trylock(void *address);
 /// Bytes one mutex takes (at most 64 where they are supported).
 int cdiskcache_shared_mutex_size(void);
 

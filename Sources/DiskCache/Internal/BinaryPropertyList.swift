@@ -52,15 +52,12 @@ enum BinaryPropertyList {
 
     // MARK: - Writing
 
-    static func encode(_ root: Value) -> [UInt8] {
-        let (head, tail) = encodeSplit(root)
-        return head + tail
-    }
-
     /// Encodes `root` in two parts, for a gathered write: the payload of its one
     /// `.externalData(count)` object (if any) is in neither part and goes between them (`head`,
     /// the payload, `tail` is the whole property list), so an entry's body is written without
     /// being copied. Objects are written in the order they are first referred to, breadth first.
+    /// `.meta` files are written by `EntryMetadata.encodedParts`, a writer for their one shape,
+    /// which a test checks against this general one.
     static func encodeSplit(_ root: Value) -> (head: [UInt8], tail: [UInt8]) {
         let total = countObjects(root)
         let refSize = total < 256 ? 1 : (total < 65536 ? 2 : 4)
@@ -117,6 +114,14 @@ enum BinaryPropertyList {
                 }
             }
         }
+        let tail = finishSplit(&result, split: split, external: external, offsets: offsets, refSize: refSize)
+        return (result, tail)
+    }
+
+    /// Cuts `result` (the magic and every object, less the `external` bytes the caller writes
+    /// itself at `split`) at `split`, and returns what followed with the offset table and
+    /// trailer appended: the tail.
+    static func finishSplit(_ result: inout [UInt8], split: Int?, external: Int, offsets: [Int], refSize: Int) -> [UInt8] {
         let tableOffset = result.count + external
         let offsetSize = tableOffset < 256 ? 1 : (tableOffset < 65536 ? 2 : (tableOffset < 1 << 32 ? 4 : 8))
         var tail: [UInt8] = []
@@ -132,7 +137,7 @@ enum BinaryPropertyList {
         appendBigEndian(UInt64(offsets.count), size: 8, to: &tail)
         appendBigEndian(0, size: 8, to: &tail)
         appendBigEndian(UInt64(tableOffset), size: 8, to: &tail)
-        return (result, tail)
+        return tail
     }
 
     static func isStringObject(_ marker: UInt8) -> Bool { marker & 0xF0 == 0x50 || marker & 0xF0 == 0x60 }
@@ -167,7 +172,7 @@ enum BinaryPropertyList {
         }
     }
 
-    private static func appendMarker(_ high: UInt8, count: Int, to out: inout [UInt8]) {
+    static func appendMarker(_ high: UInt8, count: Int, to out: inout [UInt8]) {
         if count < 15 {
             out.append(high | UInt8(count))
         } else {
@@ -178,10 +183,8 @@ enum BinaryPropertyList {
     }
 
     @inline(__always)
-    private static func appendBigEndian(_ value: UInt64, size: Int, to out: inout [UInt8]) {
-        for i in stride(from: size - 1, through: 0, by: -1) {
-            out.append(UInt8(truncatingIfNeeded: value >> UInt64(8 * i)))
-        }
+    static func appendBigEndian(_ value: UInt64, size: Int, to out: inout [UInt8]) {
+        withUnsafeBytes(of: value.bigEndian) { out.append(contentsOf: $0[(8 - size)...]) }
     }
 
     // MARK: - Reading

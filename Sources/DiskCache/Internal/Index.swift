@@ -47,6 +47,12 @@ struct IndexEntry: Equatable, Sendable {
 
     var size: Int64 { Int64(sizeAndFlags & ~(Self.inlineBit | Self.slotBit)) }
     var isInline: Bool { sizeAndFlags & Self.inlineBit != 0 }
+
+    /// Whether this entry vouches for an entry file of its key in `slot` of `kind`: it uses the
+    /// slot, and a body file only when its body is not inline.
+    func vouches(forSlot slot: UInt8, kind: ShardScanner.FileKind) -> Bool {
+        self.slot == slot && (kind == .meta || !isInline)
+    }
     var slot: UInt8 { sizeAndFlags & Self.slotBit != 0 ? 1 : 0 }
     /// When the value was stored, ms since 1970.
     var created: Int64 { Int64(createdAndMetaSize >> Self.metaSizeBits) }

@@ -182,13 +182,14 @@ enum Journal {
 
     static func encode(_ record: Record) -> [UInt8] {
         var out: [UInt8] = []
+        if case .put = record { out.reserveCapacity(putRecordSize) }
         encode(record, into: &out)
         return out
     }
 
     @inline(__always)
     private static func appendLE(_ value: UInt64, size: Int, to out: inout [UInt8]) {
-        for i in 0..<size { out.append(UInt8(truncatingIfNeeded: value >> UInt64(8 * i))) }
+        withUnsafeBytes(of: value.littleEndian) { out.append(contentsOf: $0.prefix(size)) }
     }
 
     @inline(__always)

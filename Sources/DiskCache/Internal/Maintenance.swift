@@ -27,6 +27,8 @@ final class Maintenance: Sendable {
     private let stopping = Atomic<Bool>(false)
     private let compactionScheduled = Atomic<Bool>(false)
     private let sweepScheduled = Atomic<Bool>(false)
+    /// Whether a tick has logged that the cache directory went away (logged once).
+    let reportedDirectoryGone = Atomic<Bool>(false)
     /// When the last background sweep check ran (ContinuousClock instant as nanoseconds).
     private let lastSweepCheck = Atomic<Int64>(0)
     private static let queueKey = DispatchSpecificKey<Bool>()
@@ -154,8 +156,17 @@ extension DiskCache {
     func maintenanceTick() {
         _ = try? flushPendingAccess()
         if needsCompaction { compactJournal() }
-        if maintenance.sweepCheckIsDue(interval: configuration.sweepInterval), sweepIsDue(now: configuration.clock()) {
-            runSweep()
+        if maintenance.sweepCheckIsDue(interval: configuration.sweepInterval) {
+            do throws(DiskCacheError) {
+                try checkDirectory()
+            } catch DiskCacheError.Code.notFound {
+                if !maintenance.reportedDirectoryGone.exchange(true, ordering: .relaxed) {
+                    logger.error("The cache directory went away while the cache was open; nothing stored persists until it is reopened",
+                                 metadata: ["path": "\(layout.root)"])
+                }
+                return
+            } catch {}
+            if sweepIsDue(now: configuration.clock()) { runSweep() }
         }
     }
 

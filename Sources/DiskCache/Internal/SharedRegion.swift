@@ -54,8 +54,11 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     /// The byte ranges used as locks, all past the mapped page.
     enum Lock: Int64 {
         /// Exclusive while an instance opens or closes: opens and closes happen one at a time.
+        /// A verify of the open cache (``DiskCacheInspector``) takes it too while it settles
+        /// whether files are orphans, so that no first instance writes the page's locks afresh.
         case opening = 1_048_576
-        /// Shared by every open instance; taken exclusively only by one that finds itself alone.
+        /// Shared by every open instance; taken exclusively only by one that finds itself alone
+        /// (and, holding the opening lock, by a verify that asks whether any instance is open).
         case presence = 1_048_577
         /// Exclusive while one instance compacts, sweeps or verifies.
         case housekeeping = 1_048_578
@@ -88,12 +91,13 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     }
 
     /// Opens (creating when missing) `SHARED` in the cache directory. The mapping is made only
-    /// by ``map(initialise:)``, once the caller knows whether it is alone.
+    /// by ``map(fd:layout:initialise:)``, once the caller knows whether it is alone.
     static func openFile(_ layout: Layout) -> Result<Int32, Errno> {
         layout.directory.open(layout.root + "/" + fileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600)
     }
 
-    /// Maps `fd`. With `initialise` (the first instance, alone) the file is sized and every
+    /// Maps `fd`, which the region then owns: it is closed with the region, or here when the
+    /// mapping fails. With `initialise` (the first instance, alone) the file is sized and every
     /// field and lock written afresh; otherwise it must already be one this library wrote.
     static func map(fd: Int32, layout: Layout, initialise: Bool) throws(DiskCacheError) -> SharedRegion {
         let path = layout.root + "/" + fileName
@@ -101,17 +105,24 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
             // Sized, never cut to zero first: an instance that closed but is still referenced
             // keeps its mapping, and must not find its pages gone (SIGBUS). Every field and lock
             // is written afresh below.
-            try Syscall.ftruncate(fd, Int64(size)).get(orThrow: "size the shared page", path: path)
+            if case .failure(let error) = Syscall.ftruncate(fd, Int64(size)) {
+                Syscall.close(fd)
+                throw DiskCacheError.io(error, "size the shared page", path: path)
+            }
         } else {
-            let info = try Syscall.fstat(fd).get(orThrow: "read the shared page's size", path: path)
-            guard info.st_mode & S_IFMT == S_IFREG, Int(info.st_size) >= size else {
+            let status = Syscall.fstat(fd)
+            guard case .success(let info) = status, info.st_mode & S_IFMT == S_IFREG, Int(info.st_size) >= size else {
+                Syscall.close(fd)
+                if case .failure(let error) = status { throw DiskCacheError.io(error, "read the shared page's size", path: path) }
                 throw DiskCacheError(code: .ioFailure,
                                      message: "The shared page is not a page long while other instances have the cache open",
                                      path: path)
             }
         }
         guard let page = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), page != MAP_FAILED else {
-            throw DiskCacheError.io(Errno.current, "map the shared page", path: path)
+            let error = Errno.current
+            Syscall.close(fd)
+            throw DiskCacheError.io(error, "map the shared page", path: path)
         }
         let region = SharedRegion(fd: fd, path: path, page: page)
         if initialise {
@@ -123,7 +134,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
                 for offset in [appendMutexOffset] + (0..<stripeCount).map({ stripeMutexBase + 64 * $0 }) {
                     let result = cdiskcache_shared_mutex_init(page.advanced(by: offset))
                     guard result == 0 else {
-                        munmap(page, size)
+                        // `region` unmaps the page and closes `fd` as it goes.
                         throw DiskCacheError.io(Errno(rawValue: result), "set up the shared page's locks", path: path)
                     }
                 }
@@ -203,6 +214,41 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         Self.waitFor(fd, start: start, length: Int64(count))
         defer { _ = Self.range(fd, start: start, length: Int64(count), .unlock, wait: false) }
         return try body()
+    }
+
+    /// Runs `body` holding the key stripes `indexes` (ascending, as every taker of several
+    /// takes them), taken without waiting: nil, with none held, when another holds one of them.
+    func withStripesIfFree<T>(_ indexes: [Int], _ body: () -> T) -> T? {
+        var held: [Int] = []
+        defer {
+            for stripe in held.reversed() {
+                if Self.usesMutexes {
+                    cdiskcache_shared_mutex_unlock(page.advanced(by: Self.stripeMutexBase + 64 * stripe))
+                } else {
+                    _ = Self.range(fd, start: Self.stripeBase + Int64(stripe), length: 1, .unlock, wait: false)
+                }
+            }
+        }
+        for stripe in indexes {
+            let taken: Bool
+            if Self.usesMutexes {
+                // 1: taken from a holder that died, whose key's files the next writer writes over.
+                let result = cdiskcache_shared_mutex_trylock(page.advanced(by: Self.stripeMutexBase + 64 * stripe))
+                taken = result == 0 || result == 1
+            } else {
+                taken = (try? Self.range(fd, start: Self.stripeBase + Int64(stripe), length: 1, .exclusive, wait: false).get()) != nil
+            }
+            guard taken else { return nil }
+            held.append(stripe)
+        }
+        return body()
+    }
+
+    /// Whether the page is (still) one this library wrote: a page being written afresh by a
+    /// first instance is not, until it is done.
+    var isValid: Bool {
+        Array(UnsafeRawBufferPointer(start: page, count: 8)) == Self.magic
+            && cdiskcache_atomic_load(page.advanced(by: 8).assumingMemoryBound(to: UInt64.self)) == Self.version
     }
 
     /// Locks a mutex of the mapping; true when its last holder died holding it.

@@ -269,6 +269,12 @@ enum Syscall {
         return retrying { Glibc_lstat(path, &info) }.map { _ in info }
     }
 
+    /// `stat` (following links, as the path the user gave is followed when the cache opens).
+    static func statPath(_ path: String) -> Result<stat, Errno> {
+        var info = stat()
+        return retrying { Glibc_stat(path, &info) }.map { _ in info }
+    }
+
     /// `fsync(2)`, or with `dataOnly` `fdatasync(2)`: the file's data, and its size when that
     /// changed, made durable, not its times. Observers see either as an fsync, which
     /// `fdatasync` is for everything the store reads back.
@@ -460,6 +466,7 @@ typealias Glibc_statvfs_t = statvfs
 @inline(__always) func Glibc_pread(_ fd: Int32, _ b: UnsafeMutableRawPointer, _ n: Int, _ o: off_t) -> Int { pread(fd, b, n, o) }
 @inline(__always) private func Glibc_fstat(_ fd: Int32, _ s: inout stat) -> Int32 { fstat(fd, &s) }
 @inline(__always) private func Glibc_lstat(_ p: String, _ s: inout stat) -> Int32 { lstat(p, &s) }
+@inline(__always) private func Glibc_stat(_ p: String, _ s: inout stat) -> Int32 { stat(p, &s) }
 @inline(__always) private func Glibc_fsync(_ fd: Int32) -> Int32 { fsync(fd) }
 #if canImport(Darwin)
 @inline(__always) private func Glibc_fdatasync(_ fd: Int32) -> Int32 { fsync(fd) }  // no fdatasync in Darwin's headers

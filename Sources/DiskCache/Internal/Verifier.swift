@@ -32,7 +32,13 @@ struct Verifier {
         /// its fresh looks at the journal and those files: one set for all the findings, not one
         /// per finding).
         var prepare: (_ orphanPaths: [String]) -> Void = { _ in }
+        /// Of the files ``isOrphan`` kept, those that are orphans still, settled all together
+        /// (a reader that can take the writers' locks takes them once for the lot); by default
+        /// all of them.
+        var confirmOrphans: (_ orphans: [Orphan]) -> [Orphan] = { $0 }
     }
+
+    typealias Orphan = (hash: KeyHash, slot: UInt8, kind: ShardScanner.FileKind, path: String)
 
     struct Findings {
         var problems: [DiskCache.Problem] = []
@@ -60,11 +66,10 @@ struct Verifier {
             findings.entriesChecked += 1
             if let progress, number % 64 == 0 || number == total - 1 { progress(number + 1, total) }
         }
-        var orphans: [(hash: KeyHash, slot: UInt8, kind: ShardScanner.FileKind, path: String)] = []
+        var orphans: [Orphan] = []
         let vouched = Dictionary(entries, uniquingKeysWith: { a, _ in a })
         ShardScanner(layout: layout).forEachEntryFile { hash, slot, kind, path in
-            let entry = vouched[hash]
-            if entry == nil || entry!.slot != slot || (kind == .body && entry!.isInline) {
+            if !(vouched[hash]?.vouches(forSlot: slot, kind: kind) ?? false) {
                 orphans.append((hash, slot, kind, path))
             }
             return true
@@ -74,7 +79,9 @@ struct Verifier {
             findings.problems.append(bad.problem)
             findings.badEntries.append((bad.hash, bad.entry))
         }
-        for orphan in orphans where settle?.isOrphan(orphan.hash, orphan.slot, orphan.kind, orphan.path) ?? true {
+        var kept = orphans.filter { settle?.isOrphan($0.hash, $0.slot, $0.kind, $0.path) ?? true }
+        if let settle, !kept.isEmpty { kept = settle.confirmOrphans(kept) }
+        for orphan in kept {
             findings.orphans.append(orphan)
             findings.problems.append(DiskCache.Problem(kind: .orphanFile, path: orphan.path, key: nil,
                                                        detail: "no journal record vouches for this file"))
