@@ -32,10 +32,13 @@ final class ProxyHandler: Sendable {
     let statistics = PthreadMutex(ServerStatistics())
     let metrics = ServerMetrics()
     private let refreshTasks = PthreadMutex([String: Task<Void, Never>]())
+    /// The origin's URL as text, which every request's target is appended to.
+    private let originPrefix: String
 
     init(cache: HTTPURLCache, configuration: ServerConfiguration, origin: OriginClient, logger: Logger) {
         self.cache = cache
         self.configuration = configuration
+        self.originPrefix = configuration.origin.description
         self.origin = origin
         self.logger = logger
     }
@@ -63,18 +66,22 @@ final class ProxyHandler: Sendable {
         /// Path and query, as sent to the origin.
         let target: String
         let cacheRequest: CacheRequest
-        let urlRequest: URLRequest
         var isHEAD: Bool { head.method == .HEAD }
 
         init(head: HTTPRequestHead, target: String, url: URL) {
-            let fields = Fields.fields(Fields.endToEnd(head.headers))
-            var urlRequest = URLRequest(url: url)
-            urlRequest.httpMethod = head.method.rawValue
-            for field in fields { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }
             self.head = head
             self.target = target
-            self.cacheRequest = CacheRequest(method: head.method.rawValue, url: url, headers: fields)
-            self.urlRequest = urlRequest
+            self.cacheRequest = CacheRequest(method: head.method.rawValue, url: url, headers: Fields.fields(Fields.endToEnd(head.headers)))
+        }
+
+        /// The request as a `URLRequest` (its method, URL and end-to-end fields), made anew
+        /// each time: a hit answered on the event loop needs none (see
+        /// ``HTTPURLCache/key(method:url:request:)``).
+        var urlRequest: URLRequest {
+            var request = URLRequest(url: cacheRequest.url)
+            request.httpMethod = cacheRequest.method
+            for field in cacheRequest.headers.fields { request.addValue(field.value, forHTTPHeaderField: field.name) }
+            return request
         }
 
         /// The same request as a GET (what a refresh after a HEAD fetches and stores).
@@ -113,7 +120,7 @@ final class ProxyHandler: Sendable {
     /// The origin-form target of a request target and the origin's URL for it; nil when the
     /// target is not a path (or an absolute URI).
     func originURL(of uri: String) -> (target: String, url: URL)? {
-        guard let target = Self.target(of: uri), let url = URL(string: configuration.origin.description + target) else { return nil }
+        guard let target = Self.target(of: uri), let url = URL(string: originPrefix + target) else { return nil }
         return (target, url)
     }
 
@@ -352,14 +359,15 @@ final class ProxyHandler: Sendable {
               let (target, url) = originURL(of: head.uri)
         else { return nil }
         let exchange = Exchange(head: head, target: target, url: url)
+        guard let key = cache.key(method: exchange.cacheRequest.method, url: url, request: { exchange.urlRequest }) else { return nil }
         let variants: [HTTPURLCache.StoredVariant]
-        switch cache.storedVariantsInMemory(for: exchange.urlRequest) {
+        switch cache.storedVariantsInMemory(forKey: key) {
         case .bypass: return nil
         case .found(_, let found): variants = found
         case .needsDisk:
             let cache = self.cache, limit = memoryBodyLimit
-            let (stored, waited) = DiskCache.withoutWaitingForDisk { cache.storedVariants(for: exchange.urlRequest, bodyLimit: limit) }
-            guard !waited, let stored else { return nil }
+            let (stored, waited) = DiskCache.withoutWaitingForDisk { cache.storedVariants(forKey: key, bodyLimit: limit) }
+            guard !waited else { return nil }
             variants = stored.variants
         }
         guard !variants.isEmpty else { return nil }

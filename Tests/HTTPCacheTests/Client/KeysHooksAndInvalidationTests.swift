@@ -30,6 +30,33 @@ struct KeysHooksAndInvalidationTests {
         await fixture.finish()
     }
 
+    /// `HTTPURLCache.key(method:url:request:)` gives the key the provider gives the request,
+    /// and makes the request only when the provider needs it (the default provider keys a
+    /// POST by its body; every other method by the method and URL alone).
+    @Test func aKeyMadeWithoutTheRequestIsTheProvidersKey() throws {
+        let url = URL(string: "https://example.com/a/b?q=1#fragment")!
+        let plain = try HTTPURLCache(directory: nil)
+        for method in ["GET", "HEAD", "POST", "DELETE"] {
+            var request = URLRequest(url: url)
+            request.httpMethod = method
+            request.httpBody = Data("body".utf8)
+            var made = 0
+            let key = plain.key(method: method, url: url) {
+                made += 1
+                return request
+            }
+            #expect(key != nil && key == DefaultCacheKeyProvider().key(for: request), "\(method)")
+            #expect(made == (method == "POST" ? 1 : 0), "\(method)")
+        }
+        let custom = try HTTPURLCache(directory: nil, keyProvider: ClosureCacheKeyProvider { request in
+            request.value(forHTTPHeaderField: "sign").map { "signed " + $0 }
+        })
+        var signed = URLRequest(url: url)
+        signed.addValue("s1", forHTTPHeaderField: "sign")
+        #expect(custom.key(method: "GET", url: url) { signed } == "signed s1")
+        #expect(custom.key(method: "GET", url: url) { URLRequest(url: url) } == nil)
+    }
+
     @Test func aCustomKeyProviderMakesSignedPOSTCallsCacheable() async throws {
         let provider = ClosureCacheKeyProvider { request in
             guard let url = request.url else { return nil }
