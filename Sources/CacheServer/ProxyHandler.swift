@@ -76,7 +76,7 @@ final class ProxyHandler: Sendable {
 
         /// The request as a `URLRequest` (its method, URL and end-to-end fields), made anew
         /// each time: a hit answered on the event loop needs none (see
-        /// ``HTTPURLCache/key(method:url:request:)``).
+        /// `HTTPURLCache.key(method:url:request:)`).
         var urlRequest: URLRequest {
             var request = URLRequest(url: cacheRequest.url)
             request.httpMethod = cacheRequest.method
@@ -147,20 +147,17 @@ final class ProxyHandler: Sendable {
 
     /// The responses stored for `request`, a single small one with its body: from the memory
     /// tier on this thread when it holds it (no file read, no thread hop), else on the I/O threads.
-    private func lookup(_ request: URLRequest) async throws -> (key: String, variants: [HTTPURLCache.StoredVariant])? {
+    private func lookup(_ exchange: Exchange) async throws -> (key: String, variants: [HTTPURLCache.StoredVariant])? {
         let cache = self.cache
-        switch cache.storedVariantsInMemory(for: request) {
-        case .bypass: return nil
-        case .found(let key, let variants): return (key, variants)
-        case .needsDisk: break
-        }
+        guard let key = cache.key(method: exchange.cacheRequest.method, url: exchange.cacheRequest.url, request: { exchange.urlRequest })
+        else { return nil }
+        if let variants = cache.storedVariantsInMemory(forKey: key) { return (key, variants) }
         let limit = memoryBodyLimit
-        return try await BlockingIOPool.shared.run { cache.storedVariants(for: request, bodyLimit: limit) }
+        return try await BlockingIOPool.shared.run { (key, cache.storedVariants(forKey: key, bodyLimit: limit)) }
     }
 
     private func answerFromCache(_ exchange: Exchange, writer: ClientWriter) async throws -> Outcome {
-        let request = exchange.urlRequest
-        guard let stored = try await lookup(request) else {
+        guard let stored = try await lookup(exchange) else {
             return try await fetch(exchange, key: nil, adding: [:], validating: nil, fallback: nil, writer: writer).outcome!
         }
         var variants = stored.variants
@@ -186,7 +183,7 @@ final class ProxyHandler: Sendable {
             case .revalidate(_, let conditional):
                 let result = try await fetch(exchange, key: stored.key, adding: conditional, validating: chosen, fallback: chosen, writer: writer)
                 if let outcome = result.outcome { return outcome }
-                variants = try await lookup(request)?.variants ?? []
+                variants = try await lookup(exchange)?.variants ?? []
             case .mustFetch(let additional, let fallbackResponse):
                 let fallback = Self.variant(holding: fallbackResponse, among: variants)
                 // One fetch per resource at a time: the others wait for it, then look again.
@@ -199,12 +196,12 @@ final class ProxyHandler: Sendable {
                     }
                     waited = true
                     note(.coalesced)
-                    variants = try await lookup(request)?.variants ?? []
+                    variants = try await lookup(exchange)?.variants ?? []
                     continue
                 }
                 let result = try await fetch(exchange, key: stored.key, adding: additional, validating: nil, fallback: fallback, writer: writer)
                 if let outcome = result.outcome { return outcome }
-                variants = try await lookup(request)?.variants ?? []
+                variants = try await lookup(exchange)?.variants ?? []
             case .gatewayTimeout, .unavailableOffline:
                 return try await respond(.gatewayTimeout, "Nothing stored satisfies only-if-cached", writer: writer, head: exchange.head)
             }
@@ -361,14 +358,13 @@ final class ProxyHandler: Sendable {
         let exchange = Exchange(head: head, target: target, url: url)
         guard let key = cache.key(method: exchange.cacheRequest.method, url: url, request: { exchange.urlRequest }) else { return nil }
         let variants: [HTTPURLCache.StoredVariant]
-        switch cache.storedVariantsInMemory(forKey: key) {
-        case .bypass: return nil
-        case .found(_, let found): variants = found
-        case .needsDisk:
+        if let found = cache.storedVariantsInMemory(forKey: key) {
+            variants = found
+        } else {
             let cache = self.cache, limit = memoryBodyLimit
             let (stored, waited) = DiskCache.withoutWaitingForDisk { cache.storedVariants(forKey: key, bodyLimit: limit) }
             guard !waited else { return nil }
-            variants = stored.variants
+            variants = stored
         }
         guard !variants.isEmpty else { return nil }
         let decision = engine.decision(for: exchange.cacheRequest, storedResponses: variants.map(\.entry.response), at: Date())

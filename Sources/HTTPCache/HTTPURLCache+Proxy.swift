@@ -27,24 +27,11 @@ extension HTTPURLCache {
         }
     }
 
-    /// The key `request` is stored under and every response stored there, without bodies but
-    /// for a single one of at most `bodyLimit` bytes (read from memory, or from disk and then
-    /// kept in memory); `nil` when the key provider bypasses the request.
-    package func storedVariants(for request: URLRequest, bodyLimit: Int64 = -1) -> (key: String, variants: [StoredVariant])? {
-        keyProvider.key(for: request).map { storedVariants(forKey: $0, bodyLimit: bodyLimit) }
-    }
-
-    /// ``storedVariants(for:bodyLimit:)`` of a key already made (``key(method:url:request:)``).
-    package func storedVariants(forKey key: String, bodyLimit: Int64 = -1) -> (key: String, variants: [StoredVariant]) {
-        let variants = responses.variants(forKey: key, loadingBodies: bodyLimit >= 0, bodyLimit: max(bodyLimit, 0))
-        return (key, variants.map { StoredVariant(entry: $0.entry, recordKey: $0.recordKey, isLoaded: $0.isLoaded) })
-    }
-
     /// The key the key provider gives the request `request()` makes, whose method is `method`
     /// and URL `url`; nil when the provider bypasses it. With ``DefaultCacheKeyProvider`` and
     /// a method other than POST the key is the method and the URL alone, and the request is
-    /// not made: for a server that answers hits without building a `URLRequest` (setting its
-    /// method and fields was about a twentieth of the CPU of a 64 KB hit answered from memory).
+    /// not made: for a server that answers hits without building a `URLRequest` (whose method
+    /// and header fields cost more than the rest of the lookup).
     package func key(method: String, url: URL, request: () -> URLRequest) -> String? {
         if keyProvider is DefaultCacheKeyProvider, method != "POST" {
             return CachePolicyEngine.primaryKey(method: method, url: url)
@@ -52,26 +39,19 @@ extension HTTPURLCache {
         return keyProvider.key(for: request())
     }
 
-    /// What ``storedVariants(for:bodyLimit:)`` finds without reading a file.
-    package enum MemoryLookup: Sendable {
-        /// The key provider bypasses the request.
-        case bypass
-        /// Nothing stored, or a single response held in memory (with its body).
-        case found(key: String, variants: [StoredVariant])
-        /// Answering needs the disk: ask ``storedVariants(for:bodyLimit:)`` on an I/O thread.
-        case needsDisk
+    /// Every response stored under `key` (from ``key(method:url:request:)``), without bodies
+    /// but for a single one of at most `bodyLimit` bytes (read from memory, or from disk and
+    /// then kept in memory).
+    package func storedVariants(forKey key: String, bodyLimit: Int64 = -1) -> [StoredVariant] {
+        responses.variants(forKey: key, loadingBodies: bodyLimit >= 0, bodyLimit: max(bodyLimit, 0))
+            .map { StoredVariant(entry: $0.entry, recordKey: $0.recordKey, isLoaded: $0.isLoaded) }
     }
 
-    /// The responses stored for `request` when they can be had without reading a file (cheap
-    /// enough for any thread).
-    package func storedVariantsInMemory(for request: URLRequest) -> MemoryLookup {
-        keyProvider.key(for: request).map(storedVariantsInMemory(forKey:)) ?? .bypass
-    }
-
-    /// ``storedVariantsInMemory(for:)`` of a key already made (``key(method:url:request:)``).
-    package func storedVariantsInMemory(forKey key: String) -> MemoryLookup {
-        guard let variants = responses.variantsInMemory(forKey: key) else { return .needsDisk }
-        return .found(key: key, variants: variants.map { StoredVariant(entry: $0.entry, recordKey: $0.recordKey, isLoaded: true) })
+    /// ``storedVariants(forKey:bodyLimit:)`` when it can be answered without reading a file
+    /// (cheap enough for any thread): nothing stored, or a single response the memory tier
+    /// holds with its body. Nil when answering needs the disk (ask on an I/O thread).
+    package func storedVariantsInMemory(forKey key: String) -> [StoredVariant]? {
+        responses.variantsInMemory(forKey: key)?.map { StoredVariant(entry: $0.entry, recordKey: $0.recordKey, isLoaded: true) }
     }
 
     /// `variant`'s body as chunks read as they are asked for (the last only after the whole body
