@@ -69,7 +69,7 @@ extension DiskCache {
     /// Runs `body` holding the stripe of `hash`: its mutex, and in shared mode its byte in
     /// ``SharedRegion`` too, so that no writer of the key in any instance is part way.
     func withStripe<T, E: Error>(_ hash: KeyHash, _ body: () throws(E) -> T) throws(E) -> T {
-        let index = Int(hash.low % UInt64(stripes.count))
+        let index = SharedRegion.stripe(of: hash)  // `stripes` has one lock per stripe of the page
         return try stripes[index].mutex.withLock { _ throws(E) -> T in
             guard let sharedRegion else { return try body() }
             return try sharedRegion.withStripes(from: index, body)

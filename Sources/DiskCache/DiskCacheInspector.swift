@@ -307,7 +307,7 @@ public final class DiskCacheInspector: Sendable {
             prepare: { paths in snapshots.take(of: self.directory, checking: paths) },
             confirmOrphans: { candidates in
                 guard self.summary.openBy == "shared", let locks = SharedLocks(self.layout) else { return candidates }
-                let stripes = Set(candidates.map { SharedLocks.stripe(of: $0.hash) }).sorted()
+                let stripes = Set(candidates.map { SharedRegion.stripe(of: $0.hash) }).sorted()
                 let layout = self.layout
                 let settled = locks.holding(stripes: stripes) { () -> [Verifier.Orphan] in
                     // A journal that cannot be read now leaves the snapshots' answer.
@@ -417,9 +417,6 @@ public final class DiskCacheInspector: Sendable {
             else { return nil }
             self.region = region
         }
-
-        /// The stripe every writer of `hash` holds (see `DiskCache.withStripe`).
-        static func stripe(of hash: KeyHash) -> Int { Int(hash.low % UInt64(SharedRegion.stripeCount)) }
 
         /// `body`'s answer, found holding the opening lock and `stripes` (ascending); nil when
         /// they were not all free at once within ``patience``.

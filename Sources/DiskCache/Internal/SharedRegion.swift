@@ -203,11 +203,10 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     func withStripes<T, E: Error>(from index: Int, count: Int = 1, _ body: () throws(E) -> T) throws(E) -> T {
         if Self.usesMutexes {
             let stripes = index..<index + count
-            func mutex(_ stripe: Int) -> UnsafeMutableRawPointer { page.advanced(by: Self.stripeMutexBase + 64 * stripe) }
             // A holder that died left its key's files uncommitted: the next writer of the key
             // writes over them, so there is nothing to mend here.
-            for stripe in stripes { Self.lockMutex(mutex(stripe)) }
-            defer { for stripe in stripes.reversed() { cdiskcache_shared_mutex_unlock(mutex(stripe)) } }
+            for stripe in stripes { Self.lockMutex(stripeMutex(stripe)) }
+            defer { for stripe in stripes.reversed() { cdiskcache_shared_mutex_unlock(stripeMutex(stripe)) } }
             return try body()
         }
         let start = Self.stripeBase + Int64(index)
@@ -216,6 +215,12 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         return try body()
     }
 
+    /// The mutex of key stripe `stripe` in the page.
+    private func stripeMutex(_ stripe: Int) -> UnsafeMutableRawPointer { page.advanced(by: Self.stripeMutexBase + 64 * stripe) }
+
+    /// The key stripe every writer of `hash` holds, in every instance (see `DiskCache.withStripe`).
+    static func stripe(of hash: KeyHash) -> Int { Int(hash.low % UInt64(stripeCount)) }
+
     /// Runs `body` holding the key stripes `indexes` (ascending, as every taker of several
     /// takes them), taken without waiting: nil, with none held, when another holds one of them.
     func withStripesIfFree<T>(_ indexes: [Int], _ body: () -> T) -> T? {
@@ -223,7 +228,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         defer {
             for stripe in held.reversed() {
                 if Self.usesMutexes {
-                    cdiskcache_shared_mutex_unlock(page.advanced(by: Self.stripeMutexBase + 64 * stripe))
+                    cdiskcache_shared_mutex_unlock(stripeMutex(stripe))
                 } else {
                     _ = Self.range(fd, start: Self.stripeBase + Int64(stripe), length: 1, .unlock, wait: false)
                 }
@@ -233,7 +238,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
             let taken: Bool
             if Self.usesMutexes {
                 // 1: taken from a holder that died, whose key's files the next writer writes over.
-                let result = cdiskcache_shared_mutex_trylock(page.advanced(by: Self.stripeMutexBase + 64 * stripe))
+                let result = cdiskcache_shared_mutex_trylock(stripeMutex(stripe))
                 taken = result == 0 || result == 1
             } else {
                 taken = (try? Self.range(fd, start: Self.stripeBase + Int64(stripe), length: 1, .exclusive, wait: false).get()) != nil

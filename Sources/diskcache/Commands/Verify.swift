@@ -19,7 +19,7 @@ struct Verify: ParsableCommand {
             as it changes: a finding is reported only if fresh reads of the journal still \
             confirm it; in a cache its instances share, a file that looks like an orphan is \
             checked once more holding the locks a writer of its key holds, and may wait for \
-            that write to end. With --repair, a cache whose VERSION file was lost or damaged is marked \
+            that write to end (up to 5 s; then the file is named in a note instead). With --repair, a cache whose VERSION file was lost or damaged is marked \
             again first, when the rest of the directory is recognisably a cache; then, when the \
             check finds problems, the cache is opened read-write: damaged entries are removed, orphan and leftover files deleted, \
             permissions restored and the journal rewritten; each repair is listed, then the \
