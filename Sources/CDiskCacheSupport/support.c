@@ -173,6 +173,24 @@ int cdiskcache_range_lock(int fd, int64_t start, int64_t length, int kind, int w
     }
 }
 
+int cdiskcache_range_test(int fd, int64_t start, int64_t length, int kind) {
+    struct flock lock;
+    memset(&lock, 0, sizeof lock);
+    lock.l_type = kind == 1 ? F_RDLCK : F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    lock.l_start = (off_t)start;
+    lock.l_len = (off_t)length;
+#if defined(F_OFD_GETLK)
+    int command = F_OFD_GETLK;
+#else
+    int command = F_GETLK;
+#endif
+    for (;;) {
+        if (fcntl(fd, command, &lock) == 0) return lock.l_type == F_UNLCK ? 0 : 1;
+        if (errno != EINTR) return -1;
+    }
+}
+
 uint64_t cdiskcache_atomic_load(const uint64_t *address) {
     return __atomic_load_n(address, __ATOMIC_SEQ_CST);
 }

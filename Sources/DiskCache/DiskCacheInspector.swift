@@ -13,8 +13,8 @@ import Darwin
 /// asked to read it anyway (`whileOpen`).
 ///
 /// It replays the journal as an open would (without cutting a torn tail, which it reports).
-/// It checks that no process has the cache open, but does not keep the lock: an application
-/// starting meanwhile opens its cache as usual (what the inspector then reads may be a moment
+/// It checks that no process has the cache open without taking a lock an opener would fail
+/// on, and keeps none: an application starting meanwhile opens its cache as usual (what the inspector then reads may be a moment
 /// out of date; a `verify` of a cache open exclusively may report a file that a write held up
 /// for over a quarter of a second was committing).
 ///
@@ -101,35 +101,14 @@ public final class DiskCacheInspector: Sendable {
         layout = Layout(directory: directory, version: summary.formatVersion)
 
         self.layout = layout
-        // Refuse a cache that is open (its owner locks `LOCK` and the directory); the probes'
-        // locks go with their descriptors at the end of this block. The lock file is never created.
-        let probes = [(layout.lockFile, false), (layout.root, true)].compactMap { path, isDirectory -> (FileDescriptor, Bool)? in
-            let flags = isDirectory ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NOFOLLOW | O_NONBLOCK
-            guard case .success(let fd) = directory.open(path, flags) else { return nil }
-            return (FileDescriptor(fd), isDirectory)
-        }
-        for (probe, isDirectory) in probes {
-            switch Syscall.lockExclusive(probe.fd) {
-            case .success:
-                break
-            case .failure(let error) where error == .wouldBlock:
-                var pid = ""
-                if case .success(let bytes?) = FileIO.readAll(layout.lockFile, limit: 64, in: directory) {
-                    pid = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-                }
-                if whileOpen {
-                    summary.openBy = pid
-                    continue
-                }
-                let owner = pid.isEmpty ? "" : pid == "shared" ? " by instances sharing it" : " by process " + pid
-                throw DiskCacheError(code: .locked, message: "The cache is open\(owner); inspect it after it closes", path: layout.root)
-            case .failure where isDirectory:
-                break  // a filesystem that cannot lock a directory: `LOCK` decides alone
-            case .failure(let error):
-                throw DiskCacheError.io(error, "lock the cache directory", path: layout.lockFile)
+        // Refuse a cache that is open (unless asked to read it anyway).
+        if let owner = try Self.openedBy(layout) {
+            guard whileOpen else {
+                let by = owner.isEmpty ? "" : owner == "shared" ? " by instances sharing it" : " by process " + owner
+                throw DiskCacheError(code: .locked, message: "The cache is open\(by); inspect it after it closes", path: layout.root)
             }
+            summary.openBy = owner
         }
-        _ = probes
 
         if case .success(let fs) = Syscall.statvfs(layout.root) {
             let unit = Int64(fs.f_frsize > 0 ? fs.f_frsize : fs.f_bsize)
@@ -393,6 +372,42 @@ public final class DiskCacheInspector: Sendable {
             guard let fresh, let first = fresh.first?.present[path] else { return false }
             return fresh.allSatisfy { $0.present[path] == first && condition($0.snapshot) }
         }
+    }
+
+    /// Who has the cache open: the process `LOCK` names ("" when it names none) for an exclusive
+    /// owner, "shared" for instances sharing it, nil for no one. Asked without standing in an
+    /// opener's way: an exclusive owner (and an older version of the library) holds `LOCK` and
+    /// the directory exclusively, which a shared `flock` of each, let go at once, finds (instances
+    /// sharing the cache hold the directory shared themselves; an exclusive opener that meets
+    /// the probe tries again); every instance sharing the cache holds the presence lock in
+    /// `SHARED`, which is tested without being taken. An exclusive probe held through the
+    /// journal's read made an instance opening the cache meanwhile fail with `.locked`.
+    /// Nothing is created.
+    static func openedBy(_ layout: Layout) throws(DiskCacheError) -> String? {
+        func owner() -> String {
+            guard case .success(let bytes?) = FileIO.readAll(layout.lockFile, limit: 64, in: layout.directory) else { return "" }
+            let note = String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            return note == "shared" ? "" : note
+        }
+        for (path, isDirectory) in [(layout.lockFile, false), (layout.root, true)] {
+            let flags = isDirectory ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NOFOLLOW | O_NONBLOCK
+            guard case .success(let fd) = layout.directory.open(path, flags) else { continue }
+            // Closing the descriptor lets go of the lock.
+            let locked = withExtendedLifetime(FileDescriptor(fd)) { Syscall.lockShared($0.fd) }
+            switch locked {
+            case .success:
+                break
+            case .failure(let error) where error == .wouldBlock:
+                return owner()
+            case .failure where isDirectory:
+                break  // a filesystem that cannot lock a directory: `LOCK` decides alone
+            case .failure(let error):
+                throw DiskCacheError.io(error, "lock the cache directory", path: layout.lockFile)
+            }
+        }
+        guard case .success(let fd) = layout.directory.open(layout.root + "/" + SharedRegion.fileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        else { return nil }  // never shared (or its page is unreadable: no instance could have opened it)
+        return withExtendedLifetime(FileDescriptor(fd)) { SharedRegion.isHeld(.presence, fd: $0.fd) } == true ? "shared" : nil
     }
 
     /// The locks of a cache its instances share that settle whether files are orphans: the

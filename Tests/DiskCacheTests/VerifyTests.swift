@@ -128,5 +128,61 @@ struct VerifyTests {
         #expect { try DiskCacheInspector(directory: dir.cache) } throws: { ($0 as? DiskCacheError)?.code == .locked }
         try cache.close()
         #expect(try DiskCacheInspector(directory: dir.cache).summary.entries == 0)
+        // And an owner that holds it exclusively, named by its process.
+        var exclusive = DiskCache.Configuration.testing()
+        exclusive.sharing = .exclusive
+        let owner = try DiskCache(directory: dir.cache, configuration: exclusive)
+        #expect { try DiskCacheInspector(directory: dir.cache) } throws: {
+            ($0 as? DiskCacheError)?.code == .locked && ($0 as? DiskCacheError)?.message.contains("process \(getpid())") == true
+        }
+        #expect(try DiskCacheInspector(directory: dir.cache, whileOpen: true).summary.openBy == "\(getpid())")
+        try owner.close()
+        let shared = try DiskCache(directory: dir.cache, configuration: .testing())
+        #expect(try DiskCacheInspector(directory: dir.cache, whileOpen: true).summary.openBy == "shared")
+        try shared.close()
+        #expect(try DiskCacheInspector(directory: dir.cache, whileOpen: true).summary.openBy == nil)
+    }
+
+    /// Inspecting never makes an open fail: an inspector reading a long journal over and over
+    /// (as `verify` of an open cache and a server's prefix purge do) while the cache is opened
+    /// and closed in both sharing modes. (Its probe used to hold the directory exclusively
+    /// through the journal's read, and an instance opening meanwhile failed with `.locked`.)
+    @Test func anInspectorNeverMakesAnOpenFail() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+            for i in 0..<20_000 { try cache.store(Data([UInt8(truncatingIfNeeded: i)]), for: "key \(i)") }
+            try cache.close()
+        }
+        let state = Locked((done: false, inspections: 0))
+        let url = dir.cache
+        let inspector = Thread {
+            while state.withLock({ !$0.done && $0.inspections < 5_000 }) {
+                if let summary = try? DiskCacheInspector(directory: url, whileOpen: true).summary, summary.entries > 0 {
+                    state.withLock { $0.inspections += 1 }
+                }
+            }
+        }
+        inspector.start()
+        defer { state.withLock { $0.done = true } }
+        while state.value.inspections == 0 { usleep(1_000) }
+        var failures: [String] = []
+        var opens = 0
+        let start = ContinuousClock.now
+        while ContinuousClock.now - start < .seconds(2), opens < 400 {
+            var configuration = DiskCache.Configuration.testing()
+            configuration.sharing = opens % 2 == 0 ? .shared : .exclusive
+            do {
+                let cache = try DiskCache(directory: dir.cache, configuration: configuration)
+                try cache.close()
+            } catch {
+                failures.append("\(configuration.sharing): \(error)")
+            }
+            opens += 1
+        }
+        let inspected = state.value.inspections
+        let failed = failures.count
+        #expect(failed == 0, "\(failed) of \(opens) opens failed: \(failures.prefix(3))")
+        #expect(opens >= 20 && inspected >= 20, "\(opens) opens, \(inspected) inspections")
     }
 }

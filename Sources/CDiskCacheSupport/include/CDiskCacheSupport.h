@@ -83,6 +83,10 @@ ssize_t cdiskcache_copy_range(int source, int64_t *source_offset, int destinatio
 /// at once with EAGAIN; otherwise the call waits (EINTR is retried). Where OFD locks are
 /// missing, the process's own `fcntl` locks are used. Returns 0, or -1 with errno set.
 int cdiskcache_range_lock(int fd, int64_t start, int64_t length, int kind, int wait);
+/// Whether another open file description holds a lock on the range that conflicts with `kind`
+/// (1 shared, 2 exclusive): 1 if one does, 0 if not, -1 with errno set on failure. Takes no
+/// lock (F_OFD_GETLK, so a descriptor open only for reading will do).
+int cdiskcache_range_test(int fd, int64_t start, int64_t length, int kind);
 
 /// The filesystem type of `path` (Linux `statfs(2)`'s `f_type`, e.g. 0x6969 for NFS), or -1
 /// with errno set. Elsewhere -1 with ENOSYS.

@@ -264,6 +264,17 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         return result == 1
     }
 
+    /// Whether some instance holds `lock` (shared or exclusively) on the page open at `fd`,
+    /// asked without taking it (so without standing in anyone's way, and with a descriptor open
+    /// only for reading); nil when the filesystem cannot say.
+    static func isHeld(_ lock: Lock, fd: Int32) -> Bool? {
+        switch cdiskcache_range_test(fd, lock.rawValue, 1, Kind.exclusive.rawValue) {
+        case 0: return false
+        case 1: return true
+        default: return nil
+        }
+    }
+
     static func range(_ fd: Int32, start: Int64, length: Int64, _ kind: Kind, wait: Bool) -> Result<Void, Errno> {
         cdiskcache_range_lock(fd, start, length, kind.rawValue, wait ? 1 : 0) == 0 ? .success(()) : .failure(Errno.current)
     }
