@@ -120,7 +120,9 @@ extension DiskCache {
     /// An entry that has surely expired is returned uncounted; the caller removes it.
     func lookupForRead(_ hash: KeyHash, at now: Int64) -> IndexEntry? {
         state.withLock { state in
-            guard !state.isClosed, let entry = state.index[hash] else {
+            // One lookup finds the entry and notes the access (an expired entry's note is moot:
+            // it is removed next).
+            guard !state.isClosed, let (entry, touched) = state.index.entry(hash, touchingAt: now) else {
                 state.statistics.misses += 1
                 return nil
             }
@@ -130,7 +132,7 @@ extension DiskCache {
             // stored or noted in this second: nothing more to note. (If that note's batch fails
             // to append, the second is lost until a later read moves it: access times are
             // advisory, and a compaction writes the index's own.)
-            guard state.index.touch(hash, atMilliseconds: now) else { return entry }
+            guard touched else { return entry }
             state.pendingAccess.append((hash, now))
             if state.pendingAccess.count >= 8192, let record = state.takePendingAccessRecord() {
                 // Access times are advisory: losing a batch only blurs LRU order.

@@ -97,8 +97,9 @@ func roundUp(_ value: Int64, _ block: Int64) -> Int64 {
 /// The in-memory index: every live entry by key hash, with running totals so that `count`
 /// and `totalSize` are O(1) and the sweeper knows without a scan when it has work.
 ///
-/// Entries are kept densely (hash and value side by side, in insertion order until a removal
-/// moves the last one into the hole), and found through an open-addressing table of 32-bit
+/// Entries are kept densely (each hash beside its value, in one record, so that a lookup's
+/// last cache miss brings both; in insertion order until a removal moves the last one into
+/// the hole), and found through an open-addressing table of 32-bit
 /// positions probed linearly from the hash's low bits, at most half full. A million entries
 /// take 48 MB of entries and 8 MB of table, against ~100 MB for a `Dictionary` of the same.
 /// Removal shifts later probes back instead of leaving tombstones, so lookups never slow down
@@ -107,14 +108,18 @@ func roundUp(_ value: Int64, _ block: Int64) -> Int64 {
 /// A bucket's 32 bits hold the position in its low `log2(buckets)` bits and, in the bits a
 /// position of a table that size never needs, a tag: the same number of the hash's top bits.
 /// A probe that meets another hash's bucket is then told apart by the tag without reading
-/// `hashes` (a cache miss each, which made half the time of replaying a million records);
+/// `records` (a cache miss each, which made half the time of replaying a million records);
 /// only a tag match reads the full hash. The tag shrinks as the table grows (11 bits at a
 /// million entries, none past 2^30), so no count is ruled out.
 struct Index {
-    private var hashes: [KeyHash] = []
-    private var values: [IndexEntry] = []
-    /// Per bucket: the tag (see above) above the position in `hashes`/`values` plus one;
-    /// 0 marks an empty bucket.
+    /// An entry and its hash.
+    private struct Record {
+        var hash: KeyHash
+        var entry: IndexEntry
+    }
+    private var records: [Record] = []
+    /// Per bucket: the tag (see above) above the position in `records` plus one; 0 marks an
+    /// empty bucket.
     private var table: [UInt32]
     private var mask: Int
     private(set) var logicalSize: Int64 = 0
@@ -126,8 +131,7 @@ struct Index {
         let buckets = Self.buckets(for: expectedCount)
         table = [UInt32](repeating: 0, count: buckets)
         mask = buckets - 1
-        hashes.reserveCapacity(expectedCount)
-        values.reserveCapacity(expectedCount)
+        records.reserveCapacity(expectedCount)
     }
 
     /// The index a whole journal's bytes (header included) describe, and what the replay found.
@@ -160,11 +164,11 @@ struct Index {
         return buckets
     }
 
-    var count: Int { values.count }
+    var count: Int { records.count }
 
     /// Every live entry, as (key: hash, value: entry) pairs.
     var entries: some Sequence<(key: KeyHash, value: IndexEntry)> {
-        zip(hashes, values).lazy.map { (key: $0.0, value: $0.1) }
+        records.lazy.map { (key: $0.hash, value: $0.entry) }
     }
 
     @inline(__always)
@@ -193,7 +197,7 @@ struct Index {
     @inline(__always)
     private var positionMask: UInt32 { UInt32(truncatingIfNeeded: mask) }
 
-    /// The position in `hashes`/`values` a non-empty bucket value points at.
+    /// The position in `records` a non-empty bucket value points at.
     @inline(__always)
     private func position(_ value: UInt32) -> Int {
         Int(value & positionMask) - 1
@@ -208,14 +212,26 @@ struct Index {
         while true {
             let value = table[bucket]
             if value == 0 { return (bucket, false) }
-            if value & tagMask == tag, hashes[position(value)] == hash { return (bucket, true) }
+            if value & tagMask == tag, records[position(value)].hash == hash { return (bucket, true) }
             bucket = (bucket + 1) & mask
         }
     }
 
     subscript(hash: KeyHash) -> IndexEntry? {
         let (bucket, found) = bucket(of: hash)
-        return found ? values[position(table[bucket])] : nil
+        return found ? records[position(table[bucket])].entry : nil
+    }
+
+    /// The entry for `hash`, its access time set to `time` (kept to the second) in the same
+    /// lookup; `touched` says whether that changed it.
+    mutating func entry(_ hash: KeyHash, touchingAt time: Int64) -> (entry: IndexEntry, touched: Bool)? {
+        let (bucket, found) = bucket(of: hash)
+        guard found else { return nil }
+        let seconds = IndexEntry.seconds(time), position = position(table[bucket])
+        let entry = records[position].entry
+        guard entry.accessedSeconds != seconds else { return (entry, false) }
+        records[position].entry.accessedSeconds = seconds
+        return (entry, true)
     }
 
     /// Inserts or replaces; returns the entry it replaced.
@@ -226,15 +242,14 @@ struct Index {
         diskUsage += entry.diskUsage(blockSize: blockSize)
         if found {
             let position = position(table[bucket])
-            let old = values[position]
+            let old = records[position].entry
             subtract(old)
-            values[position] = entry
+            records[position].entry = entry
             return old
         }
-        hashes.append(hash)
-        values.append(entry)
-        table[bucket] = bucketValue(position: values.count - 1, hash: hash)
-        if values.count * 2 > table.count { rehash(buckets: table.count * 2) }
+        records.append(Record(hash: hash, entry: entry))
+        table[bucket] = bucketValue(position: records.count - 1, hash: hash)
+        if records.count * 2 > table.count { rehash(buckets: table.count * 2) }
         return nil
     }
 
@@ -243,20 +258,18 @@ struct Index {
         let (bucket, found) = bucket(of: hash)
         guard found else { return nil }
         let position = position(table[bucket])
-        let old = values[position]
+        let old = records[position].entry
         subtract(old)
         deleteBucket(bucket)
         // Keep the storage dense: the last entry moves into the hole.
-        let last = values.count - 1
+        let last = records.count - 1
         if position != last {
-            let moved = hashes[last]
-            let (movedBucket, _) = self.bucket(of: moved)
-            hashes[position] = moved
-            values[position] = values[last]
-            table[movedBucket] = bucketValue(position: position, hash: moved)
+            let moved = records[last]
+            let (movedBucket, _) = self.bucket(of: moved.hash)
+            records[position] = moved
+            table[movedBucket] = bucketValue(position: position, hash: moved.hash)
         }
-        hashes.removeLast()
-        values.removeLast()
+        records.removeLast()
         return old
     }
 
@@ -266,7 +279,7 @@ struct Index {
         var hole = bucket
         var next = (bucket + 1) & mask
         while table[next] != 0 {
-            let wanted = home(hashes[position(table[next])])
+            let wanted = home(records[position(table[next])].hash)
             // Move it back if its home is not in the (cyclic) range (hole, next].
             let distanceToNext = (next - wanted) & mask
             let distanceToHole = (hole - wanted) & mask
@@ -282,10 +295,10 @@ struct Index {
     private mutating func rehash(buckets: Int) {
         table = [UInt32](repeating: 0, count: buckets)
         mask = buckets - 1
-        for (position, hash) in hashes.enumerated() {
-            var bucket = home(hash)
+        for (position, record) in records.enumerated() {
+            var bucket = home(record.hash)
             while table[bucket] != 0 { bucket = (bucket + 1) & mask }
-            table[bucket] = bucketValue(position: position, hash: hash)
+            table[bucket] = bucketValue(position: position, hash: record.hash)
         }
     }
 
@@ -296,14 +309,13 @@ struct Index {
         let (bucket, found) = bucket(of: hash)
         guard found else { return false }
         let seconds = IndexEntry.seconds(time), position = position(table[bucket])
-        guard values[position].accessedSeconds != seconds else { return false }
-        values[position].accessedSeconds = seconds
+        guard records[position].entry.accessedSeconds != seconds else { return false }
+        records[position].entry.accessedSeconds = seconds
         return true
     }
 
     mutating func removeAll() {
-        hashes = []
-        values = []
+        records = []
         table = [UInt32](repeating: 0, count: 16)
         mask = 15
         logicalSize = 0
@@ -313,11 +325,10 @@ struct Index {
     /// Gives back the spare capacity that growing left (up to half of the storage), as after
     /// replaying a journal: the index then takes what its entries need.
     mutating func shrinkToFit() {
-        if hashes.capacity > hashes.count + hashes.count / 8 + 16 {
-            hashes = Self.exactCopy(hashes)
-            values = Self.exactCopy(values)
+        if records.capacity > records.count + records.count / 8 + 16 {
+            records = Self.exactCopy(records)
         }
-        let buckets = Self.buckets(for: values.count)
+        let buckets = Self.buckets(for: records.count)
         if buckets < table.count { rehash(buckets: buckets) }
     }
 
