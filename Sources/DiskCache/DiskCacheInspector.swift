@@ -14,9 +14,9 @@ import Darwin
 ///
 /// It replays the journal as an open would (without cutting a torn tail, which it reports).
 /// It checks that no process has the cache open without taking a lock an opener would fail
-/// on, and keeps none: an application starting meanwhile opens its cache as usual (what the inspector then reads may be a moment
-/// out of date; a `verify` of a cache open exclusively may report a file that a write held up
-/// for over a quarter of a second was committing).
+/// on, and keeps none: an application starting meanwhile opens its cache as usual (what the
+/// inspector then reads may be a moment out of date; a `verify` of a cache open exclusively
+/// may report a file that a write held up for over a quarter of a second was committing).
 ///
 /// **A cache that is open** (`whileOpen: true`) is read as a snapshot: the journal as it was
 /// when the inspector was made. Entries replaced or removed since then may no longer read
@@ -380,9 +380,7 @@ public final class DiskCacheInspector: Sendable {
     /// the directory exclusively, which a shared `flock` of each, let go at once, finds (instances
     /// sharing the cache hold the directory shared themselves; an exclusive opener that meets
     /// the probe tries again); every instance sharing the cache holds the presence lock in
-    /// `SHARED`, which is tested without being taken. An exclusive probe held through the
-    /// journal's read made an instance opening the cache meanwhile fail with `.locked`.
-    /// Nothing is created.
+    /// `SHARED`, which is tested without being taken. Nothing is created.
     static func openedBy(_ layout: Layout) throws(DiskCacheError) -> String? {
         func owner() -> String {
             guard case .success(let bytes?) = FileIO.readAll(layout.lockFile, limit: 64, in: layout.directory) else { return "" }

@@ -306,12 +306,7 @@ struct Index {
     /// second, so most reads of a busy entry change nothing).
     @discardableResult
     mutating func touch(_ hash: KeyHash, atMilliseconds time: Int64) -> Bool {
-        let (bucket, found) = bucket(of: hash)
-        guard found else { return false }
-        let seconds = IndexEntry.seconds(time), position = position(table[bucket])
-        guard records[position].entry.accessedSeconds != seconds else { return false }
-        records[position].entry.accessedSeconds = seconds
-        return true
+        entry(hash, touchingAt: time)?.touched ?? false
     }
 
     mutating func removeAll() {
