@@ -171,7 +171,15 @@ extension DiskCache {
     /// whole is tried again when a writer replaced the entry meanwhile: up to four times without
     /// the key's lock, then once holding it.
     func openBody<T>(for key: String,
-                     reading: ((KeyHash, IndexEntry) -> ReadResult)? = nil,
+                     _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> BodyOpening<T>)
+        throws(DiskCacheError) -> T? {
+        try openBody(for: key, reading: { hash, entry in readEntry(hash, key: key, expected: entry, wantBody: entry.isInline) }, open)
+    }
+
+    /// ``openBody(for:_:)`` with the entry's files read by `reading`. Both closures are
+    /// non-escaping, so a read allocates no closure context and retains nothing for them.
+    func openBody<T>(for key: String,
+                     reading: (KeyHash, IndexEntry) -> ReadResult,
                      _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> BodyOpening<T>)
         throws(DiskCacheError) -> T? {
         let hash = configuration.keyHasher.hash(key)
@@ -186,7 +194,7 @@ extension DiskCache {
             let now = configuration.clock()
             guard let entry = lookupForRead(hash, at: now) else { return .done(nil) }
             if entry.hasExpired(atMilliseconds: now) { return .expired(entry) }
-            switch reading?(hash, entry) ?? readEntry(hash, key: key, expected: entry, wantBody: entry.isInline) {
+            switch reading(hash, entry) {
             case .found(let meta, let inline):
                 if let expires = meta.expires, expires <= now {
                     undoHit()

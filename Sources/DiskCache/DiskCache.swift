@@ -188,12 +188,11 @@ public final class DiskCache: Sendable {
     /// `withEntry` the metadata file is read in place (``EntryMetadata/ReadView``) instead of
     /// being decoded whole.
     private func read(_ key: String, withEntry: Bool) -> (data: Data, entry: Entry?)? {
-        let read = { (hash: KeyHash, expected: IndexEntry) -> ReadResult in
-            withEntry ? self.readEntry(hash, key: key, expected: expected, wantBody: true)
-                      : self.readValue(hash, key: key, expected: expected)
-        }
         // Nothing below throws: `open` never does.
-        return try? openBody(for: key, reading: read) { _, entry, meta, body in
+        return try? openBody(for: key, reading: { hash, expected in
+            withEntry ? readEntry(hash, key: key, expected: expected, wantBody: true)
+                      : readValue(hash, key: key, expected: expected)
+        }) { _, entry, meta, body in
             guard let body else { return .replaced }  // the files had no body this time: look again
             return .opened((body, withEntry ? Entry(meta, entry) : nil))
         }
