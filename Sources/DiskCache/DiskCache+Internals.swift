@@ -163,21 +163,22 @@ extension DiskCache {
         case unavailable
     }
 
-    /// The read path every read of a value takes: the lookup (counting a hit), the expiry,
-    /// `reading` the entry's files (by default its metadata file, and an inline body with it),
-    /// their key and expiry; then `open` makes what the caller hands out, from the entry, its
-    /// metadata and the body if one was read. A hit that turns out a miss is taken back, a
-    /// damaged entry is removed (once confirmed, see ``removeIfUnchanged(_:_:key:)``), and the
-    /// whole is tried again when a writer replaced the entry meanwhile: up to four times without
-    /// the key's lock, then once holding it.
+    /// ``openBody(for:reading:_:)`` reading the entry's metadata file (and an inline body with it).
     func openBody<T>(for key: String,
                      _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> BodyOpening<T>)
         throws(DiskCacheError) -> T? {
         try openBody(for: key, reading: { hash, entry in readEntry(hash, key: key, expected: entry, wantBody: entry.isInline) }, open)
     }
 
-    /// ``openBody(for:_:)`` with the entry's files read by `reading`. Both closures are
-    /// non-escaping, so a read allocates no closure context and retains nothing for them.
+    /// The read path every read of a value takes: the lookup (counting a hit), the expiry,
+    /// `reading` the entry's files, their key and expiry; then `open` makes what the caller
+    /// hands out, from the entry, its metadata and the body if one was read. A hit that turns
+    /// out a miss is taken back, a damaged entry is removed (once confirmed, see
+    /// ``removeIfUnchanged(_:_:key:)``), and the whole is tried again when a writer replaced the
+    /// entry meanwhile: up to four times without the key's lock, then once holding it.
+    ///
+    /// Both closures are non-escaping, so a read allocates no closure context and retains
+    /// nothing for them.
     func openBody<T>(for key: String,
                      reading: (KeyHash, IndexEntry) -> ReadResult,
                      _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> BodyOpening<T>)
