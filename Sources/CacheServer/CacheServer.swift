@@ -48,7 +48,7 @@ public final class CacheServer: Service, Sendable {
     public static func start(_ configuration: ServerConfiguration,
                              logger: Logger = Logger(label: "diskcache-server")) async throws -> CacheServer {
         try configuration.validate()
-        let cache = try HTTPURLCache(memoryCapacity: configuration.memoryCapacity, diskCapacity: configuration.diskCapacity,
+        let cache = try HTTPURLCache(memoryCapacity: configuration.memoryTierCapacity, diskCapacity: configuration.diskCapacity,
                                      directory: configuration.cacheDirectory, engine: configuration.engine)
         let group = MultiThreadedEventLoopGroup.singleton
         let sentFileCount = PthreadMutex(SentFileCounts())

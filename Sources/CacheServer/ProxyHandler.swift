@@ -31,6 +31,8 @@ final class ProxyHandler: Sendable {
     let gate = FetchGate()
     let statistics = PthreadMutex(ServerStatistics())
     let metrics = ServerMetrics()
+    /// Answers prepared for hits held in memory (``ServerConfiguration/preparedCapacity`` bytes).
+    let prepared: PreparedHits
     private let refreshTasks = PthreadMutex([String: Task<Void, Never>]())
     /// The origin's URL as text, which every request's target is appended to.
     private let originPrefix: String
@@ -41,6 +43,7 @@ final class ProxyHandler: Sendable {
         self.originPrefix = configuration.origin.description
         self.origin = origin
         self.logger = logger
+        self.prepared = PreparedHits(capacity: configuration.preparedCapacity)
     }
 
     private var engine: CachePolicyEngine { cache.engine }
@@ -281,14 +284,17 @@ final class ProxyHandler: Sendable {
 
     /// The fields a stored response is sent with: the stored ones a client may see, its `Age`,
     /// this node in `Via`, and how it was answered in `X-Cache`.
-    private func servedHeaders(_ response: StoredResponse, status: String) -> HTTPHeaders {
+    private func servedHeaders(_ response: StoredResponse, status: String, at now: Date = Date()) -> HTTPHeaders {
         var headers = Fields.clientView(Fields.headers(response.headers))
-        let age = engine.freshness(of: response, at: Date()).currentAge
-        let seconds = age.isNaN ? 0 : Int(min(max(age.rounded(.down), 0), 2_147_483_648))
-        headers.replaceOrAdd(name: "Age", value: String(seconds))
+        headers.replaceOrAdd(name: "Age", value: Self.ageField(engine.freshness(of: response, at: now).currentAge))
         headers.add(name: "Via", value: via)
         headers.replaceOrAdd(name: "X-Cache", value: status)
         return headers
+    }
+
+    /// The `Age` field's value for a current age of `age` seconds: whole seconds, at most 2^31.
+    static func ageField(_ age: TimeInterval) -> String {
+        String(age.isNaN ? 0 : Int(min(max(age.rounded(.down), 0), 2_147_483_648)))
     }
 
     /// The 304 that answers `exchange` from `response` (sent with `headers`) when the client's
@@ -319,7 +325,7 @@ final class ProxyHandler: Sendable {
         let body = variant.entry.body
         let size = Int64(body.count)
         let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
-        return wholeResponse(code, headers, exchange, status: status, range: range, size: size) { bounds in
+        return wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
             let start = body.startIndex + Int(bounds.lowerBound)
             return .byteBuffer(ByteBuffer(bytes: body[start..<start + bounds.count]))
         }
@@ -327,12 +333,12 @@ final class ProxyHandler: Sendable {
 
     /// A response written in one go: its head, the part of the body `range` selects (`body`
     /// makes it from its bounds; nothing for HEAD, a 416 or an empty range), and its end.
-    private func wholeResponse(_ code: HTTPResponseStatus, _ headers: HTTPHeaders, _ exchange: Exchange, status: String,
+    private func wholeResponse(_ code: HTTPResponseStatus, _ headers: HTTPHeaders, isHEAD: Bool, status: String,
                                range: ByteRange, size: Int64, body: (Range<Int64>) -> IOData)
         -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
         var parts: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
         var sent: Int64 = 0
-        if !exchange.isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty {
+        if !isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty {
             parts.append(.body(body(bounds)))
             sent = Int64(bounds.count)
         }
@@ -356,10 +362,17 @@ final class ProxyHandler: Sendable {
     func answerOnEventLoop(_ head: HTTPRequestHead, sentFiles: SentFiles) -> (parts: [HTTPServerResponsePart], outcome: Outcome)? {
         guard head.method == .GET || head.method == .HEAD, head.isKeepAlive, !head.uri.hasPrefix("/_cache/"),
               head.headers.first(name: "Content-Length").map({ $0 == "0" }) ?? true,
-              !head.headers.contains(name: "Transfer-Encoding"),
-              let (target, url) = originURL(of: head.uri)
+              !head.headers.contains(name: "Transfer-Encoding")
         else { return nil }
-        let exchange = Exchange(head: head, target: target, url: url)
+        let preparable = PreparedHits.canAnswer(head.headers)
+        let target = PreparedHits.Target(isHEAD: head.method == .HEAD, uri: head.uri)
+        if preparable, let answer = preparedAnswer(for: target) {
+            noteHit(bytes: answer.outcome.bytes)
+            note(.hitsPrepared)
+            return answer
+        }
+        guard let (origin, url) = originURL(of: head.uri) else { return nil }
+        let exchange = Exchange(head: head, target: origin, url: url)
         guard let key = cache.key(method: exchange.cacheRequest.method, url: url, request: { exchange.urlRequest }) else { return nil }
         let variants: [HTTPURLCache.StoredVariant]
         if let found = cache.storedVariantsInMemory(forKey: key) {
@@ -371,20 +384,74 @@ final class ProxyHandler: Sendable {
             variants = stored
         }
         guard !variants.isEmpty else { return nil }
-        let decision = engine.decision(for: exchange.cacheRequest, storedResponses: variants.map(\.entry.response), at: Date())
+        let now = Date()
+        let decision = engine.decision(for: exchange.cacheRequest, storedResponses: variants.map(\.entry.response), at: now)
         switch decision {
         case .fresh, .stale: break
         default: return nil
         }
-        guard let chosen = Self.variant(holding: decision.storedResponse, among: variants),
-              let answer = chosen.isLoaded ? inMemoryResponse(chosen, exchange, status: "HIT")
-                                           : pageCacheResponse(chosen, exchange, sentFiles: sentFiles)
-        else { return nil }
+        guard let chosen = Self.variant(holding: decision.storedResponse, among: variants) else { return nil }
+        let answer: (parts: [HTTPServerResponsePart], outcome: Outcome)?
+        if case .fresh = decision, preparable, chosen.isLoaded,
+           let hit = prepare(chosen, key: key, url: url, at: now) {
+            prepared.keep(hit, for: target)
+            answer = preparedResponse(hit, isHEAD: exchange.isHEAD, at: now)
+        } else {
+            answer = chosen.isLoaded ? inMemoryResponse(chosen, exchange, status: "HIT")
+                                     : pageCacheResponse(chosen, exchange, sentFiles: sentFiles)
+        }
+        guard let answer else { return nil }
+        noteHit(bytes: answer.outcome.bytes)
+        return answer
+    }
+
+    /// Counts a hit answered on the event loop.
+    private func noteHit(bytes: Int64) {
         note(.requests)
         note(.hits)
         note(.hitsOnEventLoop)
-        note(.bytesServed(answer.outcome.bytes))
-        return answer
+        note(.bytesServed(bytes))
+    }
+
+    /// The answer prepared for `target` (see ``PreparedHits``), when the memory tier still holds
+    /// the response it was made from and that response is still fresh; nil otherwise (the
+    /// answer is dropped then, and the full path prepares a new one).
+    private func preparedAnswer(for target: PreparedHits.Target) -> (parts: [HTTPServerResponsePart], outcome: Outcome)? {
+        guard let hit = prepared.hit(for: target) else { return nil }
+        let now = Date()
+        guard now < hit.freshUntil, let stored = cache.storedResponseInMemory(forKey: hit.primaryKey),
+              stored.recordKey == hit.recordKey, stored.body.count == hit.size, stored.text == hit.text
+        else {
+            prepared.forget(target, ifStill: hit)
+            return nil
+        }
+        return preparedResponse(hit, isHEAD: target.isHEAD, at: now)
+    }
+
+    /// The answer to a request that carries none of ``PreparedHits/fieldsRead`` from
+    /// `variant`, a response held in memory with its body that the decision found fresh for
+    /// it: what ``inMemoryResponse(_:_:status:)`` would send (a whole response), kept until
+    /// the response's freshness for such requests ends. Nil when the decision would read more
+    /// of such a request (a `Vary`).
+    private func prepare(_ variant: HTTPURLCache.StoredVariant, key: String, url: URL, at now: Date) -> PreparedHits.Hit? {
+        let response = variant.entry.response
+        guard let text = variant.metadataText, let freshUntil = engine.freshnessDeadline(of: response, url: url, at: now) else { return nil }
+        var headers = servedHeaders(response, status: "HIT", at: now)
+        let body = variant.entry.body
+        let status = ByteRange.whole.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: Int64(body.count))
+        let (beforeAge, afterAge) = PreparedHits.Hit.split(headers)
+        return PreparedHits.Hit(primaryKey: key, recordKey: variant.recordKey, text: text, size: body.count, status: status,
+                                beforeAge: beforeAge, afterAge: afterAge, body: ByteBuffer(bytes: body), preparedAt: now,
+                                ageThen: engine.freshness(of: response, at: now).currentAge, freshUntil: freshUntil)
+    }
+
+    /// The parts of `hit`'s answer at `now` (its `Age` then).
+    private func preparedResponse(_ hit: PreparedHits.Hit, isHEAD: Bool, at now: Date) -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
+        let headers = hit.headers(age: Self.ageField(hit.age(at: now)))
+        let body = hit.body
+        return wholeResponse(hit.status, headers, isHEAD: isHEAD, status: "HIT", range: .whole, size: Int64(hit.size)) { _ in
+            .byteBuffer(body)
+        }
     }
 
     /// A stored response whose body is on disk, answered from the page cache: the body file
@@ -418,14 +485,14 @@ final class ProxyHandler: Sendable {
         let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
         switch checked.source {
         case .bytes(let bytes):
-            return wholeResponse(code, headers, exchange, status: status, range: range, size: size) { bounds in
+            return wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
                 let start = bytes.startIndex + Int(bounds.lowerBound)
                 return .byteBuffer(ByteBuffer(bytes: bytes[start..<start + bounds.count]))
             }
         case .file(let descriptor):
             let file = sentFiles.adopt(descriptor)
             var sendsFile = false
-            let answer = wholeResponse(code, headers, exchange, status: status, range: range, size: size) { bounds in
+            let answer = wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
                 sendsFile = true
                 return .fileRegion(FileRegion(fileHandle: file, readerIndex: Int(bounds.lowerBound), endIndex: Int(bounds.upperBound)))
             }

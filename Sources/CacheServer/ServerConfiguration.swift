@@ -13,7 +13,9 @@ public struct ServerConfiguration: Sendable {
     public var cacheDirectory: URL
     /// Bytes of responses kept on disk.
     public var diskCapacity: Int = 1 << 30
-    /// Bytes of responses kept in memory in front of the disk (bodies above 5 % of it go to disk only).
+    /// Bytes of responses kept in memory in front of the disk: seven eighths for the memory tier
+    /// (bodies above 5 % of that go to disk only), an eighth for answers prepared for the hits
+    /// it holds (``preparedCapacity``).
     public var memoryCapacity: Int = 64 << 20
     /// The caching rules: a shared cache (RFC 9111 §3.5: `private` and, without `public` or
     /// `s-maxage`, authenticated responses are not stored); a stale response is served after an
@@ -37,6 +39,11 @@ public struct ServerConfiguration: Sendable {
     /// larger one is read and sent in 1 MiB chunks, its last only after the checksum matched
     /// (the first byte sooner, but a damaged body ends in a cut connection, not a refetch).
     var wholeCheckLimit: Int64 = 64 << 20
+
+    /// The bytes of ``memoryCapacity`` for answers prepared for hits (see `PreparedHits`): an eighth.
+    var preparedCapacity: Int { memoryCapacity / 8 }
+    /// The rest, for the memory tier.
+    var memoryTierCapacity: Int { memoryCapacity - preparedCapacity }
 
     public init(origin: Origin, cacheDirectory: URL) {
         self.origin = origin

@@ -11,6 +11,9 @@ public struct ServerStatistics: Sendable, Hashable {
     /// Of the hits, those answered on the connection's event loop, without a task: from memory, or
     /// from files the page cache held.
     public var hitsOnEventLoop = 0
+    /// Of those, the ones answered with an answer prepared for an earlier hit (the response's
+    /// head and body ready to send, kept while it stays fresh and the memory tier holds it).
+    public var hitsPrepared = 0
     /// Answered from the cache after the origin confirmed it with a 304.
     public var revalidations = 0
     /// Went to the origin and were answered with what it sent.
@@ -36,6 +39,7 @@ public struct ServerStatistics: Sendable, Hashable {
         case .requests: requests += 1
         case .hits: hits += 1
         case .hitsOnEventLoop: hitsOnEventLoop += 1
+        case .hitsPrepared: hitsPrepared += 1
         case .revalidations: revalidations += 1
         case .misses: misses += 1
         case .staleOnError: staleOnError += 1
@@ -89,7 +93,7 @@ final class FetchGate: Sendable {
 final class ServerMetrics: Sendable {
     /// What is counted.
     enum Event {
-        case requests, hits, hitsOnEventLoop, revalidations, misses, staleOnError, coalesced, stores, originErrors
+        case requests, hits, hitsOnEventLoop, hitsPrepared, revalidations, misses, staleOnError, coalesced, stores, originErrors
         case bytesServed(Int64)
         /// An origin response head arrived this long after the request went out.
         case originResponse(seconds: Double)
@@ -104,7 +108,7 @@ final class ServerMetrics: Sendable {
     init() {
         let factory = PrometheusMetricsFactory(registry: registry)
         var counters: [String: CoreMetrics.Counter] = [:]
-        for name in ["requests", "hits", "hits_on_event_loop", "revalidations", "misses", "stale_on_error", "coalesced", "stores", "origin_errors",
+        for name in ["requests", "hits", "hits_on_event_loop", "hits_prepared", "revalidations", "misses", "stale_on_error", "coalesced", "stores", "origin_errors",
                      "bytes_served"] {
             counters[name] = CoreMetrics.Counter(label: "diskcache_server_\(name)_total", dimensions: [], factory: factory)
         }
@@ -119,6 +123,7 @@ final class ServerMetrics: Sendable {
         case .requests: counters["requests"]!.increment()
         case .hits: counters["hits"]!.increment()
         case .hitsOnEventLoop: counters["hits_on_event_loop"]!.increment()
+        case .hitsPrepared: counters["hits_prepared"]!.increment()
         case .revalidations: counters["revalidations"]!.increment()
         case .misses: counters["misses"]!.increment()
         case .staleOnError: counters["stale_on_error"]!.increment()

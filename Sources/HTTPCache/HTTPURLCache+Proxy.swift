@@ -19,11 +19,15 @@ extension HTTPURLCache {
         package let recordKey: String
         /// `entry.body` is the body, read (and checked) with the metadata.
         package let isLoaded: Bool
+        /// The record's metadata text `entry` was read from (nil for one made otherwise): what
+        /// ``HTTPURLCache/storedResponseInMemory(forKey:)`` compares.
+        package let metadataText: String?
 
-        package init(entry: CachedHTTPResponse, recordKey: String, isLoaded: Bool = false) {
+        package init(entry: CachedHTTPResponse, recordKey: String, isLoaded: Bool = false, metadataText: String? = nil) {
             self.entry = entry
             self.recordKey = recordKey
             self.isLoaded = isLoaded
+            self.metadataText = metadataText
         }
     }
 
@@ -44,14 +48,31 @@ extension HTTPURLCache {
     /// then kept in memory).
     package func storedVariants(forKey key: String, bodyLimit: Int64 = -1) -> [StoredVariant] {
         responses.variants(forKey: key, loadingBodies: bodyLimit >= 0, bodyLimit: max(bodyLimit, 0))
-            .map { StoredVariant(entry: $0.entry, recordKey: $0.recordKey, isLoaded: $0.isLoaded) }
+            .map { StoredVariant(entry: $0.entry, recordKey: $0.recordKey, isLoaded: $0.isLoaded, metadataText: $0.text) }
     }
 
     /// ``storedVariants(forKey:bodyLimit:)`` when it can be answered without reading a file
     /// (cheap enough for any thread): nothing stored, or a single response the memory tier
     /// holds with its body. Nil when answering needs the disk (ask on an I/O thread).
     package func storedVariantsInMemory(forKey key: String) -> [StoredVariant]? {
-        responses.variantsInMemory(forKey: key)?.map { StoredVariant(entry: $0.entry, recordKey: $0.recordKey, isLoaded: true) }
+        responses.variantsInMemory(forKey: key)?.map {
+            StoredVariant(entry: $0.entry, recordKey: $0.recordKey, isLoaded: true, metadataText: $0.text)
+        }
+    }
+
+    /// The single response stored under `key`, as the memory tier holds it: its record, its
+    /// body and the text that alone decides its ``StoredVariant/entry`` (the metadata
+    /// ``CachedHTTPResponse/init(body:metadata:)`` decodes). Nil when nothing or several
+    /// responses are stored, or the memory tier does not hold it. Nothing is decoded: for a
+    /// caller that keeps what it derived from a response and must know whether it is still the
+    /// one stored (the text carries the response's request and response times at the clock's full
+    /// precision, a fraction of a microsecond, so two responses stored from two exchanges
+    /// never share it).
+    package func storedResponseInMemory(forKey key: String) -> (recordKey: String, text: String, body: Data)? {
+        guard let found = responses.soleRecordInMemory(forKey: key), let (recordKey, record) = found,
+              let text = record.metadata[CachedHTTPResponse.metadataField]
+        else { return nil }
+        return (recordKey, text, record.data)
     }
 
     /// `variant`'s body as chunks read as they are asked for (the last only after the whole body

@@ -106,6 +106,8 @@ final class _HTTPResponseStore: Sendable {
         var entry: CachedHTTPResponse
         let recordKey: String
         let isLoaded: Bool
+        /// The metadata text `entry` was decoded from.
+        let text: String?
     }
 
     /// Every response stored under `primaryKey`, the least recently stored (by response time)
@@ -126,7 +128,7 @@ final class _HTTPResponseStore: Sendable {
                 guard let record = loaded ? records.record(for: key) : records.recordWithoutBody(for: key),
                       let entry = CachedHTTPResponse(body: record.data, metadata: record.metadata)
                 else { return nil }
-                return Variant(entry: entry, recordKey: key, isLoaded: loaded)
+                return Variant(entry: entry, recordKey: key, isLoaded: loaded, text: record.metadata[CachedHTTPResponse.metadataField])
             }
             .sorted { $0.entry.response.responseTime < $1.entry.response.responseTime }
     }
@@ -134,13 +136,22 @@ final class _HTTPResponseStore: Sendable {
     /// ``variants(forKey:loadingBodies:bodyLimit:)`` answered from memory alone, with the body:
     /// nil unless a single variant is stored and the memory tier holds it (then no file is read).
     func variantsInMemory(forKey primaryKey: String) -> [Variant]? {
+        guard let found = soleRecordInMemory(forKey: primaryKey) else { return nil }
+        guard let (key, record) = found else { return [] }
+        guard let entry = CachedHTTPResponse(body: record.data, metadata: record.metadata) else { return nil }
+        return [Variant(entry: entry, recordKey: key, isLoaded: true, text: record.metadata[CachedHTTPResponse.metadataField])]
+    }
+
+    /// The record of the single response stored under `primaryKey`, from memory, undecoded:
+    /// `.some(nil)` when nothing is stored, nil when several are or the memory tier does not
+    /// hold it.
+    func soleRecordInMemory(forKey primaryKey: String) -> (key: String, record: TieredCache.Record)?? {
         let slots = takenSlots(primaryKey)
-        if slots.isEmpty { return [] }
+        if slots.isEmpty { return .some(nil) }
         guard slots.count == 1 else { return nil }
         let key = Self.variantKey(primaryKey, slot: slots[0])
-        guard let record = records.recordInMemory(for: key),
-              let entry = CachedHTTPResponse(body: record.data, metadata: record.metadata) else { return nil }
-        return [Variant(entry: entry, recordKey: key, isLoaded: true)]
+        guard let record = records.recordInMemory(for: key) else { return nil }
+        return (key, record)
     }
 
     /// `variant` with its body; `nil` when its record has gone or now holds another variant.

@@ -113,6 +113,27 @@ extension CachePolicyEngine {
         return validate(stored)
     }
 
+    /// The request fields a ``RequestCachePolicy/useProtocolCachePolicy`` decision reads,
+    /// besides those the stored response's `Vary` names: its cache directives.
+    package static let directiveFields = ["Cache-Control", "Pragma"]
+
+    /// Until when ``decision(for:storedResponses:at:policy:)`` answers ``CacheDecision/fresh(_:)``
+    /// with `stored` (alone) to every request for it that carries none of ``directiveFields``:
+    /// `now` plus its remaining freshness lifetime. Nil when it does not now, and when the
+    /// response has a `Vary` (the decision then reads the request's fields as well).
+    ///
+    /// Such a request has no `max-age`, `min-fresh` or `no-cache`, so from `now` on the decision
+    /// is fresh exactly while ``Freshness/isFresh`` holds: while the current age, which grows
+    /// second for second (RFC 9111 §4.2.3: its resident time is `now` minus the response time),
+    /// stays below the freshness lifetime. For a server that keeps what it derived from a fresh
+    /// response and serves it again without deciding anew.
+    package func freshnessDeadline(of stored: StoredResponse, url: URL, at now: Date) -> Date? {
+        guard stored.varyFieldNames.isEmpty else { return nil }
+        let request = CacheRequest(method: stored.requestMethod, url: url)
+        guard case .fresh = decision(for: request, storedResponses: [stored], at: now) else { return nil }
+        return now.addingTimeInterval(freshness(of: stored, at: now).remainingLifetime)
+    }
+
     /// Revalidate when there is a validator; otherwise the request goes out unconditionally.
     private func validate(_ stored: StoredResponse) -> CacheDecision {
         let conditionalHeaders = Self.conditionalHeaders(for: stored)

@@ -1,0 +1,155 @@
+import DiskCacheLocking
+import Foundation
+import HTTPCache
+import NIOCore
+import NIOHTTP1
+
+/// Answers prepared for hits: for a request target whose stored response the memory tier
+/// holds and a policy decision found fresh, the response's head as it is sent (but its `Age`)
+/// and its body as a `ByteBuffer`, kept until that response stops being fresh. The next GET or
+/// HEAD of the target that carries none of ``fieldsRead`` is answered from them, once the
+/// memory tier is seen to hold the same response still (``HTTPURLCache/storedResponseInMemory(forKey:)``):
+/// without decoding the stored response, deciding again, converting its header fields or
+/// copying its body.
+///
+/// Such a request is answered by the stored response and the time alone: the decision reads
+/// nothing else of it (``CachePolicyEngine/freshnessDeadline(of:url:at:)``: no `Vary`, no
+/// directives), and without conditions or a range the answer is the whole response. A
+/// request with any of these fields, a response replaced, removed or evicted from memory since,
+/// or past its deadline takes the full path, which prepares the answer again.
+///
+/// Bounded by ``capacity`` bytes (bodies, and ``entryOverhead`` for each entry's head): the
+/// answers prepared first go first. Thread-safe.
+final class PreparedHits: Sendable {
+    /// The request fields that make an answer depend on more than the stored response and
+    /// the time: the decision's (``CachePolicyEngine/directiveFields``), the conditional ones
+    /// (a 304) and `Range` (a 206).
+    static let fieldsRead = CachePolicyEngine.directiveFields + Fields.conditional + ["Range"]
+
+    /// What an entry is counted as besides its body: its head's fields and keys.
+    static let entryOverhead = 1024
+
+    /// A GET or HEAD request's target, as sent.
+    struct Target: Hashable, Sendable {
+        let isHEAD: Bool
+        let uri: String
+    }
+
+    /// One prepared answer.
+    struct Hit: Sendable {
+        /// The cache key of the target and the record of the response the answer was made from.
+        let primaryKey: String
+        let recordKey: String
+        /// The response's metadata text (see ``HTTPURLCache/storedResponseInMemory(forKey:)``) and body size.
+        let text: String
+        let size: Int
+        let status: HTTPResponseStatus
+        /// The fields sent, in the full path's order: those before `Age`, then `Age` (made
+        /// for each answer), then those after it.
+        let beforeAge: HTTPHeaders
+        let afterAge: HTTPHeaders
+        let body: ByteBuffer
+        let preparedAt: Date
+        /// The response's current age at `preparedAt`; it grows second for second.
+        let ageThen: TimeInterval
+        /// The end of its freshness for such requests.
+        let freshUntil: Date
+
+        func age(at now: Date) -> TimeInterval { ageThen + now.timeIntervalSince(preparedAt) }
+
+        /// The fields of the answer with `age` as its `Age`.
+        func headers(age: String) -> HTTPHeaders {
+            var headers = beforeAge
+            headers.add(name: "Age", value: age)
+            headers.add(contentsOf: afterAge)
+            return headers
+        }
+
+        /// `headers`, which has one `Age` field, split around it.
+        static func split(_ headers: HTTPHeaders) -> (before: HTTPHeaders, after: HTTPHeaders) {
+            var before = HTTPHeaders(), after = HTTPHeaders(), seenAge = false
+            for (name, value) in headers {
+                if name.lowercased() == "age" {
+                    seenAge = true
+                } else if seenAge {
+                    after.add(name: name, value: value)
+                } else {
+                    before.add(name: name, value: value)
+                }
+            }
+            return (before, after)
+        }
+    }
+
+    private struct State {
+        var hits: [Target: (hit: Hit, serial: UInt64)] = [:]
+        /// The targets in the order they were prepared, from `head` on; an element whose serial
+        /// is not its entry's (forgotten or prepared again since) is skipped.
+        var order: [(target: Target, serial: UInt64)] = []
+        var head = 0
+        var bytes = 0
+        var nextSerial: UInt64 = 0
+    }
+
+    let capacity: Int
+    private let state = PthreadMutex(State())
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    /// Whether a request with `headers` can be answered by a prepared answer.
+    static func canAnswer(_ headers: HTTPHeaders) -> Bool {
+        !fieldsRead.contains { headers.contains(name: $0) }
+    }
+
+    func hit(for target: Target) -> Hit? {
+        state.withLock { $0.hits[target]?.hit }
+    }
+
+    /// Keeps `hit` as the answer for `target`, in place of any before; nothing when it alone
+    /// would take more than ``capacity``.
+    func keep(_ hit: Hit, for target: Target) {
+        let cost = Self.cost(of: hit)
+        guard cost <= capacity else { return }
+        state.withLock { state in
+            if let old = state.hits[target] { state.bytes -= Self.cost(of: old.hit) }
+            state.nextSerial &+= 1
+            state.hits[target] = (hit, state.nextSerial)
+            state.order.append((target, state.nextSerial))
+            state.bytes += cost
+            while state.bytes > capacity, state.head < state.order.count {
+                let (oldest, serial) = state.order[state.head]
+                state.head += 1
+                if let entry = state.hits[oldest], entry.serial == serial {
+                    state.hits[oldest] = nil
+                    state.bytes -= Self.cost(of: entry.hit)
+                }
+            }
+            Self.compact(&state)
+        }
+    }
+
+    /// Drops the answer for `target` when it is still `hit` (found stale or replaced).
+    func forget(_ target: Target, ifStill hit: Hit) {
+        state.withLock { state in
+            guard let entry = state.hits[target], entry.hit.preparedAt == hit.preparedAt, entry.hit.recordKey == hit.recordKey else { return }
+            state.hits[target] = nil
+            state.bytes -= Self.cost(of: entry.hit)
+            Self.compact(&state)
+        }
+    }
+
+    /// Entries and bytes held, for tests.
+    var usage: (entries: Int, bytes: Int) { state.withLock { ($0.hits.count, $0.bytes) } }
+
+    private static func cost(of hit: Hit) -> Int { hit.body.readableBytes + entryOverhead }
+
+    /// Drops the order's elements that name no entry once they are most of it, so that it
+    /// stays within twice the entries.
+    private static func compact(_ state: inout State) {
+        guard state.order.count - state.head > 2 * state.hits.count + 64 || state.head > state.order.count / 2 else { return }
+        state.order = state.order[state.head...].filter { state.hits[$0.target]?.serial == $0.serial }
+        state.head = 0
+    }
+}
