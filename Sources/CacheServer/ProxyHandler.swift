@@ -371,8 +371,8 @@ final class ProxyHandler: Sendable {
             note(.hitsPrepared)
             return answer
         }
-        guard let (origin, url) = originURL(of: head.uri) else { return nil }
-        let exchange = Exchange(head: head, target: origin, url: url)
+        guard let (originTarget, url) = originURL(of: head.uri) else { return nil }
+        let exchange = Exchange(head: head, target: originTarget, url: url)
         guard let key = cache.key(method: exchange.cacheRequest.method, url: url, request: { exchange.urlRequest }) else { return nil }
         let variants: [HTTPURLCache.StoredVariant]
         if let found = cache.storedVariantsInMemory(forKey: key) {
