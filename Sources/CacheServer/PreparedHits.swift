@@ -40,15 +40,15 @@ final class PreparedHits: Sendable {
         /// The cache key of the target and the record of the response the answer was made from.
         let primaryKey: String
         let recordKey: String
-        /// The response's metadata text (see ``HTTPURLCache/storedResponseInMemory(forKey:)``) and body size.
+        /// The response's metadata text (see ``HTTPURLCache/storedResponseInMemory(forKey:)``).
         let text: String
-        let size: Int
         let status: HTTPResponseStatus
         /// The fields sent, in the full path's order: those before `Age`, then `Age` (made
         /// for each answer), then those after it.
         let beforeAge: HTTPHeaders
         let afterAge: HTTPHeaders
         let body: ByteBuffer
+        var size: Int { body.readableBytes }
         let preparedAt: Date
         /// The response's current age at `preparedAt`; it grows second for second.
         let ageThen: TimeInterval
@@ -103,6 +103,9 @@ final class PreparedHits: Sendable {
         !fieldsRead.contains { headers.contains(name: $0) }
     }
 
+    /// Whether an answer with a body of `size` bytes can be kept at all (worth preparing).
+    func fits(bodySize size: Int) -> Bool { size + Self.entryOverhead <= capacity }
+
     func hit(for target: Target) -> Hit? {
         state.withLock { $0.hits[target]?.hit }
     }
@@ -110,8 +113,8 @@ final class PreparedHits: Sendable {
     /// Keeps `hit` as the answer for `target`, in place of any before; nothing when it alone
     /// would take more than ``capacity``.
     func keep(_ hit: Hit, for target: Target) {
+        guard fits(bodySize: hit.size) else { return }
         let cost = Self.cost(of: hit)
-        guard cost <= capacity else { return }
         state.withLock { state in
             if let old = state.hits[target] { state.bytes -= Self.cost(of: old.hit) }
             state.nextSerial &+= 1
@@ -143,7 +146,7 @@ final class PreparedHits: Sendable {
     /// Entries and bytes held, for tests.
     var usage: (entries: Int, bytes: Int) { state.withLock { ($0.hits.count, $0.bytes) } }
 
-    private static func cost(of hit: Hit) -> Int { hit.body.readableBytes + entryOverhead }
+    private static func cost(of hit: Hit) -> Int { hit.size + entryOverhead }
 
     /// Drops the order's elements that name no entry once they are most of it, so that it
     /// stays within twice the entries.

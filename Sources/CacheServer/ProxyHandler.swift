@@ -392,7 +392,8 @@ final class ProxyHandler: Sendable {
         }
         guard let chosen = Self.variant(holding: decision.storedResponse, among: variants) else { return nil }
         let answer: (parts: [HTTPServerResponsePart], outcome: Outcome)?
-        if case .fresh = decision, preparable, chosen.isLoaded,
+        // Prepared only when it can be kept: otherwise every hit would prepare it again.
+        if case .fresh = decision, preparable, chosen.isLoaded, prepared.fits(bodySize: chosen.entry.body.count),
            let hit = prepare(chosen, key: key, url: url, at: now) {
             prepared.keep(hit, for: target)
             answer = preparedResponse(hit, isHEAD: exchange.isHEAD, at: now)
@@ -440,7 +441,7 @@ final class ProxyHandler: Sendable {
         let body = variant.entry.body
         let status = ByteRange.whole.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: Int64(body.count))
         let (beforeAge, afterAge) = PreparedHits.Hit.split(headers)
-        return PreparedHits.Hit(primaryKey: key, recordKey: variant.recordKey, text: text, size: body.count, status: status,
+        return PreparedHits.Hit(primaryKey: key, recordKey: variant.recordKey, text: text, status: status,
                                 beforeAge: beforeAge, afterAge: afterAge, body: ByteBuffer(bytes: body), preparedAt: now,
                                 ageThen: engine.freshness(of: response, at: now).currentAge, freshUntil: freshUntil)
     }

@@ -143,7 +143,7 @@ struct PreparedHitsTests {
         let overhead = PreparedHits.entryOverhead
         let hits = PreparedHits(capacity: 3 * (1_000 + overhead))
         func hit(_ size: Int, record: String) -> PreparedHits.Hit {
-            PreparedHits.Hit(primaryKey: "k", recordKey: record, text: "t", size: size, status: .ok, beforeAge: [:], afterAge: [:],
+            PreparedHits.Hit(primaryKey: "k", recordKey: record, text: "t", status: .ok, beforeAge: [:], afterAge: [:],
                              body: ByteBuffer(repeating: 1, count: size), preparedAt: Date(), ageThen: 0, freshUntil: .distantFuture)
         }
         func target(_ n: Int) -> PreparedHits.Target { PreparedHits.Target(isHEAD: false, uri: "/\(n)") }
