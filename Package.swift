@@ -102,6 +102,7 @@ let package = Package(
         .testTarget(
             name: "DiskCacheTests",
             dependencies: [
+                "CDiskCacheSupport",
                 "DiskCache",
                 "DiskCacheLocking",
                 "DiskCacheTestWorker",

@@ -16,6 +16,10 @@ void cdiskcache_set_reads_without_waiting(int on) {
 
 int cdiskcache_read_would_have_waited(void) { return read_would_have_waited; }
 
+// For mapped.c, which checks residency itself instead of reading with RWF_NOWAIT.
+int cdiskcache_reads_without_waiting(void) { return reads_without_waiting; }
+void cdiskcache_note_read_would_have_waited(void) { read_would_have_waited = 1; }
+
 ssize_t cdiskcache_pread_entry(int fd, void *buffer, size_t count, off_t offset) {
     if (!reads_without_waiting) return pread(fd, buffer, count, offset);
 #if defined(__linux__) && defined(RWF_NOWAIT)

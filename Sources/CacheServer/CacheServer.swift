@@ -50,6 +50,7 @@ public final class CacheServer: Service, Sendable {
         try configuration.validate()
         let cache = try HTTPURLCache(memoryCapacity: configuration.memoryTierCapacity, diskCapacity: configuration.diskCapacity,
                                      directory: configuration.cacheDirectory, engine: configuration.engine)
+        cache.mappedBodyCapacity = Int64(configuration.mappedCapacity)
         let group = MultiThreadedEventLoopGroup.singleton
         let sentFileCount = PthreadMutex(SentFileCounts())
         let origin = OriginClient(origin: configuration.origin, group: group, connectTimeout: configuration.originConnectTimeout,

@@ -17,6 +17,13 @@ public struct ServerConfiguration: Sendable {
     /// (bodies above 5 % of that go to disk only), an eighth for answers prepared for the hits
     /// it holds (``preparedCapacity``).
     public var memoryCapacity: Int = 64 << 20
+    /// Bytes of stored body files kept mapped, so that checking a body read from disk before it
+    /// is sent with `sendfile` hashes the page cache's pages where they are instead of copying
+    /// them into a buffer first; 0 reads them. The pages are the page cache's, not memory the
+    /// server allocates (the kernel reclaims them as it does any cached file), but they count
+    /// in the process's resident size while mapped. Bodies of 64 KiB and more, at most 4,096
+    /// files; the least recently checked are unmapped first.
+    public var mappedCapacity: Int = 1 << 30
     /// The caching rules: a shared cache (RFC 9111 §3.5: `private` and, without `public` or
     /// `s-maxage`, authenticated responses are not stored); a stale response is served after an
     /// origin failure only where `stale-if-error` allows it.
@@ -97,6 +104,7 @@ public struct ServerConfiguration: Sendable {
         guard (0...65_535).contains(port) else { throw ServerConfigurationError("the port \(port) is out of range (0-65535)") }
         guard diskCapacity > 0 else { throw ServerConfigurationError("the disk capacity must be more than 0 bytes") }
         guard memoryCapacity >= 0 else { throw ServerConfigurationError("the memory capacity cannot be negative") }
+        guard mappedCapacity >= 0 else { throw ServerConfigurationError("the mapped capacity cannot be negative") }
         if let purgeToken, purgeToken.isEmpty || purgeToken.contains(where: { $0.isWhitespace }) {
             throw ServerConfigurationError("the purge token must be non-empty and without spaces")
         }

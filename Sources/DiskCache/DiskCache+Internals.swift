@@ -397,7 +397,7 @@ extension DiskCache {
     }
 
     /// Whether `entry`'s body file is missing, of the wrong size or (with checksums on) fails
-    /// its checksum (see ``checkBodyFile(_:_:)``). A read that fails for another reason says
+    /// its checksum (see ``checkBodyFile(_:_:_:)``). A read that fails for another reason says
     /// nothing about the file: false.
     private func bodyFileIsDamaged(_ hash: KeyHash, _ entry: IndexEntry) -> Bool {
         let fd: Int32
@@ -406,7 +406,7 @@ extension DiskCache {
         case .failure(let error): return error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || FileIO.isNotAFile(error)
         }
         defer { Syscall.close(fd) }
-        return checkBodyFile(fd, entry) == .damaged
+        return checkBodyFile(fd, hash, entry) == .damaged
     }
 
     func removeExpired(_ hash: KeyHash, _ seen: IndexEntry, key: String) {

@@ -356,14 +356,28 @@ extension DiskCache {
         case unreadable
     }
 
-    /// Checks the body file open as `fd` against `entry`: its type and size, then (with
-    /// checksums on) its XXH3-64, read through a 64 KiB buffer, so a body of any size is checked
-    /// in bounded memory.
-    func checkBodyFile(_ fd: Int32, _ entry: IndexEntry) -> BodyFileCheck {
+    /// Checks the body file open as `fd`, `hash`'s in `entry`'s slot, against `entry`: its type
+    /// and size, then (with checksums on) its XXH3-64, hashed from its mapping when the cache
+    /// keeps body files mapped (``MappedBodies``), else read through a 64 KiB buffer; either
+    /// way a body of any size is checked in bounded memory.
+    func checkBodyFile(_ fd: Int32, _ hash: KeyHash, _ entry: IndexEntry) -> BodyFileCheck {
         guard case .success(let info) = Syscall.fstat(fd) else { return .unreadable }
         guard info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == entry.size else { return .damaged }
         guard configuration.verifiesChecksums else { return .whole }
         var checksum: UInt64 = 0
+        let mappedBodies = layout.directory.mappedBodies
+        if let mapping = mappedBodies.mapping(of: fd, info, size: entry.size, path: { layout.bodyFile(hash, slot: entry.slot) }) {
+            if cdiskcache_hash_mapped(mapping.bytes, mapping.size, &checksum) != 0 {
+                // EFAULT: cut short since it was mapped. EAGAIN: not all in the page cache, on
+                // a thread that must not wait for the disk.
+                guard errno == EFAULT else { return .unreadable }
+                mappedBodies.drop(mapping.id)
+                return .damaged
+            }
+            if checksum == entry.checksum { return .whole }
+            mappedBodies.drop(mapping.id)
+            return .damaged
+        }
         let read = cdiskcache_hash_file(fd, 0, Int(entry.size), &checksum)
         if read < 0 { return .unreadable }
         return read == entry.size && checksum == entry.checksum ? .whole : .damaged
@@ -676,6 +690,16 @@ extension DiskCache {
     /// the miss it ends in is not counted.
     static var readGaveUpWaiting: Bool { cdiskcache_read_would_have_waited() != 0 }
 
+    /// How many bytes of body files may be kept mapped so that ``checkedBody(for:)`` hashes
+    /// them straight from the page cache instead of reading them into a buffer first (see
+    /// `MappedBodies`); 0, the default, maps nothing and unmaps what is mapped. For a server
+    /// that sends checked bodies with `sendfile`: the mapped pages are the page cache's,
+    /// counted in the process's resident size but never copied.
+    package var mappedBodyCapacity: Int64 {
+        get { layout.directory.mappedBodies.capacity }
+        set { layout.directory.mappedBodies.capacity = newValue }
+    }
+
     /// `key`'s value as a ``CheckedBody``; nil on a miss, an expired entry, or a body that fails
     /// its checksum (the entry is then removed, as a read removes it). The check reads the file
     /// through a 64 KiB buffer, so no memory the size of the body is used. Blocking: call it
@@ -689,7 +713,7 @@ extension DiskCache {
             case .failed(let opening): return opening
             }
             let verdict: BodyOpening<CheckedBody>
-            switch isCurrent(hash, entry) ? checkBodyFile(fd, entry) : nil {
+            switch isCurrent(hash, entry) ? checkBodyFile(fd, hash, entry) : nil {
             case .whole?: return .opened(CheckedBody(source: .file(descriptor: fd), size: entry.size, metadata: meta.metadata))
             case .damaged?: verdict = .damaged
             case .unreadable?: verdict = .unavailable

@@ -487,6 +487,7 @@ public final class DiskCache: Sendable {
         }
         sharedRegion?.lock(.presence, .unlock)
         locks.withLock { $0 = [] }
+        layout.directory.mappedBodies.dropAll()
         if let failure { throw failure }
     }
 }

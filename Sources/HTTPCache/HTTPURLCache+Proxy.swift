@@ -91,6 +91,13 @@ extension HTTPURLCache {
         return entry.variantID == variant.entry.variantID && entry.response == variant.entry.response
     }
 
+    /// Bytes of the disk tier's body files kept mapped for ``checkedBody(of:sizeLimit:)``
+    /// (`DiskCache.mappedBodyCapacity`; 0, the default, maps none). 0 without a disk tier.
+    package var mappedBodyCapacity: Int64 {
+        get { responses.records.disk?.mappedBodyCapacity ?? 0 }
+        set { responses.records.disk?.mappedBodyCapacity = newValue }
+    }
+
     /// `variant`'s body checked whole against its checksum and handed out as an open file (the
     /// caller closes it) or, when it is in memory or inline, as bytes; `nil` when its record has
     /// gone, now holds another response, or failed its checksum (and was removed), and when

@@ -29,7 +29,7 @@ struct ConfigurationTests {
         var configuration = ServerConfiguration(origin: .init(host: "127.0.0.1", port: 80), cacheDirectory: URL(fileURLWithPath: "/tmp/x"))
         #expect(throws: Never.self) { try configuration.validate() }
         for change in [{ (c: inout ServerConfiguration) in c.port = 70_000 }, { $0.diskCapacity = 0 }, { $0.memoryCapacity = -1 },
-                       { $0.purgeToken = "" }, { $0.purgeToken = "a b" }, { $0.viaName = "two words" }] {
+                       { $0.mappedCapacity = -1 }, { $0.purgeToken = "" }, { $0.purgeToken = "a b" }, { $0.viaName = "two words" }] {
             var changed = configuration
             change(&changed)
             #expect(throws: ServerConfigurationError.self) { try changed.validate() }
@@ -41,12 +41,15 @@ struct ConfigurationTests {
     @Test func theConfigurationFileNamesTheLineThatIsWrong() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("server-\(UUID().uuidString).conf")
         defer { try? FileManager.default.removeItem(at: file) }
-        try "# a node\norigin = http://127.0.0.1:9000\ncache-dir = /tmp/c   # here\ndisk-capacity = 2G\ncdn = true\n"
+        try "# a node\norigin = http://127.0.0.1:9000\ncache-dir = /tmp/c   # here\ndisk-capacity = 2G\nmapped-capacity = 0\ncdn = true\n"
             .write(to: file, atomically: true, encoding: .utf8)
         let settings = try ServerCommand.readSettings(file.path)
         let configuration = try ServerCommand.configuration(from: settings)
         #expect(configuration.origin.port == 9000 && configuration.cacheDirectory.path == "/tmp/c")
-        #expect(configuration.diskCapacity == 2 << 30 && configuration.isCDN)
+        #expect(configuration.diskCapacity == 2 << 30 && configuration.isCDN && configuration.mappedCapacity == 0)
+        #expect(ServerConfiguration(origin: .init(host: "h", port: 80), cacheDirectory: URL(fileURLWithPath: "/c")).mappedCapacity == 1 << 30)
+        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "mapped-capacity": "all"]) },
+                throws: { "\($0)".contains("mapped capacity \"all\" is not a size") })
         try "origin = http://127.0.0.1:9000\ncolour = blue\n".write(to: file, atomically: true, encoding: .utf8)
         #expect(performing: { try ServerCommand.readSettings(file.path) }, throws: { "\($0)".contains(":2: unknown setting \"colour\"") })
         try "origin http://127.0.0.1:9000\n".write(to: file, atomically: true, encoding: .utf8)

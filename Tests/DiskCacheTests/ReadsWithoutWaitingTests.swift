@@ -65,6 +65,36 @@ struct ReadsWithoutWaitingTests {
         #expect(cache.contains("large"))
     }
 
+    /// The check of a body kept mapped (`mappedBodyCapacity`) asks the page cache first
+    /// (`mincore`): touching a page it lacks would wait for the disk on the event loop.
+    @Test func aMappedCheckThatWouldWaitGivesUpAndKeepsTheEntry() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing(inlineThreshold: 8 << 10))
+        cache.mappedBodyCapacity = 64 << 20
+        let large = Data((0..<(300 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 1) })
+        try cache.store(large, for: "large")
+        try cache.flush()
+        let before = cache.statistics
+        // Only the body file dropped: its `.meta` file is read without waiting, and the body's
+        // check is what must give up.
+        for _ in 0..<2 {
+            #expect(PageCache.dropEntryFiles(under: dir.cache, extensions: ["body"]), "a body stayed in the page cache")
+            let attempt = DiskCache.withoutWaitingForDisk { try? cache.checkedBody(for: "large") }
+            #expect(attempt.value == nil && attempt.waited)
+        }
+        #expect(cache.statistics.hits == before.hits && cache.statistics.corruptEntriesRemoved == 0)
+        #expect(cache.contains("large"))
+
+        // Checked the ordinary way (which waits) through the same mapping, then without waiting.
+        for waiting in [true, false] {
+            let body = waiting ? (value: try? cache.checkedBody(for: "large"), waited: false)
+                               : DiskCache.withoutWaitingForDisk { try? cache.checkedBody(for: "large") }
+            #expect(!body.waited && body.value?.size == Int64(large.count))
+            if case .file(let descriptor)? = body.value?.source { close(descriptor) }
+        }
+        #expect(cache.layout.directory.mappedBodies.usage.count == 1)
+    }
+
     @Test func aTieredReadThatWouldWaitCountsNoMiss() throws {
         let dir = TemporaryDirectory()
         let cache = try TieredCache(memoryCapacity: 0, diskCapacity: 1 << 30, directory: dir.cache,

@@ -39,6 +39,15 @@ void cdiskcache_set_reads_without_waiting(int on);
 /// 1 when a read on this thread failed that way since the last `cdiskcache_set_reads_without_waiting`.
 int cdiskcache_read_would_have_waited(void);
 
+/// Sets `*hash` to the XXH3-64 of `count` bytes at `bytes`, a read-only shared mapping of a
+/// file (page-aligned), and returns 0. Returns -1 with errno EFAULT when a page of it is
+/// beyond the file's end (the file was cut short after it was mapped: the SIGBUS that touching
+/// such a page raises is caught for this thread while it hashes, and ends the hash instead of
+/// the process; a handler installed before the first call gets every other SIGBUS), or EAGAIN
+/// when reads on this thread must not wait for the disk and a page is not in the page cache
+/// (noted as `cdiskcache_read_would_have_waited`).
+int cdiskcache_hash_mapped(const void *bytes, size_t count, uint64_t *hash);
+
 /// `pread`, or (while `cdiskcache_set_reads_without_waiting(1)` holds on this thread) Linux
 /// `preadv2` with `RWF_NOWAIT`: -1 with errno EAGAIN when the bytes are not all in the page
 /// cache, or the system cannot tell (no `preadv2`, a filesystem without `RWF_NOWAIT`). It may

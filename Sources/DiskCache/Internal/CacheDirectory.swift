@@ -22,6 +22,8 @@ final class CacheDirectory: Sendable {
     let path: String
     /// `O_RDONLY | O_DIRECTORY`: usable with `fsync`, `openat` and `fdopendir`.
     let fd: Int32
+    /// Body files kept mapped for checks (none unless the cache's configuration asks for it).
+    let mappedBodies = MappedBodies()
 
     private init(path: String, fd: Int32) {
         self.path = path
@@ -79,8 +81,16 @@ final class CacheDirectory: Sendable {
         }
     }
 
+    /// Removes the file at `path`; a body file that is mapped (``MappedBodies``) is unmapped
+    /// first, so that its blocks are freed with it.
     func unlink(_ path: String) -> Result<Void, Errno> {
-        inParent(path) { Syscall.unlinkat($0, $1, directory: false, reportingAs: path) }
+        inParent(path) { parent, name in
+            if !mappedBodies.isEmpty, path.utf8.last == UInt8(ascii: "y"), path.hasSuffix(".body"),
+               case .success(let info) = Syscall.fstatat(parent, name) {
+                mappedBodies.drop(info)
+            }
+            return Syscall.unlinkat(parent, name, directory: false, reportingAs: path)
+        }
     }
 
     func rmdir(_ path: String) -> Result<Void, Errno> {

@@ -1,0 +1,90 @@
+// Hashing a body file through a mapping of it (see CDiskCacheSupport.h): the bytes are read
+// once, straight from the page cache, where `pread` copies them into a buffer first.
+#define _GNU_SOURCE
+#include "CDiskCacheSupport.h"
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+// In support.c: whether reads on this thread must not wait for the disk, and the note that one
+// would have.
+int cdiskcache_reads_without_waiting(void);
+void cdiskcache_note_read_would_have_waited(void);
+
+// The jump out of a hash interrupted by SIGBUS, set only while this thread hashes a mapping.
+static _Thread_local sigjmp_buf *bus_jump;
+static struct sigaction previous_bus;
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+
+static void on_bus(int signal, siginfo_t *info, void *context) {
+    sigjmp_buf *jump = bus_jump;
+    if (jump && info->si_code > 0) {
+        bus_jump = NULL;
+        siglongjmp(*jump, 1);
+    }
+    if (info->si_code > 0) {
+        // A fault, but not in a mapped body's hash: the handler installed before this one (or
+        // the default, which ends the process) gets it when the faulting instruction runs again.
+        sigaction(SIGBUS, &previous_bus, NULL);
+        return;
+    }
+    // Sent by a process (kill, sigqueue): passed on to the handler before this one.
+    if (previous_bus.sa_flags & SA_SIGINFO) {
+        if (previous_bus.sa_sigaction) previous_bus.sa_sigaction(signal, info, context);
+    } else if (previous_bus.sa_handler == SIG_DFL) {
+        sigaction(SIGBUS, &previous_bus, NULL);
+        raise(signal);
+    } else if (previous_bus.sa_handler != SIG_IGN) {
+        previous_bus.sa_handler(signal);
+    }
+}
+
+static void install_bus_handler(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = on_bus;
+    // SA_NODEFER: the jump out of the handler leaves SIGBUS unblocked for the next fault.
+    action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGBUS, &action, &previous_bus);
+}
+
+// 1 when every page of [bytes, bytes + count) is in the page cache (`bytes` page-aligned).
+static int resident(const void *bytes, size_t count) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char vector[1024];
+    for (size_t done = 0; done < count;) {
+        size_t span = count - done < sizeof vector * page ? count - done : sizeof vector * page;
+        if (mincore((char *)bytes + done, span, vector) != 0) return 0;
+        size_t pages = (span + page - 1) / page;
+        for (size_t i = 0; i < pages; i++) if (!(vector[i] & 1)) return 0;
+        done += span;
+    }
+    return 1;
+}
+
+int cdiskcache_hash_mapped(const void *bytes, size_t count, uint64_t *hash) {
+    if (cdiskcache_reads_without_waiting() && !resident(bytes, count)) {
+        cdiskcache_note_read_would_have_waited();
+        errno = EAGAIN;
+        return -1;
+    }
+    pthread_once(&bus_once, install_bus_handler);
+    // Volatile: read after a jump back here.
+    volatile uint64_t result = 0;
+    sigjmp_buf jump;
+    if (sigsetjmp(jump, 0) != 0) {
+        errno = EFAULT;
+        return -1;
+    }
+    bus_jump = &jump;
+    result = cdiskcache_xxh3_64(bytes, count);
+    bus_jump = NULL;
+    *hash = result;
+    return 0;
+}
