@@ -24,13 +24,16 @@ public final class CacheServer: Service, Sendable {
     public let port: Int
     let handler: ProxyHandler
     private let cache: HTTPURLCache
-    private let listener: NIOAsyncChannel<Connection, Never>
+    let listener: NIOAsyncChannel<Connection, Never>
     /// The open connections, and whether ``shutdown()`` has begun (read on the event loops by
     /// ``EventLoopHitResponder`` too).
     private let connections: PthreadMutex<Connections>
     /// Files open for bodies being sent with `sendfile`, over all connections.
     let sentFileCount: PthreadMutex<SentFileCounts>
     private let logger: Logger
+    /// The server's own event loops (``ServerConfiguration/eventLoopCount``), shut down once
+    /// ``run()`` has closed the store; nil when it uses NIO's shared group.
+    let ownGroup: MultiThreadedEventLoopGroup?
 
     fileprivate struct Connections {
         /// Busy: the connection's task is answering a request.
@@ -51,7 +54,8 @@ public final class CacheServer: Service, Sendable {
         let cache = try HTTPURLCache(memoryCapacity: configuration.memoryTierCapacity, diskCapacity: configuration.diskCapacity,
                                      directory: configuration.cacheDirectory, engine: configuration.engine)
         cache.mappedBodyCapacity = Int64(configuration.mappedCapacity)
-        let group = MultiThreadedEventLoopGroup.singleton
+        let ownGroup = configuration.eventLoopCount.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) }
+        let group = ownGroup ?? MultiThreadedEventLoopGroup.singleton
         let sentFileCount = PthreadMutex(SentFileCounts())
         let origin = OriginClient(origin: configuration.origin, group: group, connectTimeout: configuration.originConnectTimeout,
                                   readTimeout: configuration.originReadTimeout)
@@ -81,17 +85,19 @@ public final class CacheServer: Service, Sendable {
                 }
         } catch {
             try? cache.closeStore()
+            try? await ownGroup?.shutdownGracefully()
             throw ServerConfigurationError("cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
         return CacheServer(configuration: configuration, cache: cache, listener: listener, handler: handler, logger: logger,
-                           sentFileCount: sentFileCount, connections: connections)
+                           sentFileCount: sentFileCount, connections: connections, ownGroup: ownGroup)
     }
 
     private init(configuration: ServerConfiguration, cache: HTTPURLCache,
                  listener: NIOAsyncChannel<Connection, Never>,
                  handler: ProxyHandler, logger: Logger, sentFileCount: PthreadMutex<SentFileCounts>,
-                 connections: PthreadMutex<Connections>) {
+                 connections: PthreadMutex<Connections>, ownGroup: MultiThreadedEventLoopGroup?) {
         self.configuration = configuration
+        self.ownGroup = ownGroup
         self.sentFileCount = sentFileCount
         self.connections = connections
         self.cache = cache
@@ -134,6 +140,7 @@ public final class CacheServer: Service, Sendable {
         await handler.waitForRefreshes()
         handler.origin.pool.closeAll()
         try cache.closeStore()
+        try await ownGroup?.shutdownGracefully()
         logger.notice("Stopped; the store is closed")
     }
 

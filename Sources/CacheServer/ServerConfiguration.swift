@@ -41,6 +41,10 @@ public struct ServerConfiguration: Sendable {
     public var originReadTimeout: Duration = .seconds(60)
     /// On shutdown, how long requests in progress may take to finish before their connections are closed.
     public var shutdownGracePeriod: Duration = .seconds(10)
+    /// How many event loop threads accept connections and answer them: nil (the default)
+    /// shares NIO's process-wide group, one thread per core (`System.coreCount`); a number
+    /// gives the server a group of its own of that many threads, shut down when it stops.
+    public var eventLoopCount: Int?
     /// A stored body read from disk up to this size is checked whole against its checksum
     /// before the first byte is sent, then sent by the kernel from the file (`sendfile`); a
     /// larger one is read and sent in 1 MiB chunks, its last only after the checksum matched
@@ -105,6 +109,9 @@ public struct ServerConfiguration: Sendable {
         guard diskCapacity > 0 else { throw ServerConfigurationError("the disk capacity must be more than 0 bytes") }
         guard memoryCapacity >= 0 else { throw ServerConfigurationError("the memory capacity cannot be negative") }
         guard mappedCapacity >= 0 else { throw ServerConfigurationError("the mapped capacity cannot be negative") }
+        if let eventLoopCount, !(1...1024).contains(eventLoopCount) {
+            throw ServerConfigurationError("the number of event loops must be 1 to 1024, not \(eventLoopCount)")
+        }
         if let purgeToken, purgeToken.isEmpty || purgeToken.contains(where: { $0.isWhitespace }) {
             throw ServerConfigurationError("the purge token must be non-empty and without spaces")
         }

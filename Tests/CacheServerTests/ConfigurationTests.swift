@@ -29,7 +29,7 @@ struct ConfigurationTests {
         var configuration = ServerConfiguration(origin: .init(host: "127.0.0.1", port: 80), cacheDirectory: URL(fileURLWithPath: "/tmp/x"))
         #expect(throws: Never.self) { try configuration.validate() }
         for change in [{ (c: inout ServerConfiguration) in c.port = 70_000 }, { $0.diskCapacity = 0 }, { $0.memoryCapacity = -1 },
-                       { $0.mappedCapacity = -1 }, { $0.purgeToken = "" }, { $0.purgeToken = "a b" }, { $0.viaName = "two words" }] {
+                       { $0.mappedCapacity = -1 }, { $0.eventLoopCount = 0 }, { $0.purgeToken = "" }, { $0.purgeToken = "a b" }, { $0.viaName = "two words" }] {
             var changed = configuration
             change(&changed)
             #expect(throws: ServerConfigurationError.self) { try changed.validate() }
@@ -48,6 +48,12 @@ struct ConfigurationTests {
         #expect(configuration.origin.port == 9000 && configuration.cacheDirectory.path == "/tmp/c")
         #expect(configuration.diskCapacity == 2 << 30 && configuration.isCDN && configuration.mappedCapacity == 0)
         #expect(ServerConfiguration(origin: .init(host: "h", port: 80), cacheDirectory: URL(fileURLWithPath: "/c")).mappedCapacity == 1 << 30)
+        #expect(try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "event-loops": "4"]).eventLoopCount == 4)
+        #expect(try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c"]).eventLoopCount == nil)
+        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "event-loops": "many"]) },
+                throws: { "\($0)".contains("event loops \"many\" is not a whole number") })
+        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "event-loops": "0"]) },
+                throws: { "\($0)".contains("must be 1 to 1024") })
         #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "mapped-capacity": "all"]) },
                 throws: { "\($0)".contains("mapped capacity \"all\" is not a size") })
         try "origin = http://127.0.0.1:9000\ncolour = blue\n".write(to: file, atomically: true, encoding: .utf8)

@@ -475,6 +475,51 @@ struct ProxyTests {
         try await fixture.finish()
     }
 
+    @Test func aServerWithEventLoopsOfItsOwnAnswersOnThemAndShutsThemDown() async throws {
+        let fixture = try await ServerFixture { $0.eventLoopCount = 3 }
+        fixture.origin.respond { request in ScriptedResponse(status: 200, [("Cache-Control", "max-age=600")], body: "body of \(request.path)") }
+        let group = try #require(fixture.server.ownGroup)
+        var loops: [any EventLoop] = []
+        for loop in group.makeIterator() { loops.append(loop) }
+        #expect(loops.count == 3)
+        #expect(loops.contains { $0 === fixture.server.listener.channel.eventLoop })
+        // Each connection of its own: a miss, then a hit, for six paths at once.
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            for index in 0..<6 {
+                tasks.addTask {
+                    for expected in ["MISS", "HIT"] {
+                        let reply = try await fixture.get("/\(index)")
+                        #expect(reply.text == "body of /\(index)" && reply.header("X-Cache") == expected)
+                    }
+                }
+            }
+            try await tasks.waitForAll()
+        }
+        // Its threads ("NIO-ELT-<group>-#<loop>") end with the server.
+        let names = try await withThrowingTaskGroup(of: String.self) { tasks in
+            for loop in loops { tasks.addTask { try await loop.submit { Self.threadName() }.get() } }
+            return try await tasks.reduce(into: [String]()) { $0.append($1) }
+        }
+        #expect(names.count == 3 && Set(names).count == 3 && names.allSatisfy { $0.hasPrefix("NIO-ELT-") })
+        #expect(Set(Self.threadNames()).isSuperset(of: names))
+        try await fixture.finish()
+        let deadline = ContinuousClock.now + .seconds(5)
+        while !Set(Self.threadNames()).isDisjoint(with: names), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(Set(Self.threadNames()).isDisjoint(with: names))
+    }
+
+    /// The calling thread's name.
+    static func threadName() -> String {
+        ((try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The names of the process's threads.
+    static func threadNames() -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+    }
+
     @Test func shutdownLetsARequestInProgressFinishThenClosesTheStore() async throws {
         let fixture = try await ServerFixture()
         fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=600")], body: "late") }
