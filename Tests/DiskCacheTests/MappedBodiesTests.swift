@@ -13,6 +13,14 @@ struct MappedBodiesTests {
         return cache
     }
 
+    /// A cache (64 MiB mapped) holding `bodies` (random bytes of each size), each checked once.
+    func cacheWithCheckedBodies(_ dir: TemporaryDirectory, _ bodies: [(key: String, size: Int)]) throws -> DiskCache {
+        let cache = try openCache(dir, capacity: 64 << 20)
+        for (index, body) in bodies.enumerated() { try cache.store(randomData(count: body.size, seed: UInt64(index + 3)), for: body.key) }
+        for body in bodies { try expectWholeFile(cache, body.key, size: body.size) }
+        return cache
+    }
+
     /// `key`'s checked body, which must be a whole file of `size` bytes (its descriptor closed).
     func expectWholeFile(_ cache: DiskCache, _ key: String, size: Int, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let checked = try #require(try cache.checkedBody(for: key), sourceLocation: sourceLocation)
@@ -51,11 +59,7 @@ struct MappedBodiesTests {
     @Test(arguments: [0, 150_000, 299_999])
     func aByteChangedUnderTheMappingIsCaughtAndTheFileUnmapped(offset: Int) throws {
         let dir = TemporaryDirectory()
-        let cache = try openCache(dir, capacity: 64 << 20)
-        try cache.store(randomData(count: 300_000, seed: 3), for: "k")
-        try cache.store(randomData(count: 100_000, seed: 4), for: "other")
-        try expectWholeFile(cache, "k", size: 300_000)
-        try expectWholeFile(cache, "other", size: 100_000)
+        let cache = try cacheWithCheckedBodies(dir, [("k", 300_000), ("other", 100_000)])
         #expect(cache.layout.directory.mappedBodies.usage.count == 2)
 
         // In place, the same inode: the mapping shows the changed byte.
@@ -105,9 +109,7 @@ struct MappedBodiesTests {
 
     @Test func replacingOrRemovingAnEntryUnmapsItsOldBody() throws {
         let dir = TemporaryDirectory()
-        let cache = try openCache(dir, capacity: 64 << 20)
-        try cache.store(randomData(count: 200_000, seed: 1), for: "k")
-        try expectWholeFile(cache, "k", size: 200_000)
+        let cache = try cacheWithCheckedBodies(dir, [("k", 200_000)])
         let first = try status(EntryFiles(cache, key: "k").body)
         #expect(cache.layout.directory.mappedBodies.holds(first))
 
@@ -123,11 +125,7 @@ struct MappedBodiesTests {
 
     @Test func aSweepUnmapsBodiesRemovedBehindTheCachesBack() throws {
         let dir = TemporaryDirectory()
-        let cache = try openCache(dir, capacity: 64 << 20)
-        try cache.store(randomData(count: 200_000, seed: 1), for: "gone")
-        try cache.store(randomData(count: 200_000, seed: 2), for: "kept")
-        try expectWholeFile(cache, "gone", size: 200_000)
-        try expectWholeFile(cache, "kept", size: 200_000)
+        let cache = try cacheWithCheckedBodies(dir, [("gone", 200_000), ("kept", 200_000)])
         // As another process would remove it: not through this cache.
         try FileManager.default.removeItem(atPath: EntryFiles(cache, key: "gone").body)
         #expect(cache.layout.directory.mappedBodies.usage.count == 2)

@@ -13,10 +13,10 @@ import Darwin
 /// `sendfile`) hashes the page cache's pages where they are. Reading the file instead copies
 /// every byte into a buffer before the hash reads it again: 104–108 µs a MiB through a 64 KiB
 /// buffer against 32–37 from a mapping kept, and 81–84 mapping the file for each check
-/// (`Benchmarks/c/mapped-check.c`, 100 page-cached files of 1 MiB). The hash still reads every byte on every check,
-/// so a page that left the page cache and came back from the disk different is caught as
-/// before; a file cut short under its mapping is caught too (`cdiskcache_hash_mapped` turns the
-/// SIGBUS into an error).
+/// (`Benchmarks/c/mapped-check.c`, 100 page-cached files of 1 MiB). The hash still reads
+/// every byte on every check, so a page that left the page cache and came back from the disk
+/// different is caught as before; a file cut short under its mapping is caught too
+/// (`cdiskcache_hash_mapped` turns the SIGBUS into an error).
 ///
 /// Off (capacity 0) unless the cache is given one (``DiskCache/mappedBodyCapacity``).
 /// At most that many bytes of bodies are mapped, and at most ``countLimit`` files; the least
@@ -127,7 +127,8 @@ final class MappedBodies: Sendable {
         return made
     }
 
-    /// Unmaps `mapping`'s file (its bytes failed their check, or it is being removed).
+    /// Unmaps the file `id` names, if it is mapped (its bytes failed their check, or it is
+    /// being removed); a check still holding the mapping keeps it until it is done.
     func drop(_ id: FileID) {
         let dropped = state.withLock { $0.remove(id) }
         _ = dropped
