@@ -72,6 +72,7 @@ let package = Package(
                 "DiskCache",
                 "DiskCacheLocking",
                 "HTTPCache",
+                "MemoryCache",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

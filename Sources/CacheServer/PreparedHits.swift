@@ -1,6 +1,6 @@
-import DiskCacheLocking
 import Foundation
 import HTTPCache
+import MemoryCache
 import NIOCore
 import NIOHTTP1
 
@@ -81,21 +81,14 @@ final class PreparedHits: Sendable {
         }
     }
 
-    private struct State {
-        var hits: [Target: (hit: Hit, serial: UInt64)] = [:]
-        /// The targets in the order they were prepared, from `head` on; an element whose serial
-        /// is not its entry's (forgotten or prepared again since) is skipped.
-        var order: [(target: Target, serial: UInt64)] = []
-        var head = 0
-        var bytes = 0
-        var nextSerial: UInt64 = 0
-    }
-
     let capacity: Int
-    private let state = PthreadMutex(State())
+    /// The answers, each costing its body and ``entryOverhead``. Looked up without counting a
+    /// use, so that the least recently used is the first prepared (or prepared again).
+    private let hits: MemoryCache<Target, Hit>
 
     init(capacity: Int) {
         self.capacity = capacity
+        hits = MemoryCache(name: "prepared answers", totalCostLimit: capacity, policy: .leastRecentlyUsed)
     }
 
     /// Whether a request with `headers` can be answered by a prepared answer.
@@ -107,52 +100,26 @@ final class PreparedHits: Sendable {
     func fits(bodySize size: Int) -> Bool { size + Self.entryOverhead <= capacity }
 
     func hit(for target: Target) -> Hit? {
-        state.withLock { $0.hits[target]?.hit }
+        hits.valueWithoutUse(for: target)
     }
 
     /// Keeps `hit` as the answer for `target`, in place of any before; nothing when it alone
     /// would take more than ``capacity``.
     func keep(_ hit: Hit, for target: Target) {
         guard fits(bodySize: hit.size) else { return }
-        let cost = Self.cost(of: hit)
-        state.withLock { state in
-            if let old = state.hits[target] { state.bytes -= Self.cost(of: old.hit) }
-            state.nextSerial &+= 1
-            state.hits[target] = (hit, state.nextSerial)
-            state.order.append((target, state.nextSerial))
-            state.bytes += cost
-            while state.bytes > capacity, state.head < state.order.count {
-                let (oldest, serial) = state.order[state.head]
-                state.head += 1
-                if let entry = state.hits[oldest], entry.serial == serial {
-                    state.hits[oldest] = nil
-                    state.bytes -= Self.cost(of: entry.hit)
-                }
-            }
-            Self.compact(&state)
-        }
+        hits.store(hit, for: target, cost: hit.size + Self.entryOverhead)
     }
 
-    /// Drops the answer for `target` when it is still `hit` (found stale or replaced).
+    /// Drops the answer for `target` when it is still `hit` (found stale or replaced). An
+    /// answer prepared for the target between the look and the removal goes too; the next
+    /// hit prepares it again.
     func forget(_ target: Target, ifStill hit: Hit) {
-        state.withLock { state in
-            guard let entry = state.hits[target], entry.hit.preparedAt == hit.preparedAt, entry.hit.recordKey == hit.recordKey else { return }
-            state.hits[target] = nil
-            state.bytes -= Self.cost(of: entry.hit)
-            Self.compact(&state)
-        }
+        guard let current = hits.valueWithoutUse(for: target), current.preparedAt == hit.preparedAt,
+              current.recordKey == hit.recordKey
+        else { return }
+        hits.removeValue(for: target)
     }
 
     /// Entries and bytes held, for tests.
-    var usage: (entries: Int, bytes: Int) { state.withLock { ($0.hits.count, $0.bytes) } }
-
-    private static func cost(of hit: Hit) -> Int { hit.size + entryOverhead }
-
-    /// Drops the order's elements that name no entry once they are most of it, so that it
-    /// stays within twice the entries.
-    private static func compact(_ state: inout State) {
-        guard state.order.count - state.head > 2 * state.hits.count + 64 || state.head > state.order.count / 2 else { return }
-        state.order = state.order[state.head...].filter { state.hits[$0.target]?.serial == $0.serial }
-        state.head = 0
-    }
+    var usage: (entries: Int, bytes: Int) { (hits.count, hits.totalCost) }
 }

@@ -256,6 +256,12 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
         state.withLock { $0.core.peek(key) }
     }
 
+    /// Every value stored, without counting as a use (as ``valueWithoutUse(for:)``), for
+    /// callers that check each one against something outside the cache. O(n).
+    package func valuesWithoutUse() -> [Value] {
+        state.withLock { $0.core.allValues() }
+    }
+
     /// Stores `value` under `key` with a cost, replacing any value already there, and
     /// evicts as many values as needed to keep both limits.
     ///

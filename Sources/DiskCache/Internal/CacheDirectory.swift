@@ -87,7 +87,7 @@ final class CacheDirectory: Sendable {
         inParent(path) { parent, name in
             if !mappedBodies.isEmpty, path.utf8.last == UInt8(ascii: "y"), path.hasSuffix(".body"),
                case .success(let info) = Syscall.fstatat(parent, name) {
-                mappedBodies.drop(info)
+                mappedBodies.drop(MappedBodies.FileID(info))
             }
             return Syscall.unlinkat(parent, name, directory: false, reportingAs: path)
         }

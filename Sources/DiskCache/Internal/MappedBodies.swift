@@ -1,5 +1,6 @@
 import CDiskCacheSupport
 import DiskCacheLocking
+import MemoryCache
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -34,13 +35,18 @@ final class MappedBodies: Sendable {
 
     /// A file, by the device and inode its mapping holds (an inode number cannot be reused
     /// while a mapping holds the file).
-    struct FileID: Hashable {
+    struct FileID: Hashable, Sendable {
         let device: UInt64
         let inode: UInt64
+
+        init(_ info: stat) {
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+        }
     }
 
     /// One mapped file; unmapped when the last holder lets go (a check in progress keeps it
-    /// mapped after it is dropped from the table).
+    /// mapped after it left the table).
     final class Mapping: @unchecked Sendable {
         let bytes: UnsafeRawPointer
         let size: Int
@@ -58,104 +64,74 @@ final class MappedBodies: Sendable {
         deinit { munmap(UnsafeMutableRawPointer(mutating: bytes), size) }
     }
 
-    private struct State {
-        var capacity: Int64 = 0
-        var mappings: [FileID: (mapping: Mapping, lastUse: UInt64)] = [:]
-        var bytes: Int64 = 0
-        var uses: UInt64 = 0
-
-        mutating func remove(_ id: FileID) -> Mapping? {
-            guard let removed = mappings.removeValue(forKey: id) else { return nil }
-            bytes -= Int64(removed.mapping.size)
-            return removed.mapping
-        }
-    }
-
-    private let state = PthreadMutex(State())
+    /// The mappings, least recently checked first out, each costing its size; a mapping
+    /// that leaves is released (so unmapped) outside the table's lock.
+    private let table = MemoryCache<FileID, Mapping>(name: "mapped bodies", countLimit: countLimit, policy: .leastRecentlyUsed)
+    /// The table's cost limit, 0 meaning none: kept here, where 0 means "map nothing".
+    private let limit = PthreadMutex<Int64>(0)
 
     /// How many bytes of bodies may be mapped; lowering it unmaps what no longer fits.
     var capacity: Int64 {
-        get { state.withLock { $0.capacity } }
+        get { limit.withLock { $0 } }
         set {
-            let dropped = state.withLock { state -> [Mapping] in
-                state.capacity = max(0, newValue)
-                return Self.trim(&state, toFit: 0)
+            let capacity = max(0, newValue)
+            limit.withLock { $0 = capacity }
+            if capacity == 0 {
+                table.removeAll()
+            } else {
+                table.totalCostLimit = Int(capacity)
             }
-            _ = dropped
         }
     }
 
     /// How many files, and bytes, are mapped now.
-    var usage: (count: Int, bytes: Int64) { state.withLock { ($0.mappings.count, $0.bytes) } }
+    var usage: (count: Int, bytes: Int64) { (table.count, Int64(table.totalCost)) }
 
     /// The mapping of the file open as `fd` (`info` its status, `size` bytes long), made now if
     /// there is none; nil when the file is too small or too large to map, or mapping fails.
     /// `path` names the file in the cache.
     func mapping(of fd: Int32, _ info: stat, size: Int64, path: () -> String) -> Mapping? {
         guard size >= Self.minimumSize else { return nil }
-        let id = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
-        enum Found { case held(Mapping), unheld, notToMap }
-        let found = state.withLock { state -> Found in
-            guard state.capacity >= size else { return .notToMap }
-            guard let held = state.mappings[id] else { return .unheld }
-            state.uses += 1
-            state.mappings[id]?.lastUse = state.uses
-            return .held(held.mapping)
-        }
-        switch found {
-        case .held(let mapping) where mapping.size == size: return mapping
-        case .held:
+        let capacity = self.capacity
+        guard capacity >= size else { return nil }
+        let id = FileID(info)
+        if let held = table.value(for: id) {
+            if held.size == size { return held }
             // The same file at another size than when it was mapped: the check that follows,
             // by reading, finds what is wrong with it.
-            drop(id)
+            table.removeValue(for: id)
             return nil
-        case .notToMap: return nil
-        case .unheld: break
         }
         guard let bytes = mmap(nil, Int(size), PROT_READ, MAP_SHARED, fd, 0), bytes != MAP_FAILED else { return nil }
         let made = Mapping(bytes: UnsafeRawPointer(bytes), size: Int(size), id: id, path: path())
-        let dropped = state.withLock { state -> [Mapping] in
-            // Another thread may have mapped the same file meanwhile: this one replaces it.
-            var dropped = Self.trim(&state, toFit: size)
-            if let earlier = state.remove(id) { dropped.append(earlier) }
-            state.uses += 1
-            state.mappings[id] = (made, state.uses)
-            state.bytes += size
-            return dropped
-        }
-        _ = dropped  // Unmapped here, outside the lock, unless a check still holds one.
+        // When it does not fit, the least recently checked go until an eighth of the capacity
+        // (and of the count) is free besides it: mappings leave in batches, not one per new one.
+        if Int64(table.totalCost) + size > capacity { table.trim(toCost: Int(max(0, capacity - capacity / 8 - size))) }
+        if table.count + 1 > Self.countLimit { table.trim(toCount: Self.countLimit - Self.countLimit / 8 - 1) }
+        // Another thread may have mapped the same file meanwhile: this one replaces it.
+        table.store(made, for: id, cost: Int(size))
         return made
     }
 
     /// Unmaps the file `id` names, if it is mapped (its bytes failed their check, or it is
     /// being removed); a check still holding the mapping keeps it until it is done.
     func drop(_ id: FileID) {
-        let dropped = state.withLock { $0.remove(id) }
-        _ = dropped
-    }
-
-    /// Unmaps the file `info` describes, if it is mapped: called before the store removes it.
-    func drop(_ info: stat) {
-        drop(FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino)))
+        table.removeValue(for: id)
     }
 
     /// Whether the file `info` describes is mapped.
-    func holds(_ info: stat) -> Bool {
-        let id = FileID(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
-        return state.withLock { $0.mappings[id] != nil }
-    }
+    func holds(_ info: stat) -> Bool { table.valueWithoutUse(for: FileID(info)) != nil }
 
     /// Whether any file is mapped (a removal looks the file up only then).
-    var isEmpty: Bool { state.withLock { $0.mappings.isEmpty } }
+    var isEmpty: Bool { table.count == 0 }
 
     /// Unmaps every file no longer at its path in `directory` (removed or replaced by another
     /// process).
     func prune(in directory: CacheDirectory) {
-        let held = state.withLock { $0.mappings.values.map(\.mapping) }
-        for mapping in held {
+        for mapping in table.valuesWithoutUse() {
             let stillThere: Bool
             switch directory.lstat(mapping.path) {
-            case .success(let info): stillThere = UInt64(info.st_dev) == mapping.id.device && UInt64(info.st_ino) == mapping.id.inode
+            case .success(let info): stillThere = FileID(info) == mapping.id
             case .failure: stillThere = false
             }
             if !stillThere { drop(mapping.id) }
@@ -164,29 +140,6 @@ final class MappedBodies: Sendable {
 
     /// Unmaps everything (the cache is closing).
     func dropAll() {
-        let dropped = state.withLock { state -> [Mapping] in
-            let all = state.mappings.values.map(\.mapping)
-            state.mappings.removeAll()
-            state.bytes = 0
-            return all
-        }
-        _ = dropped
-    }
-
-    /// When `incoming` more bytes, or one more file, would not fit: removes the least recently
-    /// used mappings until an eighth of the capacity (and of ``countLimit``) is free besides,
-    /// so that a working set larger than the capacity sorts the table once per eighth, not once
-    /// per file. Returns them, to be released outside the lock.
-    private static func trim(_ state: inout State, toFit incoming: Int64) -> [Mapping] {
-        let files = incoming > 0 ? 1 : 0
-        guard state.bytes + incoming > state.capacity || state.mappings.count + files > countLimit else { return [] }
-        let bytesTarget = state.capacity - state.capacity / 8 - incoming
-        let countTarget = countLimit - countLimit / 8 - files
-        var dropped: [Mapping] = []
-        for id in state.mappings.sorted(by: { $0.value.lastUse < $1.value.lastUse }).map(\.key) {
-            guard state.bytes > bytesTarget || state.mappings.count > countTarget else { break }
-            if let mapping = state.remove(id) { dropped.append(mapping) }
-        }
-        return dropped
+        table.removeAll()
     }
 }

@@ -96,6 +96,11 @@ struct _CacheCore<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         index[key].flatMap { nodes[$0].value }
     }
 
+    /// Every stored value, without recording an access. O(slots).
+    func allValues() -> [Value] {
+        nodes.compactMap { $0.queue != .none ? $0.value : nil }
+    }
+
     /// Finds `key` and records the access for the eviction policy.
     @inlinable
     mutating func lookup(_ key: Key) -> (value: Value, isDiscardable: Bool)? {
