@@ -69,6 +69,7 @@ let package = Package(
         .target(
             name: "CacheServer",
             dependencies: [
+                "CDiskCacheSupport",
                 "DiskCache",
                 "DiskCacheLocking",
                 "HTTPCache",

@@ -16,7 +16,9 @@
 # (wrk's, default 2), SIZES (default "1k 64k 1m"), CHART (a PNG to draw the ratios into with
 # Benchmarks/server-chart.py, which needs matplotlib; it also takes several runs' results.json),
 # BASELINE (another diskcache-server binary, say a release build of an earlier commit: measured
-# too, in turn with the others, as "baseline", and the table gains a column "÷ baseline").
+# too, in turn with the others, as "baseline", and the table gains a column "÷ baseline"),
+# OURS_FLAGS (more options for ours, default --copy-limit 2M; empty for none) and
+# BASELINE_FLAGS (for the baseline, default none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${DURATION:-10}"
@@ -25,6 +27,7 @@ connections="${CONNECTIONS:-16}"
 threads="${THREADS:-2}"
 sizes="${SIZES:-1k 64k 1m}"
 scratch="${SCRATCH:-.build-bench}"
+ours_flags="${OURS_FLAGS---copy-limit 2M}"
 work="${WORK:-$(mktemp -d /tmp/server-compare-XXXXXX)}"
 mkdir -p "$work"
 # nginx's workers run as another user: they must be able to read the origin's files.
@@ -62,7 +65,11 @@ for size in $sizes; do
     for i in $(seq 1 99); do cp "$work/origin/root/$size/0.bin" "$work/origin/root/$size/$i.bin"; done
 done
 # tcp_nopush (TCP_CORK) is left off: on loopback it holds each 64 KB response for the 40 ms of a
-# delayed ACK (nginx 64 KB hits: 380 req/s with it, 45,000 without).
+# delayed ACK (nginx 64 KB hits: 380 req/s with it, 45,000 without). The cache node runs with
+# sendfile off and one 1 MiB output buffer, as ours runs with --copy-limit 2M: with wrk on
+# the same cores, a body written from memory costs wrk less to read than one sent from the page
+# cache by sendfile: nginx's 1 MB hits, 2,346-2,439 req/s with sendfile on and 2,740-3,269 off
+# in the same rounds (docs/benchmarks.md, "Where a 1 MB hit's time goes").
 common='worker_processes auto; pid PREFIX/nginx.pid; error_log PREFIX/error.log warn; events { worker_connections 4096; }'
 cat > "$work/origin/nginx.conf" <<CONF
 ${common//PREFIX/$work/origin}
@@ -81,7 +88,7 @@ cat > "$work/nginx/nginx.conf" <<CONF
 ${common//PREFIX/$work/nginx}
 http {
     access_log off;
-    sendfile on; keepalive_requests 100000;
+    sendfile off; output_buffers 1 1m; keepalive_requests 100000;
     proxy_cache_path $work/nginx/cache levels=1:2 keys_zone=bench:64m max_size=2g inactive=1h use_temp_path=off;
     proxy_temp_path $work/nginx/temp;
     upstream origin { server 127.0.0.1:$origin_port; keepalive 32; }
@@ -105,12 +112,12 @@ pids+=("$(cat "$work/origin/nginx.pid")" "$(cat "$work/nginx/nginx.pid")")
 varnishd -j none -n "$work/varnish" -a "127.0.0.1:$varnish_port" -b "127.0.0.1:$origin_port" \
     -s "file,$work/varnish.bin,2G" -P "$work/varnish.pid" -p thread_pools=2 >/dev/null
 "$server" --origin "http://127.0.0.1:$origin_port" --cache-dir "$work/ours" --listen "127.0.0.1:$ours_port" \
-    --disk-capacity 2G --memory-capacity 64M --log-level warning &
+    --disk-capacity 2G --memory-capacity 64M --log-level warning $ours_flags &
 pids+=($!)
 baseline_port=18084
 if [ -n "${BASELINE:-}" ]; then
     "$BASELINE" --origin "http://127.0.0.1:$origin_port" --cache-dir "$work/baseline" --listen "127.0.0.1:$baseline_port" \
-        --disk-capacity 2G --memory-capacity 64M --log-level warning &
+        --disk-capacity 2G --memory-capacity 64M --log-level warning ${BASELINE_FLAGS:-} &
     pids+=($!)
 fi
 sleep 1

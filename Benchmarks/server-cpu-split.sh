@@ -10,17 +10,19 @@
 set -euo pipefail
 work="$1" port="$2" size="$3"
 seconds="${SECONDS_RUN:-4}"
-server=$(ss -ltnp "sport = :$port" | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2)
+# Every process that holds the listening socket (nginx's master and each of its workers).
+server=$(ss -ltnp "sport = :$port" | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u | tr '\n' ' ')
 [ -n "$server" ] || { echo "server-cpu-split: nothing listens on port $port" >&2; exit 1; }
+# The CPU time of those processes and their children (Varnish's child), each counted once.
 ticks() {
     local total=0 pid
-    for pid in "$@" $(pgrep -P "$(echo "$@" | tr ' ' ',')" 2>/dev/null); do
+    for pid in $( { printf '%s\n' "$@"; pgrep -P "$(echo "$@" | tr ' ' ',')" 2>/dev/null; } | sort -u); do
         [ -r "/proc/$pid/stat" ] && total=$(( total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0) ))
     done
     echo "$total"
 }
 out=$(mktemp)
-before=$(ticks "$server")
+before=$(ticks $server)
 SIZE=$size wrk -t2 -c16 -d"${seconds}s" --latency -s "$work/hits.lua" "http://127.0.0.1:$port" > "$out" &
 wrk_pid=$!
 wrk_ticks=0
@@ -30,7 +32,7 @@ while kill -0 "$wrk_pid" 2>/dev/null; do
     sleep 0.1
 done
 wait "$wrk_pid"
-after=$(ticks "$server")
+after=$(ticks $server)
 hz=$(getconf CLK_TCK)
 requests=$(awk '/requests in/ {print $1}' "$out")
 awk -v port="$port" -v size="$size" -v s=$(( after - before )) -v w="$wrk_ticks" -v hz="$hz" -v n="$requests" \

@@ -4,7 +4,10 @@
 #include "CDiskCacheSupport.h"
 #include <errno.h>
 #include <pthread.h>
+#include <malloc.h>
 #include <setjmp.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -87,4 +90,72 @@ int cdiskcache_hash_mapped(const void *bytes, size_t count, uint64_t *hash) {
     bus_jump = NULL;
     *hash = result;
     return 0;
+}
+
+int cdiskcache_copy_hash_mapped(const void *bytes, size_t count, void *destination, uint64_t *hash) {
+    if (cdiskcache_reads_without_waiting() && !resident(bytes, count)) {
+        cdiskcache_note_read_would_have_waited();
+        errno = EAGAIN;
+        return -1;
+    }
+    void *state = cdiskcache_xxh3_state_create();
+    if (state == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    pthread_once(&bus_once, install_bus_handler);
+    sigjmp_buf jump;
+    if (sigsetjmp(jump, 0) != 0) {
+        cdiskcache_xxh3_state_free(state);
+        errno = EFAULT;
+        return -1;
+    }
+    bus_jump = &jump;
+    // A piece at a time, small enough that the copy is still in the core's cache when the hash
+    // reads it: the hash is of the bytes copied, whatever happens to the file meanwhile.
+    const size_t piece = 32 << 10;
+    for (size_t done = 0; done < count; done += piece) {
+        size_t length = count - done < piece ? count - done : piece;
+        memcpy((char *)destination + done, (const char *)bytes + done, length);
+        cdiskcache_xxh3_update(state, (const char *)destination + done, length);
+    }
+    bus_jump = NULL;
+    *hash = cdiskcache_xxh3_digest(state);
+    cdiskcache_xxh3_state_free(state);
+    return 0;
+}
+
+// Bytes of copies allocated and not yet freed, in the whole process (malloc's usable sizes).
+static _Atomic size_t copies_in_flight;
+
+void *cdiskcache_copy_allocate(size_t size, size_t budget) {
+    void *bytes = malloc(size == 0 ? 1 : size);
+    if (bytes == NULL) return NULL;
+    size_t usable = malloc_usable_size(bytes);
+    size_t before = atomic_fetch_add(&copies_in_flight, usable);
+    if (before + usable > budget || before + usable < before) {
+        atomic_fetch_sub(&copies_in_flight, usable);
+        free(bytes);
+        return NULL;
+    }
+    return bytes;
+}
+
+void *cdiskcache_copy_reallocate(void *bytes, size_t size) {
+    size_t old = bytes ? malloc_usable_size(bytes) : 0;
+    void *moved = realloc(bytes, size == 0 ? 1 : size);
+    if (moved == NULL) return NULL;
+    atomic_fetch_sub(&copies_in_flight, old);
+    atomic_fetch_add(&copies_in_flight, malloc_usable_size(moved));
+    return moved;
+}
+
+void cdiskcache_copy_free(void *bytes) {
+    if (bytes == NULL) return;
+    atomic_fetch_sub(&copies_in_flight, malloc_usable_size(bytes));
+    free(bytes);
+}
+
+size_t cdiskcache_copies_in_flight(void) {
+    return atomic_load(&copies_in_flight);
 }

@@ -466,10 +466,11 @@ final class ProxyHandler: Sendable {
         let headers = servedHeaders(response, status: "HIT")
         if let parts = notModified(response, exchange, headers) { return (parts, Outcome(status: 304, cacheStatus: "HIT")) }
         let cache = self.cache, limit = min(configuration.wholeCheckLimit, Self.eventLoopCheckLimit)
-        let (found, waited) = DiskCache.withoutWaitingForDisk { try? cache.checkedBody(of: variant, sizeLimit: limit) }
+        let copying = self.copying
+        let (found, waited) = DiskCache.withoutWaitingForDisk { try? cache.checkedBody(of: variant, sizeLimit: limit, copying: copying) }
         guard let checked = found else { return nil }
         if waited {
-            if case .file(let descriptor) = checked.source { close(descriptor) }
+            checked.discard()
             return nil
         }
         return checkedResponse(checked, response, headers, exchange, status: "HIT", sentFiles: sentFiles)
@@ -491,6 +492,16 @@ final class ProxyHandler: Sendable {
                 let start = bytes.startIndex + Int(bounds.lowerBound)
                 return .byteBuffer(ByteBuffer(bytes: bytes[start..<start + bounds.count]))
             }
+        case .copy(let copy):
+            // The buffer owns the copy from here (freed when NIO is done with it); when none is
+            // made (HEAD, a range not satisfied) it is freed here.
+            var owned = false
+            let answer = wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
+                owned = true
+                return .byteBuffer(BodyCopies.buffer(copy, size: Int(size), Int(bounds.lowerBound)..<Int(bounds.upperBound)))
+            }
+            if !owned { checked.discard() }
+            return answer
         case .file(let descriptor):
             let file = sentFiles.adopt(descriptor)
             var sendsFile = false
@@ -503,6 +514,12 @@ final class ProxyHandler: Sendable {
         }
     }
 
+    /// Which checked bodies are copied as they are hashed, to be written from memory
+    /// (``ServerConfiguration/copyLimit``); nil: none.
+    private var copying: DiskCache.BodyCopying? {
+        configuration.copyLimit > 0 ? DiskCache.BodyCopying(limit: Int64(configuration.copyLimit), budget: configuration.copyBudget) : nil
+    }
+
     /// The largest body a lookup reads with the stored response (so that the memory tier can
     /// hold it and answer the next request): 256 KiB, or a twentieth of the memory tier.
     private var memoryBodyLimit: Int64 { Int64(min(256 << 10, configuration.memoryCapacity / 20)) }
@@ -511,8 +528,8 @@ final class ProxyHandler: Sendable {
     /// gone or damaged, or larger than ``ServerConfiguration/wholeCheckLimit`` (then it is
     /// streamed in chunks instead).
     private func checkedBody(of variant: HTTPURLCache.StoredVariant) async throws -> DiskCache.CheckedBody? {
-        let cache = self.cache, limit = configuration.wholeCheckLimit
-        return try await BlockingIOPool.shared.run { try cache.checkedBody(of: variant, sizeLimit: limit) }
+        let cache = self.cache, limit = configuration.wholeCheckLimit, copying = self.copying
+        return try await BlockingIOPool.shared.run { try cache.checkedBody(of: variant, sizeLimit: limit, copying: copying) }
     }
 
     /// Runs `body`, which writes a response to the client: whatever it throws is a

@@ -24,6 +24,18 @@ public struct ServerConfiguration: Sendable {
     /// in the process's resident size while mapped. Bodies of 64 KiB and more, at most 4,096
     /// files; the least recently checked are unmapped first.
     public var mappedCapacity: Int = 1 << 30
+    /// Bodies of up to this many bytes that are checked through their mappings
+    /// (``mappedCapacity``) are copied into memory as they are hashed, and written to the
+    /// socket from the copy instead of sent from their files with `sendfile`; 0, the default,
+    /// copies none. The bytes sent are then the very bytes hashed. `sendfile` costs the server
+    /// less (where the network card can send from the page cache, nothing is copied at all);
+    /// a client on the same machine (over loopback) reads a body written from memory for less
+    /// than one sent from the page cache (nginx's `sendfile off` against `sendfile on`).
+    /// Copies in flight take at most ``copyBudget`` bytes in all; beyond that a body goes by
+    /// `sendfile`, as do bodies too small to be mapped.
+    public var copyLimit: Int = 0
+    /// The most bytes of body copies (``copyLimit``) held at once, in the whole process.
+    var copyBudget: Int = 256 << 20
     /// The caching rules: a shared cache (RFC 9111 §3.5: `private` and, without `public` or
     /// `s-maxage`, authenticated responses are not stored); a stale response is served after an
     /// origin failure only where `stale-if-error` allows it.
@@ -109,6 +121,7 @@ public struct ServerConfiguration: Sendable {
         guard diskCapacity > 0 else { throw ServerConfigurationError("the disk capacity must be more than 0 bytes") }
         guard memoryCapacity >= 0 else { throw ServerConfigurationError("the memory capacity cannot be negative") }
         guard mappedCapacity >= 0 else { throw ServerConfigurationError("the mapped capacity cannot be negative") }
+        guard (0...(1 << 30)).contains(copyLimit) else { throw ServerConfigurationError("the copy limit must be 0 to 1 GiB, not \(copyLimit) bytes") }
         if let eventLoopCount, !(1...1024).contains(eventLoopCount) {
             throw ServerConfigurationError("the number of event loops must be 1 to 1024, not \(eventLoopCount)")
         }

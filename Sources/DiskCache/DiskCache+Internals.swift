@@ -406,7 +406,8 @@ extension DiskCache {
         case .failure(let error): return error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || FileIO.isNotAFile(error)
         }
         defer { Syscall.close(fd) }
-        return checkBodyFile(fd, hash, entry) == .damaged
+        if case .damaged = checkBodyFile(fd, hash, entry) { return true }
+        return false
     }
 
     func removeExpired(_ hash: KeyHash, _ seen: IndexEntry, key: String) {

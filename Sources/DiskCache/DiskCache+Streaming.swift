@@ -351,6 +351,9 @@ extension DiskCache {
         /// A regular file of the entry's size whose bytes match its checksum (when checksums
         /// are verified).
         case whole
+        /// Whole, and copied into memory as it was hashed (``BodyCopying``): the copy, of the
+        /// entry's size, allocated with `cdiskcache_copy_allocate`.
+        case copied(UnsafeMutableRawPointer)
         case damaged
         /// It could not be read: nothing is known about it.
         case unreadable
@@ -359,22 +362,24 @@ extension DiskCache {
     /// Checks the body file open as `fd`, `hash`'s in `entry`'s slot, against `entry`: its type
     /// and size, then (with checksums on) its XXH3-64, hashed from its mapping when the cache
     /// keeps body files mapped (``MappedBodies``), else read through a 64 KiB buffer; either
-    /// way a body of any size is checked in bounded memory.
-    func checkBodyFile(_ fd: Int32, _ hash: KeyHash, _ entry: IndexEntry) -> BodyFileCheck {
+    /// way a body of any size is checked in bounded memory. A body hashed from its mapping is
+    /// copied into memory as it is hashed when `copying` allows it (``BodyCopying``).
+    func checkBodyFile(_ fd: Int32, _ hash: KeyHash, _ entry: IndexEntry, copying: BodyCopying? = nil) -> BodyFileCheck {
         guard case .success(let info) = Syscall.fstat(fd) else { return .unreadable }
         guard info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == entry.size else { return .damaged }
         guard configuration.verifiesChecksums else { return .whole }
         var checksum: UInt64 = 0
         let mappedBodies = layout.directory.mappedBodies
         if let mapping = mappedBodies.mapping(of: fd, info, size: entry.size, path: { layout.bodyFile(hash, slot: entry.slot) }) {
-            if cdiskcache_hash_mapped(mapping.bytes, mapping.size, &checksum) != 0 {
-                // EFAULT: cut short since it was mapped. EAGAIN: not all in the page cache, on
-                // a thread that must not wait for the disk.
-                guard errno == EFAULT else { return .unreadable }
-                mappedBodies.drop(mapping.id)
-                return .damaged
-            }
-            if checksum == entry.checksum { return .whole }
+            let copy = copying.flatMap { $0.allocate(entry.size) }
+            let result = copy.map { cdiskcache_copy_hash_mapped(mapping.bytes, mapping.size, $0, &checksum) }
+                ?? cdiskcache_hash_mapped(mapping.bytes, mapping.size, &checksum)
+            if result == 0, checksum == entry.checksum { return copy.map { .copied($0) } ?? .whole }
+            let error = errno
+            cdiskcache_copy_free(copy)
+            // EFAULT: cut short since it was mapped. EAGAIN: not all in the page cache, on a
+            // thread that must not wait for the disk. ENOMEM: no memory for the hash's state.
+            if result != 0, error != EFAULT { return .unreadable }
             mappedBodies.drop(mapping.id)
             return .damaged
         }
@@ -664,12 +669,52 @@ extension DiskCache {
             /// just before it was handed out, and the store never writes a committed file again
             /// (a new value goes to a new file), so they are the bytes checked.
             case file(descriptor: Int32)
+            /// The body copied from its file's mapping as it was checked (``BodyCopying``): the
+            /// bytes hashed are these very bytes. The caller frees it with
+            /// `cdiskcache_copy_free`, or hands it to something that will.
+            case copy(CopiedBody)
         }
 
         package let source: Source
         package let size: Int64
         /// The metadata stored with the value, read together with the body's file.
         package let metadata: [String: String]
+
+        /// Lets go of what the body holds, for a caller that will not send it: closes the file
+        /// or frees the copy.
+        package func discard() {
+            switch source {
+            case .bytes: break
+            case .file(let descriptor): Syscall.close(descriptor)
+            case .copy(let copy): cdiskcache_copy_free(copy.bytes)
+            }
+        }
+    }
+
+    /// A body copied into memory allocated with `cdiskcache_copy_allocate`.
+    package struct CopiedBody: @unchecked Sendable {  // unchecked: the memory has one owner at a time
+        package let bytes: UnsafeMutableRawPointer
+    }
+
+    /// When ``checkedBody(for:copying:)`` copies a body checked through its file's mapping into
+    /// memory as it hashes it (so that what is sent is what was hashed, and written from memory
+    /// rather than sent from the file): bodies of at most `limit` bytes, while the copies
+    /// allocated in the whole process (`cdiskcache_copies_in_flight`) stay within `budget`;
+    /// any other body is handed out as its file.
+    package struct BodyCopying: Sendable {
+        package var limit: Int64
+        package var budget: Int
+
+        package init(limit: Int64, budget: Int) {
+            self.limit = limit
+            self.budget = budget
+        }
+
+        /// Memory for a copy of `size` bytes, or nil when it is above the limit or over budget.
+        func allocate(_ size: Int64) -> UnsafeMutableRawPointer? {
+            guard size <= limit, budget > 0 else { return nil }
+            return cdiskcache_copy_allocate(Int(size), budget)
+        }
     }
 
     /// Runs `body` with every read of an entry file on this thread taking only what the page
@@ -701,10 +746,11 @@ extension DiskCache {
     }
 
     /// `key`'s value as a ``CheckedBody``; nil on a miss, an expired entry, or a body that fails
-    /// its checksum (the entry is then removed, as a read removes it). The check reads the file
-    /// through a 64 KiB buffer, so no memory the size of the body is used. Blocking: call it
-    /// on an I/O thread.
-    package func checkedBody(for key: String) throws(DiskCacheError) -> CheckedBody? {
+    /// its checksum (the entry is then removed, as a read removes it). The check hashes the
+    /// file's mapping (``mappedBodyCapacity``) or reads it through a 64 KiB buffer, so no memory
+    /// the size of the body is used, unless `copying` asks for a copy made as it is hashed.
+    /// Blocking: call it on an I/O thread.
+    package func checkedBody(for key: String, copying: BodyCopying? = nil) throws(DiskCacheError) -> CheckedBody? {
         try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> BodyOpening<CheckedBody> in
             if let inline { return .opened(CheckedBody(source: .bytes(inline), size: entry.size, metadata: meta.metadata)) }
             let fd: Int32
@@ -713,8 +759,11 @@ extension DiskCache {
             case .failed(let opening): return opening
             }
             let verdict: BodyOpening<CheckedBody>
-            switch isCurrent(hash, entry) ? checkBodyFile(fd, hash, entry) : nil {
+            switch isCurrent(hash, entry) ? checkBodyFile(fd, hash, entry, copying: copying) : nil {
             case .whole?: return .opened(CheckedBody(source: .file(descriptor: fd), size: entry.size, metadata: meta.metadata))
+            case .copied(let bytes)?:
+                Syscall.close(fd)
+                return .opened(CheckedBody(source: .copy(CopiedBody(bytes: bytes)), size: entry.size, metadata: meta.metadata))
             case .damaged?: verdict = .damaged
             case .unreadable?: verdict = .unavailable
             case nil: verdict = .replaced

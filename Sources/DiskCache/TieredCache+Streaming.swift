@@ -74,15 +74,15 @@ extension TieredCache {
         return chunks
     }
 
-    /// `key`'s value checked whole and handed out as an open file (see
-    /// ``DiskCache/checkedBody(for:)``); a memory-tier record as its bytes. Counted as
+    /// `key`'s value checked whole and handed out as an open file or a copy (see
+    /// ``DiskCache/checkedBody(for:copying:)``); a memory-tier record as its bytes. Counted as
     /// ``chunks(for:chunkSize:)`` counts. Blocking: call it on an I/O thread.
-    package func checkedBody(for key: String) throws -> DiskCache.CheckedBody? {
+    package func checkedBody(for key: String, copying: DiskCache.BodyCopying? = nil) throws -> DiskCache.CheckedBody? {
         dropWhatOthersChanged()
         if let record = memoryRecord(for: key) {
             return DiskCache.CheckedBody(source: .bytes(record.data), size: Int64(record.data.count), metadata: record.metadata)
         }
-        let body = try disk?.checkedBody(for: key)
+        let body = try disk?.checkedBody(for: key, copying: copying)
         count(hit: body != nil)
         return body
     }

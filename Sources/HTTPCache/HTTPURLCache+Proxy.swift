@@ -98,17 +98,19 @@ extension HTTPURLCache {
         set { responses.records.disk?.mappedBodyCapacity = newValue }
     }
 
-    /// `variant`'s body checked whole against its checksum and handed out as an open file (the
-    /// caller closes it) or, when it is in memory or inline, as bytes; `nil` when its record has
-    /// gone, now holds another response, or failed its checksum (and was removed), and when
-    /// the index records a body larger than `sizeLimit` (nothing is read then). Blocking: call
-    /// it on an I/O thread.
-    package func checkedBody(of variant: StoredVariant, sizeLimit: Int64 = .max) throws -> DiskCache.CheckedBody? {
+    /// `variant`'s body checked whole against its checksum and handed out as an open file or,
+    /// as `copying` allows, a copy made as it was checked (the caller closes or frees either:
+    /// `DiskCache.CheckedBody.discard()`), or, when it is in memory or inline, as bytes; `nil`
+    /// when its record has gone, now holds another response, or failed its checksum (and was
+    /// removed), and when the index records a body larger than `sizeLimit` (nothing is read
+    /// then). Blocking: call it on an I/O thread.
+    package func checkedBody(of variant: StoredVariant, sizeLimit: Int64 = .max,
+                             copying: DiskCache.BodyCopying? = nil) throws -> DiskCache.CheckedBody? {
         guard responses.records.storedSize(for: variant.recordKey).map({ $0 <= sizeLimit }) ?? false,
-              let body = try responses.records.checkedBody(for: variant.recordKey)
+              let body = try responses.records.checkedBody(for: variant.recordKey, copying: copying)
         else { return nil }
         guard Self.record(body.metadata, holds: variant) else {
-            if case .file(let fd) = body.source { close(fd) }
+            body.discard()
             return nil
         }
         return body

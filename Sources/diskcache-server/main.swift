@@ -19,7 +19,7 @@ struct ServerCommand: AsyncParsableCommand {
         let requests in progress finish, close the store.
 
         A configuration file holds lines of `name = value` (listen, origin, cache-dir, \
-        disk-capacity, memory-capacity, mapped-capacity, event-loops, purge-token, via, log-level, cdn = true|false); `#` starts a comment. \
+        disk-capacity, memory-capacity, mapped-capacity, copy-limit, event-loops, purge-token, via, log-level, cdn = true|false); `#` starts a comment. \
         Options on the command line win over the file.
         """
     )
@@ -39,6 +39,9 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("mapped-capacity"),
             help: "Bytes of stored body files kept mapped, so that checking a body read from disk hashes the page cache's pages in place (default 1G; 0 reads them instead).")
     var mappedCapacity: String?
+    @Option(name: .customLong("copy-limit"),
+            help: "Copy mapped bodies up to this size into memory as they are checked and write them from there instead of with sendfile (default 0: none; cheaper for clients on the same machine).")
+    var copyLimit: String?
     @Option(name: .customLong("event-loops"), help: "Event loop threads answering connections (default: one per core).")
     var eventLoops: String?
     @Option(name: .customLong("purge-token"), help: "The bearer token PURGE requests must carry (or DISKCACHE_SERVER_PURGE_TOKEN); none refuses purges.")
@@ -54,7 +57,7 @@ struct ServerCommand: AsyncParsableCommand {
         var settings = try config.map(Self.readSettings) ?? [:]
         let flags: [(String, String?)] = [("listen", listen), ("origin", origin), ("cache-dir", cacheDirectory),
                                           ("disk-capacity", diskCapacity), ("memory-capacity", memoryCapacity), ("mapped-capacity", mappedCapacity),
-                                          ("event-loops", eventLoops),
+                                          ("copy-limit", copyLimit), ("event-loops", eventLoops),
                                           ("purge-token", purgeToken), ("via", via), ("log-level", logLevel)]
         for (name, value) in flags { if let value { settings[name] = value } }
         if cdn { settings["cdn"] = "true" }
@@ -86,8 +89,8 @@ struct ServerCommand: AsyncParsableCommand {
         try await group.run()
     }
 
-    static let settingNames: Set<String> = ["listen", "origin", "cache-dir", "disk-capacity", "memory-capacity", "mapped-capacity", "event-loops", "purge-token", "via", "log-level",
-                                            "cdn"]
+    static let settingNames: Set<String> = ["listen", "origin", "cache-dir", "disk-capacity", "memory-capacity", "mapped-capacity", "copy-limit", "event-loops", "purge-token",
+                                            "via", "log-level", "cdn"]
 
     /// `name = value` lines; a clear error names the line that is wrong.
     static func readSettings(_ path: String) throws -> [String: String] {
@@ -126,6 +129,7 @@ struct ServerCommand: AsyncParsableCommand {
         if let text = settings["disk-capacity"] { configuration.diskCapacity = try size(text, "disk capacity") }
         if let text = settings["memory-capacity"] { configuration.memoryCapacity = try size(text, "memory capacity") }
         if let text = settings["mapped-capacity"] { configuration.mappedCapacity = try size(text, "mapped capacity") }
+        if let text = settings["copy-limit"] { configuration.copyLimit = try size(text, "copy limit") }
         if let text = settings["event-loops"] {
             guard let count = Int(text) else { throw ServerConfigurationError("the number of event loops \"\(text)\" is not a whole number") }
             configuration.eventLoopCount = count

@@ -29,7 +29,7 @@ struct ConfigurationTests {
         var configuration = ServerConfiguration(origin: .init(host: "127.0.0.1", port: 80), cacheDirectory: URL(fileURLWithPath: "/tmp/x"))
         #expect(throws: Never.self) { try configuration.validate() }
         for change in [{ (c: inout ServerConfiguration) in c.port = 70_000 }, { $0.diskCapacity = 0 }, { $0.memoryCapacity = -1 },
-                       { $0.mappedCapacity = -1 }, { $0.eventLoopCount = 0 }, { $0.purgeToken = "" }, { $0.purgeToken = "a b" }, { $0.viaName = "two words" }] {
+                       { $0.mappedCapacity = -1 }, { $0.copyLimit = -1 }, { $0.eventLoopCount = 0 }, { $0.purgeToken = "" }, { $0.purgeToken = "a b" }, { $0.viaName = "two words" }] {
             var changed = configuration
             change(&changed)
             #expect(throws: ServerConfigurationError.self) { try changed.validate() }
@@ -41,13 +41,16 @@ struct ConfigurationTests {
     @Test func theConfigurationFileNamesTheLineThatIsWrong() throws {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("server-\(UUID().uuidString).conf")
         defer { try? FileManager.default.removeItem(at: file) }
-        try "# a node\norigin = http://127.0.0.1:9000\ncache-dir = /tmp/c   # here\ndisk-capacity = 2G\nmapped-capacity = 0\ncdn = true\n"
+        try "# a node\norigin = http://127.0.0.1:9000\ncache-dir = /tmp/c   # here\ndisk-capacity = 2G\nmapped-capacity = 0\ncdn = true\ncopy-limit = 2M\n"
             .write(to: file, atomically: true, encoding: .utf8)
         let settings = try ServerCommand.readSettings(file.path)
         let configuration = try ServerCommand.configuration(from: settings)
         #expect(configuration.origin.port == 9000 && configuration.cacheDirectory.path == "/tmp/c")
         #expect(configuration.diskCapacity == 2 << 30 && configuration.isCDN && configuration.mappedCapacity == 0)
-        #expect(ServerConfiguration(origin: .init(host: "h", port: 80), cacheDirectory: URL(fileURLWithPath: "/c")).mappedCapacity == 1 << 30)
+        #expect(configuration.copyLimit == 2 << 20)
+        let defaults = ServerConfiguration(origin: .init(host: "h", port: 80), cacheDirectory: URL(fileURLWithPath: "/c"))
+        #expect(defaults.mappedCapacity == 1 << 30 && defaults.copyLimit == 0)
+        #expect(try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c"]).copyLimit == 0)
         #expect(try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "event-loops": "4"]).eventLoopCount == 4)
         #expect(try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c"]).eventLoopCount == nil)
         #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "event-loops": "many"]) },
@@ -66,6 +69,10 @@ struct ConfigurationTests {
                 throws: { "\($0)".contains("not host:port") })
         #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "cdn": "maybe"]) },
                 throws: { "\($0)".contains("true or false") })
+        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "copy-limit": "some"]) },
+                throws: { "\($0)".contains("copy limit \"some\" is not a size") })
+        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "copy-limit": "2G"]) },
+                throws: { "\($0)".contains("copy limit must be 0 to 1 GiB") })
         #expect(try ServerCommand.size("512K", "x") == 512 << 10)
         #expect(try ServerCommand.size("64MB", "x") == 64 << 20)
         // The `diskcache` tool's syntax: fractions and binary unit names.

@@ -200,8 +200,12 @@ struct StreamingTests {
 
     /// A server with no memory tier whose cache holds `/big`, a body of `count` bytes stored
     /// on disk (fetched once), that body, and the reply to the request that fetched it.
-    private func fixtureWithStoredBody(count: Int, seed: UInt64) async throws -> (ServerFixture, Data, ServerFixture.Reply) {
-        let fixture = try await ServerFixture { $0.memoryCapacity = 0 }
+    private func fixtureWithStoredBody(count: Int, seed: UInt64, configure: (inout ServerConfiguration) -> Void = { _ in })
+        async throws -> (ServerFixture, Data, ServerFixture.Reply) {
+        let fixture = try await ServerFixture {
+            $0.memoryCapacity = 0
+            configure(&$0)
+        }
         let large = pattern(count: count, seed: seed)
         fixture.origin.respond { _ in
             var response = ScriptedResponse(status: 200, [("Cache-Control", "max-age=600")])
@@ -231,6 +235,79 @@ struct StreamingTests {
         try await expectNoFileLeftOpen(fixture.server)
         #expect(sameBytes(try await fixture.get("/big").body, large))
         try await fixture.finish()
+    }
+
+    /// With `copyLimit`, a body checked through its mapping is copied as it is hashed and
+    /// written from the copy, not sent from its file: whole, as a range, to a reader slower than
+    /// the socket's buffers while the entry is purged, and to clients that leave part way; every
+    /// copy is freed once written, and the purged file is unmapped. Over the copies' budget, the
+    /// file is sent. A byte changed in place is caught before a copy goes out.
+    @Test func aBodyCopiedAsItIsCheckedArrivesWholeAndIsFreed() async throws {
+        let (fixture, large, first) = try await fixtureWithStoredBody(count: (16 << 20) + 17, seed: 9) {
+            $0.copyLimit = 32 << 20
+            $0.purgeToken = "token"
+        }
+        #expect(first.header("X-Cache") == "MISS" && sameBytes(first.body, large))
+        let hit = try await fixture.get("/big")
+        #expect(hit.header("X-Cache") == "HIT" && sameBytes(hit.body, large))
+        let range = try await fixture.send(.GET, "/big", headers: [("Range", "bytes=1000-200999")])
+        #expect(range.status == 206 && range.body == large[1000..<201_000])
+        #expect(try await fixture.send(.HEAD, "/big").header("Content-Length") == "\(large.count)")
+        for _ in 0..<3 {
+            let socket = try await rawConnection(to: fixture.server.port)
+            try await socket.executeThenClose { inbound, outbound in
+                try await outbound.write(ByteBuffer(string: "GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"))
+                var received = 0
+                for try await buffer in inbound {
+                    received += buffer.readableBytes
+                    if received > 64 << 10 { break }
+                }
+            }
+        }
+        let bodyFile = try #require(FileManager.default.enumerator(at: fixture.server.configuration.cacheDirectory, includingPropertiesForKeys: nil)?
+            .compactMap { $0 as? URL }.first { $0.pathExtension == "body" })
+        // 16 MiB is more than loopback's socket buffers hold: the write is still under way
+        // when the purge removes the entry and its file.
+        let reading = Task { try await rawExchange(fixture.server.port, "GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", pauseAfter: 64 << 10) }
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(try await fixture.send(.RAW(value: "PURGE"), "/big", headers: [("Authorization", "Bearer token")]).status == 200)
+        #expect(!FileManager.default.fileExists(atPath: bodyFile.path))
+        let received = try await reading.value
+        #expect(received.head.lowercased().contains("x-cache: hit") && sameBytes(received.body, large),
+                "\(received.body.count) of \(large.count) bytes")
+        #expect(fixture.server.filesSent == 0, "a body was sent from its file")
+        let deadline = ContinuousClock.now + .seconds(10)
+        func stillMapped() -> Bool {
+            ((try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8)) ?? "").contains(bodyFile.lastPathComponent)
+        }
+        while BodyCopies.inFlight > 0 || stillMapped(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(BodyCopies.inFlight == 0)
+        #expect(!stillMapped(), "the purged body file is still mapped")
+
+        // Stored again and copied once; then a byte changed in place: the check catches it
+        // before a copy goes out, and the origin answers.
+        #expect(try await fixture.get("/big").header("X-Cache") == "MISS")
+        #expect(sameBytes(try await fixture.get("/big").body, large))
+        #expect(fixture.server.filesSent == 0)
+        let again = try #require(FileManager.default.enumerator(at: fixture.server.configuration.cacheDirectory, includingPropertiesForKeys: nil)?
+            .compactMap { $0 as? URL }.first { $0.pathExtension == "body" })
+        let handle = try FileHandle(forUpdating: again)
+        try handle.seek(toOffset: 5 << 20)
+        handle.write(Data([large[5 << 20] ^ 0x01]))
+        try handle.close()
+        let reply = try await fixture.get("/big")
+        #expect(reply.header("X-Cache") == "MISS" && sameBytes(reply.body, large))
+        #expect(fixture.server.filesSent == 0)
+        try await fixture.finish()
+
+        // A budget smaller than the body: sent from its file.
+        let (small, body, _) = try await fixtureWithStoredBody(count: 1 << 20, seed: 10) {
+            $0.copyLimit = 32 << 20
+            $0.copyBudget = 512 << 10
+        }
+        #expect(sameBytes(try await small.get("/big").body, body))
+        #expect(small.server.filesSent == 1)
+        try await small.finish()
     }
 
     /// A body sent from its file reaches the client whole when the connection closes after it

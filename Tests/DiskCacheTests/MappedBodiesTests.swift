@@ -105,6 +105,48 @@ struct MappedBodiesTests {
         // What is still in the file hashes as before.
         #expect(cdiskcache_hash_mapped(mapped, 8192, &hash) == 0)
         #expect(hash == bytes.prefix(8192).withUnsafeBytes { cdiskcache_xxh3_64($0.baseAddress, $0.count) })
+        // Copying as it hashes: the same error, part way through the copy.
+        let copy = UnsafeMutableRawPointer.allocate(byteCount: 1 << 20, alignment: 64)
+        defer { copy.deallocate() }
+        errno = 0
+        #expect(cdiskcache_copy_hash_mapped(mapped, 1 << 20, copy, &hash) == -1)
+        #expect(errno == EFAULT)
+        #expect(cdiskcache_copy_hash_mapped(mapped, 8192, copy, &hash) == 0)
+        #expect(hash == bytes.prefix(8192).withUnsafeBytes { cdiskcache_xxh3_64($0.baseAddress, $0.count) })
+        #expect(Data(bytes: copy, count: 8192) == bytes.prefix(8192))
+    }
+
+    /// With `copying`, a body checked through its mapping comes out as a copy of its bytes made
+    /// as they were hashed, counted in the copies in flight until freed; above the limit, over
+    /// the budget, or not mapped, as its file. A damaged body is never copied out.
+    @Test func aBodyCheckedThroughItsMappingIsCopiedAsItIsHashedWhenAsked() throws {
+        let dir = TemporaryDirectory()
+        let cache = try cacheWithCheckedBodies(dir, [("k", 300_001), ("large", 2 << 20)])
+        try cache.store(randomData(count: 1000, seed: 1), for: "small")
+        let expected = randomData(count: 300_001, seed: 3)
+        let before = cdiskcache_copies_in_flight()
+        let copying = DiskCache.BodyCopying(limit: 1 << 20, budget: 64 << 20)
+        let checked = try #require(try cache.checkedBody(for: "k", copying: copying))
+        guard case .copy(let copy) = checked.source else {
+            Issue.record("not a copy: \(checked.source)")
+            return
+        }
+        #expect(Data(bytes: copy.bytes, count: 300_001) == expected && checked.size == 300_001)
+        #expect(cdiskcache_copies_in_flight() >= before + 300_001)
+        checked.discard()
+        // Above the limit, too small to be mapped, or over the budget: the file.
+        for (key, copying) in [("large", copying), ("small", copying), ("k", DiskCache.BodyCopying(limit: 1 << 20, budget: 1000))] {
+            let body = try #require(try cache.checkedBody(for: key, copying: copying))
+            if case .copy = body.source { Issue.record("\(key) was copied") }
+            body.discard()
+        }
+        // A byte changed in place: no copy comes out, and the entry goes.
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: EntryFiles(cache, key: "k").body))
+        try handle.seek(toOffset: 150_000)
+        handle.write(Data([expected[150_000] ^ 0x80]))
+        try handle.close()
+        #expect(try cache.checkedBody(for: "k", copying: copying) == nil)
+        #expect(!cache.contains("k"))
     }
 
     @Test func replacingOrRemovingAnEntryUnmapsItsOldBody() throws {

@@ -48,6 +48,22 @@ int cdiskcache_read_would_have_waited(void);
 /// (noted as `cdiskcache_read_would_have_waited`).
 int cdiskcache_hash_mapped(const void *bytes, size_t count, uint64_t *hash);
 
+/// `cdiskcache_hash_mapped`, copying the bytes to `destination` (`count` bytes, not
+/// overlapping) a piece at a time as it goes: `*hash` is the XXH3-64 of the bytes copied (read
+/// from `destination` just after each piece is copied), so that what the copy holds is what was
+/// hashed, whatever another process does to the file. The same errors; `destination`'s bytes
+/// are then undefined. ENOMEM when the hash's state cannot be allocated.
+int cdiskcache_copy_hash_mapped(const void *bytes, size_t count, void *destination, uint64_t *hash);
+
+/// Memory for copies of bodies, counted process-wide while allocated: `malloc(size)`, or NULL
+/// when that would take the bytes allocated this way past `budget` (or malloc fails).
+/// `cdiskcache_copy_reallocate` is `realloc`, counted; `cdiskcache_copy_free` frees such memory
+/// (NULL is ignored). `cdiskcache_copies_in_flight` is the bytes allocated and not yet freed.
+void *cdiskcache_copy_allocate(size_t size, size_t budget);
+void *cdiskcache_copy_reallocate(void *bytes, size_t size);
+void cdiskcache_copy_free(void *bytes);
+size_t cdiskcache_copies_in_flight(void);
+
 /// `pread`, or (while `cdiskcache_set_reads_without_waiting(1)` holds on this thread) Linux
 /// `preadv2` with `RWF_NOWAIT`: -1 with errno EAGAIN when the bytes are not all in the page
 /// cache, or the system cannot tell (no `preadv2`, a filesystem without `RWF_NOWAIT`). It may
