@@ -486,31 +486,33 @@ final class ProxyHandler: Sendable {
         var headers = headers
         let size = checked.size
         let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
+        // The body's part made from `part`; `release` lets go of what the body holds when no
+        // part is made (HEAD, a range not satisfied), since nothing will send it then.
+        func answer(releasing release: () -> Void, _ part: (Range<Int64>) -> IOData) -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
+            var made = false
+            let answer = wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
+                made = true
+                return part(bounds)
+            }
+            if !made { release() }
+            return answer
+        }
         switch checked.source {
         case .bytes(let bytes):
-            return wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
+            return answer(releasing: {}) { bounds in
                 let start = bytes.startIndex + Int(bounds.lowerBound)
                 return .byteBuffer(ByteBuffer(bytes: bytes[start..<start + bounds.count]))
             }
         case .copy(let copy):
-            // The buffer owns the copy from here (freed when NIO is done with it); when none is
-            // made (HEAD, a range not satisfied) it is freed here.
-            var owned = false
-            let answer = wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
-                owned = true
-                return .byteBuffer(BodyCopies.buffer(copy, size: Int(size), Int(bounds.lowerBound)..<Int(bounds.upperBound)))
+            // The buffer owns the copy from here, freed when NIO is done with it.
+            return answer(releasing: { checked.discard() }) { bounds in
+                .byteBuffer(BodyCopies.buffer(copy, size: Int(size), Int(bounds.lowerBound)..<Int(bounds.upperBound)))
             }
-            if !owned { checked.discard() }
-            return answer
         case .file(let descriptor):
             let file = sentFiles.adopt(descriptor)
-            var sendsFile = false
-            let answer = wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
-                sendsFile = true
-                return .fileRegion(FileRegion(fileHandle: file, readerIndex: Int(bounds.lowerBound), endIndex: Int(bounds.upperBound)))
+            return answer(releasing: { sentFiles.close(file) }) { bounds in
+                .fileRegion(FileRegion(fileHandle: file, readerIndex: Int(bounds.lowerBound), endIndex: Int(bounds.upperBound)))
             }
-            if !sendsFile { sentFiles.close(file) }
-            return answer
         }
     }
 

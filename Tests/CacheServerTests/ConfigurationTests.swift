@@ -53,26 +53,23 @@ struct ConfigurationTests {
         #expect(try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c"]).copyLimit == 0)
         #expect(try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "event-loops": "4"]).eventLoopCount == 4)
         #expect(try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c"]).eventLoopCount == nil)
-        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "event-loops": "many"]) },
-                throws: { "\($0)".contains("event loops \"many\" is not a whole number") })
-        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "event-loops": "0"]) },
-                throws: { "\($0)".contains("must be 1 to 1024") })
-        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "mapped-capacity": "all"]) },
-                throws: { "\($0)".contains("mapped capacity \"all\" is not a size") })
         try "origin = http://127.0.0.1:9000\ncolour = blue\n".write(to: file, atomically: true, encoding: .utf8)
         #expect(performing: { try ServerCommand.readSettings(file.path) }, throws: { "\($0)".contains(":2: unknown setting \"colour\"") })
         try "origin http://127.0.0.1:9000\n".write(to: file, atomically: true, encoding: .utf8)
         #expect(performing: { try ServerCommand.readSettings(file.path) }, throws: { "\($0)".contains(":1: expected `name = value`") })
         #expect(performing: { try ServerCommand.readSettings("/nonexistent/server.conf") }, throws: { "\($0)".contains("cannot read") })
         #expect(performing: { try ServerCommand.configuration(from: ["cache-dir": "/tmp/c"]) }, throws: { "\($0)".contains("no origin") })
-        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "listen": "nowhere"]) },
-                throws: { "\($0)".contains("not host:port") })
-        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "cdn": "maybe"]) },
-                throws: { "\($0)".contains("true or false") })
-        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "copy-limit": "some"]) },
-                throws: { "\($0)".contains("copy limit \"some\" is not a size") })
-        #expect(performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", "copy-limit": "2G"]) },
-                throws: { "\($0)".contains("copy limit must be 0 to 1 GiB") })
+        // Each bad value, with what its error says.
+        for (name, value, message) in [("event-loops", "many", "event loops \"many\" is not a whole number"),
+                                       ("event-loops", "0", "must be 1 to 1024"),
+                                       ("mapped-capacity", "all", "mapped capacity \"all\" is not a size"),
+                                       ("listen", "nowhere", "not host:port"),
+                                       ("cdn", "maybe", "true or false"),
+                                       ("copy-limit", "some", "copy limit \"some\" is not a size"),
+                                       ("copy-limit", "2G", "copy limit must be 0 to 1 GiB")] {
+            #expect("\(name) = \(value)", performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", name: value]) },
+                    throws: { "\($0)".contains(message) })
+        }
         #expect(try ServerCommand.size("512K", "x") == 512 << 10)
         #expect(try ServerCommand.size("64MB", "x") == 64 << 20)
         // The `diskcache` tool's syntax: fractions and binary unit names.
