@@ -74,7 +74,18 @@ public final class CacheServer: Service, Sendable {
                         let sentFiles = SentFiles(counting: sentFileCount)
                         let activity = ConnectionActivity()
                         channel.closeFuture.whenComplete { _ in activity.closed() }
-                        try channel.pipeline.syncOperations.addHandler(ResponseWrites(files: sentFiles, activity: activity))
+                        let handedOn = HandedOn()
+                        if configuration.answersFromBytes {
+                            try channel.pipeline.syncOperations.addHandler(RawHitResponder(
+                                handedOn: handedOn, activity: activity,
+                                answer: { target in connections.withLock { $0.isDraining } ? nil : handler.rawAnswer(for: target) },
+                                answered: { target, outcome, started in
+                                    guard logger.logLevel <= .info else { return }
+                                    let head = HTTPRequestHead(version: .http1_1, method: target.isHEAD ? .HEAD : .GET, uri: target.uri)
+                                    CacheServer.logAccess(logger, head, outcome, since: started)
+                                }), position: .first)
+                        }
+                        try channel.pipeline.syncOperations.addHandler(ResponseWrites(files: sentFiles, activity: activity, handedOn: handedOn))
                         try channel.pipeline.syncOperations.addHandler(EventLoopHitResponder(
                             activity: activity,
                             answer: { head in connections.withLock { $0.isDraining } ? nil : handler.answerOnEventLoop(head, sentFiles: sentFiles) },

@@ -368,8 +368,7 @@ final class ProxyHandler: Sendable {
         let preparable = PreparedHits.canAnswer(head.headers)
         let target = PreparedHits.Target(isHEAD: head.method == .HEAD, uri: head.uri)
         if preparable, let answer = preparedAnswer(for: target) {
-            noteHit(bytes: answer.outcome.bytes)
-            note(.hitsPrepared)
+            noteHit(bytes: answer.outcome.bytes, prepared: true)
             return answer
         }
         guard let (originTarget, url) = originURL(of: head.uri) else { return nil }
@@ -407,18 +406,34 @@ final class ProxyHandler: Sendable {
         return answer
     }
 
-    /// Counts a hit answered on the event loop.
-    private func noteHit(bytes: Int64) {
-        note(.requests)
-        note(.hits)
-        note(.hitsOnEventLoop)
-        note(.bytesServed(bytes))
+    /// Counts a hit answered on the event loop (from a prepared answer when `prepared`, and
+    /// straight from the connection's bytes when `fromBytes`).
+    private func noteHit(bytes: Int64, prepared: Bool = false, fromBytes: Bool = false) {
+        // Under one lock, with no array made: this runs for every hit.
+        func each(_ body: (ServerMetrics.Event) -> Void) {
+            body(.requests)
+            body(.hits)
+            body(.hitsOnEventLoop)
+            if prepared { body(.hitsPrepared) }
+            if fromBytes { body(.hitsFromBytes) }
+            body(.bytesServed(bytes))
+        }
+        statistics.withLock { statistics in each { statistics.count($0) } }
+        each { metrics.record($0) }
     }
 
     /// The answer prepared for `target` (see ``PreparedHits``), when the memory tier still holds
     /// the response it was made from and that response is still fresh; nil otherwise (the
     /// answer is dropped then, and the full path prepares a new one).
     private func preparedAnswer(for target: PreparedHits.Target) -> (parts: [HTTPServerResponsePart], outcome: Outcome)? {
+        guard let (hit, now) = currentPreparedHit(for: target) else { return nil }
+        return preparedResponse(hit, isHEAD: target.isHEAD, at: now)
+    }
+
+    /// The hit prepared for `target` and the time it was found current at: the memory tier
+    /// still holds the response it was made from, and that response is still fresh. Else nil,
+    /// and the hit is dropped (the full path prepares a new one).
+    private func currentPreparedHit(for target: PreparedHits.Target) -> (PreparedHits.Hit, Date)? {
         guard let hit = prepared.hit(for: target) else { return nil }
         let now = Date()
         guard now < hit.freshUntil, let stored = cache.storedResponseInMemory(forKey: hit.primaryKey),
@@ -427,7 +442,22 @@ final class ProxyHandler: Sendable {
             prepared.forget(target, ifStill: hit)
             return nil
         }
-        return preparedResponse(hit, isHEAD: target.isHEAD, at: now)
+        return (hit, now)
+    }
+
+    /// ``preparedAnswer(for:)`` in its wire form, for ``RawHitResponder``: the same bytes NIO's
+    /// encoder would write for it. Nil when no current prepared hit has a wire form. Counted as
+    /// a prepared hit.
+    func rawAnswer(for target: PreparedHits.Target) -> RawHitResponder.Answer? {
+        guard let (hit, now) = currentPreparedHit(for: target), let wire = hit.wire else { return nil }
+        let sendsBody = !target.isHEAD && hit.size > 0
+        let bodyInHead = sendsBody && hit.size <= RawHitResponder.bodyInHeadLimit
+        var head = wire.head(age: Self.ageField(hit.age(at: now)), reserving: bodyInHead ? hit.size : 0)
+        if bodyInHead { head.writeImmutableBuffer(hit.body) }
+        let answer = RawHitResponder.Answer(head: head, body: sendsBody && !bodyInHead ? hit.body : nil,
+                                            outcome: Outcome(status: hit.status.code, bytes: sendsBody ? Int64(hit.size) : 0, cacheStatus: "HIT"))
+        noteHit(bytes: answer.outcome.bytes, prepared: true, fromBytes: true)
+        return answer
     }
 
     /// The answer to a request that carries none of ``PreparedHits/fieldsRead`` from

@@ -129,18 +129,21 @@ final class SentFiles: Sendable {
 }
 
 /// Sees every response part on its way to the socket: closes the file of a body sent as a
-/// `FileRegion` once its write is done or failed, and counts a response out of the
-/// connection's ``ConnectionActivity`` once its `.end` is.
+/// `FileRegion` once its write is done or failed, counts a response out of the connection's
+/// ``ConnectionActivity`` once its `.end` is, and counts each `.end` into ``HandedOn`` as it
+/// passes (on its way, not yet written: an answer ``RawHitResponder`` writes after it follows it).
 final class ResponseWrites: ChannelOutboundHandler, RemovableChannelHandler {
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
     private let files: SentFiles
     private let activity: ConnectionActivity
+    private let handedOn: HandedOn
 
-    init(files: SentFiles, activity: ConnectionActivity) {
+    init(files: SentFiles, activity: ConnectionActivity, handedOn: HandedOn) {
         self.files = files
         self.activity = activity
+        self.handedOn = handedOn
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -150,6 +153,7 @@ final class ResponseWrites: ChannelOutboundHandler, RemovableChannelHandler {
             let files = self.files
             done = { files.close(region.fileHandle) }
         case .end:
+            handedOn.ends += 1
             let activity = self.activity
             done = { activity.end() }
         default:

@@ -62,6 +62,10 @@ public struct ServerConfiguration: Sendable {
     /// larger one is read and sent in 1 MiB chunks, its last only after the checksum matched
     /// (the first byte sooner, but a damaged body ends in a cut connection, not a refetch).
     var wholeCheckLimit: Int64 = 64 << 20
+    /// Requests a prepared answer answers are read and answered straight from the connection's
+    /// bytes (`RawHitResponder`); off, they take NIO's HTTP pipeline like every other (for
+    /// tests that compare the two).
+    var answersFromBytes = true
 
     /// The bytes of ``memoryCapacity`` for answers prepared for hits (see `PreparedHits`): an eighth.
     var preparedCapacity: Int { memoryCapacity / 8 }

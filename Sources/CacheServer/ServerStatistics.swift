@@ -14,6 +14,9 @@ public struct ServerStatistics: Sendable, Hashable {
     /// Of those, the ones answered with an answer prepared for an earlier hit (the response's
     /// head and body ready to send, kept while it stays fresh and the memory tier holds it).
     public var hitsPrepared = 0
+    /// Of those, the ones read and answered straight from the connection's bytes, without NIO's
+    /// HTTP pipeline (a plain GET or HEAD of HTTP/1.1, in turn on its connection).
+    public var hitsFromBytes = 0
     /// Answered from the cache after the origin confirmed it with a 304.
     public var revalidations = 0
     /// Went to the origin and were answered with what it sent.
@@ -40,6 +43,7 @@ public struct ServerStatistics: Sendable, Hashable {
         case .hits: hits += 1
         case .hitsOnEventLoop: hitsOnEventLoop += 1
         case .hitsPrepared: hitsPrepared += 1
+        case .hitsFromBytes: hitsFromBytes += 1
         case .revalidations: revalidations += 1
         case .misses: misses += 1
         case .staleOnError: staleOnError += 1
@@ -93,26 +97,46 @@ final class FetchGate: Sendable {
 final class ServerMetrics: Sendable {
     /// What is counted.
     enum Event {
-        case requests, hits, hitsOnEventLoop, hitsPrepared, revalidations, misses, staleOnError, coalesced, stores, originErrors
+        case requests, hits, hitsOnEventLoop, hitsPrepared, hitsFromBytes, revalidations, misses, staleOnError, coalesced, stores, originErrors
         case bytesServed(Int64)
         /// An origin response head arrived this long after the request went out.
         case originResponse(seconds: Double)
     }
 
     let registry = PrometheusCollectorRegistry()
-    private let counters: [String: CoreMetrics.Counter]
+    /// The counters, one for each ``Count`` at its raw value.
+    private let counters: [CoreMetrics.Counter]
+
+    private enum Count: Int, CaseIterable {
+        case requests, hits, hitsOnEventLoop, hitsPrepared, hitsFromBytes, revalidations, misses, staleOnError, coalesced, stores, originErrors,
+             bytesServed
+
+        var name: String {
+            switch self {
+            case .requests: "requests"
+            case .hits: "hits"
+            case .hitsOnEventLoop: "hits_on_event_loop"
+            case .hitsPrepared: "hits_prepared"
+            case .hitsFromBytes: "hits_from_bytes"
+            case .revalidations: "revalidations"
+            case .misses: "misses"
+            case .staleOnError: "stale_on_error"
+            case .coalesced: "coalesced"
+            case .stores: "stores"
+            case .originErrors: "origin_errors"
+            case .bytesServed: "bytes_served"
+            }
+        }
+    }
+
+    private func counter(_ count: Count) -> CoreMetrics.Counter { counters[count.rawValue] }
     private let originLatency: CoreMetrics.Timer
     private let storeBytes: CoreMetrics.Gauge
     private let storeEntries: CoreMetrics.Gauge
 
     init() {
         let factory = PrometheusMetricsFactory(registry: registry)
-        var counters: [String: CoreMetrics.Counter] = [:]
-        for name in ["requests", "hits", "hits_on_event_loop", "hits_prepared", "revalidations", "misses", "stale_on_error", "coalesced", "stores", "origin_errors",
-                     "bytes_served"] {
-            counters[name] = CoreMetrics.Counter(label: "diskcache_server_\(name)_total", dimensions: [], factory: factory)
-        }
-        self.counters = counters
+        counters = Count.allCases.map { CoreMetrics.Counter(label: "diskcache_server_\($0.name)_total", dimensions: [], factory: factory) }
         originLatency = CoreMetrics.Timer(label: "diskcache_server_origin_latency_seconds", dimensions: [], factory: factory)
         storeBytes = CoreMetrics.Gauge(label: "diskcache_server_store_bytes", dimensions: [], factory: factory)
         storeEntries = CoreMetrics.Gauge(label: "diskcache_server_store_entries", dimensions: [], factory: factory)
@@ -120,17 +144,18 @@ final class ServerMetrics: Sendable {
 
     func record(_ event: Event) {
         switch event {
-        case .requests: counters["requests"]!.increment()
-        case .hits: counters["hits"]!.increment()
-        case .hitsOnEventLoop: counters["hits_on_event_loop"]!.increment()
-        case .hitsPrepared: counters["hits_prepared"]!.increment()
-        case .revalidations: counters["revalidations"]!.increment()
-        case .misses: counters["misses"]!.increment()
-        case .staleOnError: counters["stale_on_error"]!.increment()
-        case .coalesced: counters["coalesced"]!.increment()
-        case .stores: counters["stores"]!.increment()
-        case .originErrors: counters["origin_errors"]!.increment()
-        case .bytesServed(let bytes): counters["bytes_served"]!.increment(by: Int(bytes))
+        case .requests: counter(.requests).increment()
+        case .hits: counter(.hits).increment()
+        case .hitsOnEventLoop: counter(.hitsOnEventLoop).increment()
+        case .hitsPrepared: counter(.hitsPrepared).increment()
+        case .hitsFromBytes: counter(.hitsFromBytes).increment()
+        case .revalidations: counter(.revalidations).increment()
+        case .misses: counter(.misses).increment()
+        case .staleOnError: counter(.staleOnError).increment()
+        case .coalesced: counter(.coalesced).increment()
+        case .stores: counter(.stores).increment()
+        case .originErrors: counter(.originErrors).increment()
+        case .bytesServed(let bytes): counter(.bytesServed).increment(by: Int(bytes))
         case .originResponse(let seconds): originLatency.recordNanoseconds(Int64(seconds * 1e9))
         }
     }
