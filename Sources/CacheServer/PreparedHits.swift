@@ -142,7 +142,7 @@ final class PreparedHits: Sendable {
 
         /// RFC 9110's token: what a field name is made of.
         static func isToken(_ text: String) -> Bool {
-            !text.isEmpty && text.utf8.allSatisfy { RequestScan.isTokenByte($0) }
+            !text.isEmpty && text.utf8.allSatisfy(HTTPHeaderFields.isTokenByte)
         }
 
         /// A field value (or reason phrase) with no control character but tab.

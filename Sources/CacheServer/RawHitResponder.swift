@@ -1,3 +1,4 @@
+import HTTPCache
 import NIOCore
 
 /// Answers, straight from a connection's bytes, the requests a prepared answer answers
@@ -222,7 +223,7 @@ enum RequestScan: Equatable {
             }
             let nameStart = at
             while at < count, bytes[at] != UInt8(ascii: ":") {
-                guard isTokenByte(bytes[at]) else { return .other }
+                guard HTTPHeaderFields.isTokenByte(bytes[at]) else { return .other }
                 at += 1
             }
             guard at < count else { return incomplete() }
@@ -249,14 +250,6 @@ enum RequestScan: Equatable {
         let targetBytes = UnsafeRawBufferPointer(rebasing: bytes[targetStart..<targetEnd])
         guard answerable, !targetBytes.starts(with: internalPrefix) else { return .headOnly(length: at, target: nil) }
         return .headOnly(length: at, target: PreparedHits.Target(isHEAD: isHEAD, uri: String(decoding: targetBytes, as: UTF8.self)))
-    }
-
-    /// RFC 9110's `tchar`.
-    static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
-        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
-        }
     }
 
     private static func starts(_ bytes: UnsafeRawBufferPointer, with text: StaticString) -> Bool {

@@ -219,56 +219,10 @@ struct AnswersFromBytesTests {
         }
     }
 
-    /// Closes `socket` after `delay`, ending a read that waits for an answer that never comes.
-    private func closing(_ socket: NIOAsyncChannel<ByteBuffer, ByteBuffer>, after delay: Duration) -> Task<Void, any Error> {
-        let channel = socket.channel
-        return Task {
-            try await Task.sleep(for: delay)
-            try await channel.close()
-        }
-    }
-
     /// `answer` without its `Age` field's line.
     private func withoutAge(_ answer: Data) -> Data {
         guard let end = answer.range(of: Data("\r\n\r\n".utf8)) else { return answer }
         let lines = String(decoding: answer[..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
         return Data(lines.filter { !$0.lowercased().hasPrefix("age:") }.joined(separator: "\r\n").utf8) + answer[end.lowerBound...]
-    }
-}
-
-/// Takes whole HTTP/1.1 answers (head, then `Content-Length` bytes) off a connection's bytes;
-/// a connection that ends first fails the read.
-struct ResponseReader {
-    private var inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
-    private var received = Data()
-
-    init(_ inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator) { self.inbound = inbound }
-
-    struct Answer {
-        /// The answer as it came, head and body.
-        var bytes: Data
-        var status: String
-        var body: String
-    }
-
-    struct Ended: Error {}
-
-    mutating func next(head isHEAD: Bool) async throws -> Answer {
-        while true {
-            if let end = received.range(of: Data("\r\n\r\n".utf8)) {
-                let lines = String(decoding: received[..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
-                let length = isHEAD ? 0 : lines.dropFirst().first { $0.lowercased().hasPrefix("content-length:") }
-                    .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
-                let total = end.upperBound - received.startIndex + length
-                if received.count >= total {
-                    let bytes = Data(received.prefix(total))
-                    received = Data(received.dropFirst(total))
-                    let status = lines[0].split(separator: " ").dropFirst().first.map(String.init) ?? ""
-                    return Answer(bytes: bytes, status: status, body: String(decoding: bytes.suffix(length), as: UTF8.self))
-                }
-            }
-            guard var buffer = try await inbound.next() else { throw Ended() }
-            received.append(contentsOf: buffer.readBytes(length: buffer.readableBytes) ?? [])
-        }
     }
 }

@@ -77,31 +77,16 @@ struct ProxyTests {
         #expect(try await fixture.get("/memory").header("X-Cache") == "MISS")
         let paths = ["/memory", "/other-1", "/memory", "/memory", "/other-2", "/memory"]
         let socket = try await rawConnection(to: fixture.server.port)
+        let watchdog = closing(socket, after: .seconds(30))
+        defer { watchdog.cancel() }
         let replies: [(status: String, cache: String, body: String)] = try await socket.executeThenClose { inbound, outbound in
             // Every request in one write: the server reads them before answering the first.
             try await outbound.write(ByteBuffer(string: paths.map { "GET \($0) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" }.joined()))
-            var received = ByteBuffer()
+            var reader = ResponseReader(inbound.makeAsyncIterator())
             var replies: [(status: String, cache: String, body: String)] = []
-            for try await buffer in inbound {
-                var buffer = buffer
-                received.writeBuffer(&buffer)
-                // Take whole responses (head, then Content-Length bytes) off the front.
-                while let text = received.getString(at: received.readerIndex, length: received.readableBytes),
-                      let end = text.range(of: "\r\n\r\n") {
-                    let head = String(text[..<end.lowerBound])
-                    let lines = head.components(separatedBy: "\r\n")
-                    func field(_ name: String) -> String? {
-                        lines.dropFirst().first { $0.lowercased().hasPrefix(name.lowercased() + ":") }
-                            .map { String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces) }
-                    }
-                    let headLength = text.utf8.distance(from: text.startIndex, to: end.upperBound)
-                    let length = Int(field("Content-Length") ?? "") ?? 0
-                    guard received.readableBytes >= headLength + length else { break }
-                    received.moveReaderIndex(forwardBy: headLength)
-                    let body = received.readString(length: length) ?? ""
-                    replies.append((lines[0], field("X-Cache") ?? "", body))
-                }
-                if replies.count == paths.count { break }
+            for _ in paths {
+                let answer = try await reader.next(head: false)
+                replies.append((answer.lines[0], answer.field("X-Cache") ?? "", answer.body))
             }
             return replies
         }

@@ -95,3 +95,58 @@ func pattern(count: Int, seed: UInt64) -> Data {
 /// inside `#expect`: a failed `==` of two `Data` makes the testing library compute their
 /// difference element by element, which for megabytes takes longer than any test may.
 func sameBytes(_ a: Data?, _ b: Data) -> Bool { a == b }
+
+/// Closes `socket` after `delay`, ending a read that waits for an answer that never comes
+/// (cancel it once the exchange is over).
+func closing(_ socket: NIOAsyncChannel<ByteBuffer, ByteBuffer>, after delay: Duration) -> Task<Void, any Error> {
+    let channel = socket.channel
+    return Task {
+        try await Task.sleep(for: delay)
+        try await channel.close()
+    }
+}
+
+/// Takes whole HTTP/1.1 answers (head, then `Content-Length` bytes) off a connection's bytes;
+/// a connection that ends first fails the read.
+struct ResponseReader {
+    private var inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator
+    private var received = Data()
+
+    init(_ inbound: NIOAsyncChannelInboundStream<ByteBuffer>.AsyncIterator) { self.inbound = inbound }
+
+    struct Answer {
+        /// The answer as it came, head and body.
+        var bytes: Data
+        /// The status line, then the field lines.
+        var lines: [String]
+        var body: String
+        /// The status code.
+        var status: String { lines[0].split(separator: " ").dropFirst().first.map(String.init) ?? "" }
+
+        /// The first value of the field `name`.
+        func field(_ name: String) -> String? {
+            lines.dropFirst().first { $0.lowercased().hasPrefix(name.lowercased() + ":") }
+                .map { String($0.dropFirst(name.count + 1)).trimmingCharacters(in: .whitespaces) }
+        }
+    }
+
+    struct Ended: Error {}
+
+    mutating func next(head isHEAD: Bool) async throws -> Answer {
+        while true {
+            if let end = received.range(of: Data("\r\n\r\n".utf8)) {
+                let lines = String(decoding: received[..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
+                let length = isHEAD ? 0 : lines.dropFirst().first { $0.lowercased().hasPrefix("content-length:") }
+                    .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) } ?? 0
+                let total = end.upperBound - received.startIndex + length
+                if received.count >= total {
+                    let bytes = Data(received.prefix(total))
+                    received = Data(received.dropFirst(total))
+                    return Answer(bytes: bytes, lines: lines, body: String(decoding: bytes.suffix(length), as: UTF8.self))
+                }
+            }
+            guard var buffer = try await inbound.next() else { throw Ended() }
+            received.append(contentsOf: buffer.readBytes(length: buffer.readableBytes) ?? [])
+        }
+    }
+}

@@ -330,11 +330,7 @@ struct StreamingTests {
     private func rawExchange(_ port: Int, _ request: String, pauseAfter: Int) async throws -> (head: String, body: Data) {
         let socket = try await rawConnection(to: port)
         // Bounded: a server that never finishes the answer ends the read after 30 s.
-        let channel = socket.channel
-        let watchdog = Task {
-            try await Task.sleep(for: .seconds(30))
-            try await channel.close()
-        }
+        let watchdog = closing(socket, after: .seconds(30))
         defer { watchdog.cancel() }
         return try await socket.executeThenClose { inbound, outbound in
             try await outbound.write(ByteBuffer(string: request))

@@ -215,9 +215,7 @@ extension CacheControl: CustomStringConvertible {
     public var description: String {
         directives.map { directive in
             guard let argument = directive.argument else { return directive.name }
-            let isToken = !argument.isEmpty && argument.utf8.allSatisfy { byte in
-                byte > 0x20 && byte < 0x7F && !"\"(),/:;<=>?@[\\]{}".utf8.contains(byte)
-            }
+            let isToken = !argument.isEmpty && argument.utf8.allSatisfy(HTTPHeaderFields.isTokenByte)
             if isToken { return "\(directive.name)=\(argument)" }
             let escaped = argument.replacingOccurrencesOfQuotesAndBackslashes()
             return "\(directive.name)=\"\(escaped)\""

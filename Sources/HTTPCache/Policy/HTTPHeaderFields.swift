@@ -182,3 +182,14 @@ extension HTTPHeaderFields: CustomStringConvertible {
         fields.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
     }
 }
+
+extension HTTPHeaderFields {
+    /// Whether `byte` may stand in a token (RFC 9110 §5.6.2's `tchar`): a field name, a
+    /// directive's name or unquoted argument, a method: letters, digits and ! # $ % & ' * + - . ^ _ ` | ~.
+    package static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"): true
+        default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+}
