@@ -25,6 +25,10 @@ public final class CacheServer: Service, Sendable {
     let handler: ProxyHandler
     private let cache: HTTPURLCache
     let listener: NIOAsyncChannel<Connection, Never>
+    /// The listener of ``ServerConfiguration/adminHost``, when it is set.
+    let adminListener: NIOAsyncChannel<Connection, Never>?
+    /// The port of the admin address (the one chosen when the configuration says 0); nil without one.
+    public let adminPort: Int?
     /// The open connections, and whether ``shutdown()`` has begun (read on the event loops by
     /// ``EventLoopHitResponder`` too).
     private let connections: PthreadMutex<Connections>
@@ -35,7 +39,7 @@ public final class CacheServer: Service, Sendable {
     /// ``run()`` has closed the store; nil when it uses NIO's shared group.
     let ownGroup: MultiThreadedEventLoopGroup?
 
-    fileprivate struct Connections {
+    struct Connections {
         /// Busy: the connection's task is answering a request.
         var open: [Int: (channel: any Channel, busy: Bool, activity: ConnectionActivity)] = [:]
         var nextID = 0
@@ -63,51 +67,95 @@ public final class CacheServer: Service, Sendable {
         // Draining once `shutdown()` begins: from then on every request takes the task path,
         // which closes the connection.
         let connections = PthreadMutex(Connections())
+        let openConnections = PthreadMutex(0)
         let listener: NIOAsyncChannel<Connection, Never>
+        var adminListener: NIOAsyncChannel<Connection, Never>?
         do {
-            listener = try await ServerBootstrap(group: group)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .serverChannelOption(.backlog, value: 1024)
-                .bind(host: configuration.host, port: configuration.port) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.configureHTTPServerPipeline()
-                        let sentFiles = SentFiles(counting: sentFileCount)
-                        let activity = ConnectionActivity()
-                        channel.closeFuture.whenComplete { _ in activity.closed() }
-                        let handedOn = HandedOn()
-                        if configuration.answersFromBytes {
-                            try channel.pipeline.syncOperations.addHandler(RawHitResponder(
-                                handedOn: handedOn, activity: activity,
-                                answer: { target in connections.withLock { $0.isDraining } ? nil : handler.rawAnswer(for: target) },
-                                answered: { target, outcome, started in
-                                    guard logger.logLevel <= .info else { return }
-                                    let head = HTTPRequestHead(version: .http1_1, method: target.isHEAD ? .HEAD : .GET, uri: target.uri)
-                                    CacheServer.logAccess(logger, head, outcome, since: started)
-                                }), position: .first)
+            func bind(host: String, port: Int, admin: Bool) async throws -> NIOAsyncChannel<Connection, Never> {
+                try await ServerBootstrap(group: group)
+                    .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                    .serverChannelOption(.backlog, value: 1024)
+                    .bind(host: host, port: port) { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try Self.configure(channel, admin: admin, configuration: configuration, handler: handler, logger: logger,
+                                               sentFileCount: sentFileCount, connections: connections, openConnections: openConnections)
                         }
-                        try channel.pipeline.syncOperations.addHandler(ResponseWrites(files: sentFiles, activity: activity, handedOn: handedOn))
-                        try channel.pipeline.syncOperations.addHandler(EventLoopHitResponder(
-                            activity: activity,
-                            answer: { head in connections.withLock { $0.isDraining } ? nil : handler.answerOnEventLoop(head, sentFiles: sentFiles) },
-                            answered: { head, outcome, started in CacheServer.logAccess(logger, head, outcome, since: started) }))
-                        return Connection(channel: try NIOAsyncChannel(wrappingChannelSynchronously: channel), sentFiles: sentFiles,
-                                          activity: activity)
                     }
-                }
+            }
+            listener = try await bind(host: configuration.host, port: configuration.port, admin: false)
+            if let adminHost = configuration.adminHost {
+                adminListener = try await bind(host: adminHost, port: configuration.adminPort, admin: true)
+            }
         } catch {
             try? cache.closeStore()
             try? await ownGroup?.shutdownGracefully()
             throw ServerConfigurationError("cannot listen on \(configuration.host):\(configuration.port): \(error)")
         }
-        return CacheServer(configuration: configuration, cache: cache, listener: listener, handler: handler, logger: logger,
-                           sentFileCount: sentFileCount, connections: connections, ownGroup: ownGroup)
+        return CacheServer(configuration: configuration, cache: cache, listener: listener, adminListener: adminListener,
+                           handler: handler, logger: logger, sentFileCount: sentFileCount, connections: connections, ownGroup: ownGroup)
+    }
+
+    /// Sets up an accepted connection's pipeline, from the socket inwards: ``ClientTimeouts``;
+    /// on the client port ``RawHitResponder``; NIO's HTTP/1.1 codec and pipelining handler;
+    /// ``RequestGuard``; ``ResponseWrites``; on the client port ``EventLoopHitResponder``; the
+    /// connection's task. One connection past ``ServerConfiguration/maximumConnections`` gets
+    /// only a 503 and a close.
+    private static func configure(_ channel: any Channel, admin: Bool, configuration: ServerConfiguration, handler: ProxyHandler,
+                                  logger: Logger, sentFileCount: PthreadMutex<SentFileCounts>, connections: PthreadMutex<Connections>,
+                                  openConnections: PthreadMutex<Int>) throws -> Connection {
+        let pipeline = channel.pipeline.syncOperations
+        let admitted = openConnections.withLock { count in
+            guard count < configuration.maximumConnections else { return false }
+            count += 1
+            return true
+        }
+        if admitted {
+            channel.closeFuture.whenComplete { _ in openConnections.withLock { $0 -= 1 } }
+        }
+        try pipeline.configureHTTPServerPipeline(withErrorHandling: false)
+        let clock = ClientTimeouts.Clock()
+        try pipeline.addHandler(RequestGuard(clock: clock))
+        let sentFiles = SentFiles(counting: sentFileCount)
+        let activity = ConnectionActivity()
+        channel.closeFuture.whenComplete { _ in activity.closed() }
+        let handedOn = HandedOn()
+        if configuration.answersFromBytes, !admin {
+            try pipeline.addHandler(RawHitResponder(
+                handedOn: handedOn, activity: activity, clock: clock,
+                answer: { target in connections.withLock { $0.isDraining } ? nil : handler.rawAnswer(for: target) },
+                answered: { target, outcome, started in
+                    guard logger.logLevel <= .info else { return }
+                    let head = HTTPRequestHead(version: .http1_1, method: target.isHEAD ? .HEAD : .GET, uri: target.uri)
+                    CacheServer.logAccess(logger, head, outcome, since: started)
+                }), position: .first)
+        }
+        try pipeline.addHandler(ClientTimeouts(clock: clock, timeouts: configuration.timeouts) { reason in
+            handler.note(.connectionsTimedOut)
+            logger.debug("A connection timed out", metadata: ["reason": "\(reason)"])
+        }, position: .first)
+        try pipeline.addHandler(ResponseWrites(files: sentFiles, activity: activity, handedOn: handedOn, clock: clock))
+        if !admin {
+            try pipeline.addHandler(EventLoopHitResponder(
+                activity: activity,
+                answer: { head in connections.withLock { $0.isDraining } ? nil : handler.answerOnEventLoop(head, sentFiles: sentFiles) },
+                answered: { head, outcome, started in CacheServer.logAccess(logger, head, outcome, since: started) }))
+        }
+        if !admitted {
+            handler.note(.connectionsRefused)
+            logger.warning("A connection was refused: \(configuration.maximumConnections) are open (maximum-connections)")
+            try pipeline.addHandler(ConnectionRefusal(), position: .first)
+        }
+        return Connection(channel: try NIOAsyncChannel(wrappingChannelSynchronously: channel), sentFiles: sentFiles,
+                          activity: activity, isAdmin: admin)
     }
 
     private init(configuration: ServerConfiguration, cache: HTTPURLCache,
-                 listener: NIOAsyncChannel<Connection, Never>,
+                 listener: NIOAsyncChannel<Connection, Never>, adminListener: NIOAsyncChannel<Connection, Never>?,
                  handler: ProxyHandler, logger: Logger, sentFileCount: PthreadMutex<SentFileCounts>,
                  connections: PthreadMutex<Connections>, ownGroup: MultiThreadedEventLoopGroup?) {
         self.configuration = configuration
+        self.adminListener = adminListener
+        adminPort = adminListener.flatMap { $0.channel.localAddress?.port }
         self.ownGroup = ownGroup
         self.sentFileCount = sentFileCount
         self.connections = connections
@@ -141,10 +189,16 @@ public final class CacheServer: Service, Sendable {
     private func serve() async throws {
         logger.notice("Listening", metadata: ["address": "\(configuration.host):\(port)", "origin": "\(configuration.origin)",
                                             "cache": "\(configuration.cacheDirectory.path)"])
-        try await listener.executeThenClose { inbound in
-            try await withThrowingDiscardingTaskGroup { group in
-                for try await connection in inbound {
-                    group.addTask { await self.serve(connection) }
+        try await withThrowingDiscardingTaskGroup { listeners in
+            for listener in [listener] + (adminListener.map { [$0] } ?? []) {
+                listeners.addTask {
+                    try await listener.executeThenClose { inbound in
+                        try await withThrowingDiscardingTaskGroup { group in
+                            for try await connection in inbound {
+                                group.addTask { await self.serve(connection) }
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -161,6 +215,7 @@ public final class CacheServer: Service, Sendable {
         // Draining first: a connection found idle below gets no answer from its responder after.
         connections.withLock { $0.isDraining = true }
         try? await listener.channel.close()
+        try? await adminListener?.channel.close()
         let deadline = ContinuousClock.now + configuration.shutdownGracePeriod
         var closed = Set<ObjectIdentifier>()
         while ContinuousClock.now < deadline {
@@ -183,6 +238,8 @@ public final class CacheServer: Service, Sendable {
         let channel: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
         let sentFiles: SentFiles
         let activity: ConnectionActivity
+        /// Accepted on the admin address: only the node's own endpoints answer.
+        let isAdmin: Bool
     }
 
     private func serve(_ accepted: Connection) async {
@@ -209,7 +266,7 @@ public final class CacheServer: Service, Sendable {
                     guard case .head(let head) = part else { continue }
                     guard setBusy(id, true) else { break }
                     let started = ContinuousClock.now
-                    let outcome = try await handler.handle(head, parts: &parts, writer: writer)
+                    let outcome = try await handler.handle(head, parts: &parts, writer: writer, admin: accepted.isAdmin)
                     Self.logAccess(logger, head, outcome, since: started)
                     guard head.isKeepAlive, outcome.canContinue else { break }
                 }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPCache
 import NIOHTTP1
+import RawStructuredFieldValues
 
 /// Header-field rules of a proxy (RFC 9110 §7.6.1, RFC 9111 §3.1).
 enum Fields {
@@ -58,12 +59,12 @@ enum Fields {
     /// Marks a stored response whose `Cache-Control` is its `CDN-Cache-Control`.
     static let targetedMarker = "DiskCache-Server-Targeted"
 
-    /// The fields a CDN decides by (RFC 9213 §2.2): with a non-empty `CDN-Cache-Control`, its
+    /// The fields a CDN decides by (RFC 9213 §2.2): with a valid `CDN-Cache-Control`, its
     /// directives in place of `Cache-Control`, and no `Expires`; the replaced fields are kept
-    /// under other names, for ``clientView(_:)``.
+    /// under other names, for ``clientView(_:)``. A `CDN-Cache-Control` that is not a valid
+    /// structured field is ignored whole (see ``cdnDirectives(_:)``).
     static func targeted(_ fields: HTTPHeaderFields) -> HTTPHeaderFields {
-        let cdn = fields.values(for: "CDN-Cache-Control").joined(separator: ", ").trimmingCharacters(in: .whitespaces)
-        guard !cdn.isEmpty else { return fields }
+        guard let cdn = cdnDirectives(fields.values(for: "CDN-Cache-Control")) else { return fields }
         var result = fields
         result.removeAll(named: "Cache-Control")
         result.removeAll(named: "Expires")
@@ -72,6 +73,36 @@ enum Fields {
         result.add(name: "Cache-Control", value: cdn)
         result.add(name: targetedMarker, value: "1")
         return result
+    }
+
+    /// The directives of `CDN-Cache-Control` field lines as a `Cache-Control` value; nil when
+    /// there are none or the field must be ignored. The field is a structured-field Dictionary
+    /// (RFC 9213 §2.1, RFC 8941 §3.2), read strictly: lines that do not parse as one, or a
+    /// directive whose value has the wrong type (`max-age="10"`: the delta-seconds directives
+    /// take a non-negative Integer), make the whole field ignored, as §2.1 asks. Other
+    /// directives keep an Integer or Token argument; one with a String argument (a qualified
+    /// `private` or `no-cache`) counts as the directive alone, which is stricter.
+    static func cdnDirectives(_ lines: [String]) -> String? {
+        let value = lines.joined(separator: ", ")
+        guard !value.allSatisfy({ $0 == " " || $0 == "\t" }) else { return nil }
+        var parser = StructuredFieldValueParser(Array(value.utf8))
+        guard let dictionary = try? parser.parseDictionaryFieldValue(), !dictionary.isEmpty else { return nil }
+        var directives: [String] = []
+        for (name, member) in dictionary {
+            guard case .item(let item) = member else { return nil }
+            switch (name, item.bareItem) {
+            case ("max-age", .integer(let seconds)), ("s-maxage", .integer(let seconds)),
+                 ("stale-while-revalidate", .integer(let seconds)), ("stale-if-error", .integer(let seconds)):
+                guard seconds >= 0 else { return nil }
+                directives.append("\(name)=\(seconds)")
+            case ("max-age", _), ("s-maxage", _), ("stale-while-revalidate", _), ("stale-if-error", _):
+                return nil
+            case (_, .integer(let number)): directives.append("\(name)=\(number)")
+            case (_, .token(let token)): directives.append("\(name)=\(token)")
+            default: directives.append(name)
+            }
+        }
+        return directives.joined(separator: ", ")
     }
 
     /// A stored response's fields as the origin sent them: what ``targeted(_:)`` replaced, back.

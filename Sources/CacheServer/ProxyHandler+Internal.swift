@@ -21,7 +21,8 @@ extension ProxyHandler {
     }
 
     /// `/_cache/health` (200 while the store is open and its directory in place, else 503 with the reason) and `/_cache/metrics` (Prometheus text).
-    func answerInternal(_ head: HTTPRequestHead, writer: ClientWriter) async throws -> Outcome {
+    /// On the client port, with ``ServerConfiguration/metricsNeedToken``, metrics need the purge token.
+    func answerInternal(_ head: HTTPRequestHead, writer: ClientWriter, admin: Bool) async throws -> Outcome {
         let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
         guard head.method == .GET || head.method == .HEAD else {
             return try await respond(.methodNotAllowed, "Only GET and HEAD", writer: writer, head: head, cacheStatus: "INTERNAL")
@@ -41,6 +42,10 @@ extension ProxyHandler {
             return try await respond(.ok, "{\"status\":\"ok\",\"entries\":\(records.entries),\"bytes\":\(records.bytes)}",
                                      writer: writer, head: head, contentType: "application/json", cacheStatus: "INTERNAL")
         case "/_cache/metrics":
+            if configuration.metricsNeedToken, !admin, !carriesToken(head.headers) {
+                return try await respond(.unauthorized, "Metrics need Authorization: Bearer <token>", writer: writer, head: head,
+                                         cacheStatus: "INTERNAL")
+            }
             let text = metrics.exposition(storeBytes: records.bytes, storeEntries: records.entries)
             return try await respond(.ok, text, writer: writer, head: head, contentType: "text/plain; version=0.0.4", cacheStatus: "INTERNAL")
         default:
@@ -52,10 +57,10 @@ extension ProxyHandler {
     /// target (GET and HEAD responses, every variant); `PURGE /prefix*` for every target that
     /// begins with `/prefix`; `PURGE *` removes everything.
     func purge(_ head: HTTPRequestHead, writer: ClientWriter) async throws -> Outcome {
-        guard let token = configuration.purgeToken else {
+        guard configuration.purgeToken != nil else {
             return try await respond(.forbidden, "Purging is off (no purge token is configured)", writer: writer, head: head, cacheStatus: "PURGE")
         }
-        guard head.headers.first(name: "Authorization") == "Bearer \(token)" else {
+        guard carriesToken(head.headers) else {
             return try await respond(.unauthorized, "A purge needs Authorization: Bearer <token>", writer: writer, head: head, cacheStatus: "PURGE")
         }
         let cache = self.cache
@@ -74,5 +79,25 @@ extension ProxyHandler {
         let removed = try await BlockingIOPool.shared.run { try cache.purge(url) }
         return try await respond(removed ? .ok : .notFound, removed ? "Purged \(target)" : "Nothing stored for \(target)",
                                  writer: writer, head: head, cacheStatus: "PURGE")
+    }
+}
+
+extension ProxyHandler {
+    /// Whether `headers` carry `Authorization: Bearer <purge token>`: the scheme in any case
+    /// (RFC 9110 §11.1), the token compared in time that does not depend on where it differs.
+    func carriesToken(_ headers: HTTPHeaders) -> Bool {
+        guard let token = configuration.purgeToken, let value = headers.first(name: "Authorization") else { return false }
+        let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
+        return Self.sameBytes(Array(parts[1].trimmingCharacters(in: .whitespaces).utf8), Array(token.utf8))
+    }
+
+    /// `a == b`, reading every byte of the longer whatever the contents.
+    static func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        var difference = UInt8(a.count == b.count ? 0 : 1)
+        for index in 0..<max(a.count, b.count) {
+            difference |= (index < a.count ? a[index] : 0) ^ (index < b.count ? b[index] : 0)
+        }
+        return difference == 0
     }
 }

@@ -51,7 +51,7 @@ final class ProxyHandler: Sendable {
     private var via: String { "1.1 \(configuration.viaName)" }
 
     /// Counts `event` in ``statistics`` and in the Prometheus metrics.
-    private func note(_ event: ServerMetrics.Event) {
+    func note(_ event: ServerMetrics.Event) {
         statistics.withLock { $0.count(event) }
         metrics.record(event)
     }
@@ -98,14 +98,23 @@ final class ProxyHandler: Sendable {
     /// Answers the request whose head is `head`, reading the rest of it from `parts`. Throws when
     /// the response could not be finished (the client went, or the origin's body was cut short):
     /// the connection must then close.
-    func handle(_ head: HTTPRequestHead, parts: inout ClientParts, writer: ClientWriter) async throws -> Outcome {
-        if head.uri.hasPrefix("/_cache/") {
+    ///
+    /// On the admin address (`admin`) only the node's own endpoints answer; when there is one,
+    /// the client port forwards their paths and `PURGE` to the origin like any other request.
+    func handle(_ head: HTTPRequestHead, parts: inout ClientParts, writer: ClientWriter, admin: Bool = false) async throws -> Outcome {
+        let servesOwn = admin || configuration.adminHost == nil
+        if servesOwn, head.uri.hasPrefix("/_cache/") {
             try await drain(&parts)
-            return try await answerInternal(head, writer: writer)
+            return try await answerInternal(head, writer: writer, admin: admin)
         }
-        if head.method == .RAW(value: "PURGE") {
+        if servesOwn, head.method == .RAW(value: "PURGE") {
             try await drain(&parts)
             return try await purge(head, writer: writer)
+        }
+        if admin {
+            try await drain(&parts)
+            return try await respond(.notFound, "The admin address answers /_cache/health, /_cache/metrics and PURGE only",
+                                     writer: writer, head: head, cacheStatus: "INTERNAL")
         }
         guard let (target, url) = originURL(of: head.uri) else {
             try await drain(&parts)
@@ -633,7 +642,7 @@ final class ProxyHandler: Sendable {
                     return FetchResult(outcome: outcome)
                 }
                 let storable = key != nil && exchange.head.method == .GET && code != 304 && code != 206
-                    && engine.storability(ofStatus: code, headers: fields, for: exchange.cacheRequest).isStorable
+                    && isStorable(exchange.cacheRequest, status: code, headers: responseHead.headers)
                 let stored = storable ? StoredResponse(request: exchange.cacheRequest, status: code, headers: fields,
                                                        requestTime: requestTime, responseTime: responseTime) : nil
                 started.withLock { $0 = true }
@@ -654,17 +663,43 @@ final class ProxyHandler: Sendable {
         }
     }
 
-    /// A response's end-to-end fields as this cache decides by them (``Fields/targeted(_:)`` on a CDN).
+    /// A response's end-to-end fields as this cache decides by them and stores them
+    /// (``Fields/targeted(_:)`` on a CDN), without `Set-Cookie`: a stored cookie would reach
+    /// every client after (see ``isStorable(_:status:headers:)``; a 304's cookies are not
+    /// merged into the stored response either).
     private func policyFields(_ headers: HTTPHeaders) -> HTTPHeaderFields {
-        let fields = Fields.fields(Fields.endToEnd(headers))
+        var fields = Fields.fields(Fields.endToEnd(headers))
+        fields.removeAll(named: "Set-Cookie")
         return configuration.isCDN ? Fields.targeted(fields) : fields
     }
 
+    /// Whether a response of `status` with `headers` (as the origin sent them) may be stored for
+    /// `request`: RFC 9111's rules, and the node's ``ServerConfiguration/setCookie`` policy.
+    private func isStorable(_ request: CacheRequest, status: Int, headers: HTTPHeaders) -> Bool {
+        if configuration.setCookie == .doNotStore, headers.contains(name: "Set-Cookie") { return false }
+        return engine.storability(ofStatus: status, headers: policyFields(headers), for: request).isStorable
+    }
+
+    /// The head sent to the origin for `exchange`, with `headers`. A GET or HEAD goes without a
+    /// body and without its framing: a body the client sent with one was read and dropped (as
+    /// Varnish does), and a `Content-Length` sent without its bytes would make the origin read
+    /// the start of the next request on a kept-alive connection as this one's body, and answer
+    /// the rest as a request of the client's making (stored under the next request's target).
     private func originHead(_ exchange: Exchange, headers: HTTPHeaders) -> HTTPRequestHead {
         var headers = headers
+        if exchange.head.method == .GET || exchange.head.method == .HEAD {
+            headers.remove(name: "Content-Length")
+            headers.remove(name: "Transfer-Encoding")
+        }
         headers.replaceOrAdd(name: "Host", value: configuration.origin.authority)
         headers.add(name: "Via", value: via)
-        return HTTPRequestHead(version: .http1_1, method: exchange.head.method, uri: exchange.target, headers: headers)
+        return HTTPRequestHead(version: .http1_1, method: Self.originMethod(exchange.head.method), uri: exchange.target, headers: headers)
+    }
+
+    /// The method as the client spelled it: NIO names `M-SEARCH` `.MSEARCH`, whose raw value
+    /// has no hyphen.
+    static func originMethod(_ method: HTTPMethod) -> HTTPMethod {
+        method == .MSEARCH ? .RAW(value: "M-SEARCH") : method
     }
 
     /// Sends the origin's response on to the client as it arrives, and into the cache when
@@ -782,7 +817,7 @@ final class ProxyHandler: Sendable {
                     }
                     return
                 }
-                guard engine.storability(ofStatus: code, headers: fields, for: get.cacheRequest).isStorable,
+                guard isStorable(get.cacheRequest, status: code, headers: responseHead.headers),
                       let directory = cache.temporaryDirectory else {
                     while try await body.next() != nil {}
                     return

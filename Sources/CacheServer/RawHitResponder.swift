@@ -14,9 +14,16 @@ import NIOCore
 /// answers leave in the order of the requests. Bytes it cannot delimit (a body, a form it does
 /// not read) go on with everything after them on the connection. A head not yet whole is held
 /// until it is, up to ``RequestScan/maximumHead`` bytes.
-final class RawHitResponder: ChannelInboundHandler, RemovableChannelHandler {
+///
+/// Back-pressure: while the connection is not writable (more than its high watermark of
+/// answers unsent, NIO's 64 KiB by default), it answers nothing and asks for no more bytes;
+/// what was read is held, and read again once the client has taken enough of its answers.
+/// Answers are written to the channel at least every ``groupLimit`` bytes, so that its
+/// writability follows them.
+final class RawHitResponder: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
+    typealias OutboundIn = IOData
     typealias OutboundOut = IOData
 
     /// An answer in its wire form: its head (with a small body appended) and the rest of its body.
@@ -37,13 +44,23 @@ final class RawHitResponder: ChannelInboundHandler, RemovableChannelHandler {
     private var held: ByteBuffer?
     /// Set once bytes went on that ``RequestScan`` cannot delimit: from then on all do.
     private var handingOnEverything = false
+    /// The channel was not writable when a request here was next: ``held`` waits for it.
+    private var waitingForWritable = false
+    /// A read was asked for while waiting: it goes on once the channel is writable.
+    private var readDeferred = false
+    /// Where each request read here ends, and each answer.
+    private let clock: ClientTimeouts.Clock
+    /// Answers made in one read go to the channel once they reach this many bytes.
+    static let groupLimit = 32 * 1024
 
     /// `answer` gives the answer for a target or declines (nil), `answered` is told of each
     /// answer written (the access log); `activity` counts the answers not yet on the socket.
-    init(handedOn: HandedOn, activity: ConnectionActivity, answer: @escaping (PreparedHits.Target) -> Answer?,
+    init(handedOn: HandedOn, activity: ConnectionActivity, clock: ClientTimeouts.Clock,
+         answer: @escaping (PreparedHits.Target) -> Answer?,
          answered: @escaping (PreparedHits.Target, Outcome, ContinuousClock.Instant) -> Void) {
         self.handedOn = handedOn
         self.activity = activity
+        self.clock = clock
         self.answer = answer
         self.answered = answered
     }
@@ -59,6 +76,39 @@ final class RawHitResponder: ChannelInboundHandler, RemovableChannelHandler {
             start.writeBuffer(&bytes)
             bytes = start
         }
+        guard !waitingForWritable else {
+            held = bytes
+            return
+        }
+        process(context, bytes)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if waitingForWritable, context.channel.isWritable {
+            waitingForWritable = false
+            if let bytes = held {
+                held = nil
+                process(context, bytes)
+            }
+            if readDeferred, !waitingForWritable {
+                readDeferred = false
+                context.read()
+            }
+        }
+        context.fireChannelWritabilityChanged()
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if waitingForWritable {
+            readDeferred = true
+        } else {
+            context.read()
+        }
+    }
+
+    /// Answers or hands on the requests at the start of `bytes`, holding what it cannot yet.
+    private func process(_ context: ChannelHandlerContext, _ bytes: ByteBuffer) {
+        var bytes = bytes
         var answers = AnswerGroup(activity: activity)
         reading: while bytes.readableBytes > 0 {
             switch bytes.withUnsafeReadableBytes({ RequestScan.scan($0) }) {
@@ -71,7 +121,14 @@ final class RawHitResponder: ChannelInboundHandler, RemovableChannelHandler {
                 context.fireChannelRead(wrapInboundOut(bytes))
                 break reading
             case .headOnly(let length, let target):
-                if let target, handedOn.isIdle, context.channel.isWritable {
+                if let target, handedOn.isIdle {
+                    if answers.bytes >= Self.groupLimit, answers.write(context) { context.flush() }
+                    guard context.channel.isWritable else {
+                        // No more answers until the client takes some: the rest waits, unread.
+                        waitingForWritable = true
+                        held = bytes
+                        break reading
+                    }
                     let started = ContinuousClock.now
                     // Counted before `answer` looks (and so before it sees whether the server is
                     // draining), as ``EventLoopHitResponder`` counts its answers.
@@ -79,6 +136,8 @@ final class RawHitResponder: ChannelInboundHandler, RemovableChannelHandler {
                     if let found = answer(target) {
                         answers.add(found)
                         bytes.moveReaderIndex(forwardBy: length)
+                        clock.requestEnded()
+                        clock.answerEnded()
                         answered(target, found.outcome, started)
                         continue reading
                     }
@@ -106,6 +165,8 @@ final class RawHitResponder: ChannelInboundHandler, RemovableChannelHandler {
     private struct AnswerGroup {
         let activity: ConnectionActivity
         var parts: [IOData] = []
+        /// The bytes of ``parts``.
+        var bytes = 0
         var begun = false
         var wroteAny = false
 
@@ -117,7 +178,11 @@ final class RawHitResponder: ChannelInboundHandler, RemovableChannelHandler {
 
         mutating func add(_ answer: Answer) {
             parts.append(.byteBuffer(answer.head))
-            if let body = answer.body { parts.append(.byteBuffer(body)) }
+            bytes += answer.head.readableBytes
+            if let body = answer.body {
+                parts.append(.byteBuffer(body))
+                bytes += body.readableBytes
+            }
         }
 
         /// Writes what was added since the last call; true when this group wrote anything at all.
@@ -125,6 +190,7 @@ final class RawHitResponder: ChannelInboundHandler, RemovableChannelHandler {
         mutating func write(_ context: ChannelHandlerContext) -> Bool {
             defer {
                 parts.removeAll(keepingCapacity: true)
+                bytes = 0
                 begun = false
             }
             guard begun else { return wroteAny }

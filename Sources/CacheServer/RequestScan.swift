@@ -8,8 +8,8 @@ enum RequestScan: Equatable {
     case incomplete
     /// A GET or HEAD request of HTTP/1.1 without a body (no `Content-Length` and no
     /// `Transfer-Encoding`: it ends with its head), `length` bytes long. `target` when a
-    /// prepared answer may answer it: none of ``PreparedHits/fieldsRead`` and not the server's
-    /// own endpoints.
+    /// prepared answer may answer it: none of ``PreparedHits/fieldsRead``, exactly one `Host`,
+    /// no fragment, and not the server's own endpoints.
     case headOnly(length: Int, target: PreparedHits.Target?)
     /// Anything else: another method or version, a body, `Connection` other than `keep-alive`,
     /// `Expect`, `Upgrade`, a form this reads no further (a bare LF, a folded line, a control
@@ -22,6 +22,7 @@ enum RequestScan: Equatable {
     private static let refused = ["content-length", "transfer-encoding", "expect", "upgrade"].map { Array($0.utf8) }
     /// Fields whose presence keeps a prepared answer from answering.
     private static let notAnswered = PreparedHits.fieldsRead.map { Array($0.lowercased().utf8) }
+    private static let host = Array("host".utf8)
     private static let connection = Array("connection".utf8)
     private static let keepAlive = Array("keep-alive".utf8)
     private static let internalPrefix = Array("/_cache/".utf8)
@@ -59,6 +60,7 @@ enum RequestScan: Equatable {
         }
         // The fields, to the empty line.
         var answerable = true
+        var hosts = 0
         while true {
             guard at < count else { return incomplete() }
             if bytes[at] == 0x0D {
@@ -87,14 +89,18 @@ enum RequestScan: Equatable {
             let value = valueStart..<at
             at += 2
             if refused.contains(where: { equalsIgnoringCase(bytes, name, $0) }) { return .other }
-            if equalsIgnoringCase(bytes, name, connection) {
+            if equalsIgnoringCase(bytes, name, host) {
+                hosts += 1
+            } else if equalsIgnoringCase(bytes, name, connection) {
                 guard equalsIgnoringCase(bytes, trimmed(bytes, value), keepAlive) else { return .other }
             } else if answerable, notAnswered.contains(where: { equalsIgnoringCase(bytes, name, $0) }) {
                 answerable = false
             }
         }
         let targetBytes = UnsafeRawBufferPointer(rebasing: bytes[targetStart..<targetEnd])
-        guard answerable, !targetBytes.starts(with: internalPrefix) else { return .headOnly(length: at, target: nil) }
+        // Without exactly one Host, or with a fragment, NIO's pipeline refuses it (`RequestGuard`).
+        guard answerable, hosts == 1, !targetBytes.contains(UInt8(ascii: "#")), !targetBytes.starts(with: internalPrefix)
+        else { return .headOnly(length: at, target: nil) }
         return .headOnly(length: at, target: PreparedHits.Target(isHEAD: isHEAD, uri: String(decoding: targetBytes, as: UTF8.self)))
     }
 

@@ -139,11 +139,13 @@ final class ResponseWrites: ChannelOutboundHandler, RemovableChannelHandler {
     private let files: SentFiles
     private let activity: ConnectionActivity
     private let handedOn: HandedOn
+    private let clock: ClientTimeouts.Clock
 
-    init(files: SentFiles, activity: ConnectionActivity, handedOn: HandedOn) {
+    init(files: SentFiles, activity: ConnectionActivity, handedOn: HandedOn, clock: ClientTimeouts.Clock) {
         self.files = files
         self.activity = activity
         self.handedOn = handedOn
+        self.clock = clock
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
@@ -154,6 +156,7 @@ final class ResponseWrites: ChannelOutboundHandler, RemovableChannelHandler {
             done = { files.close(region.fileHandle) }
         case .end:
             handedOn.ends += 1
+            clock.answerEnded()
             let activity = self.activity
             done = { activity.end() }
         default:

@@ -53,6 +53,23 @@ public struct ServerConfiguration: Sendable {
     public var originReadTimeout: Duration = .seconds(60)
     /// On shutdown, how long requests in progress may take to finish before their connections are closed.
     public var shutdownGracePeriod: Duration = .seconds(10)
+    /// How long a client may hold a connection without progress (see ``Timeouts``).
+    public var timeouts = Timeouts()
+    /// The most client connections open at once; one more is answered 503 and closed at once.
+    /// 1,024 by default (nginx's 512 `worker_connections` for each of two workers).
+    public var maximumConnections: Int = 1024
+    /// What the node does with a response that carries `Set-Cookie` (see ``SetCookiePolicy``):
+    /// by default it is not stored, as nginx and Varnish do.
+    public var setCookie: SetCookiePolicy = .doNotStore
+    /// A separate address for the node's own endpoints (`/_cache/health`, `/_cache/metrics`,
+    /// `PURGE`); nil (the default) serves them on the client port. When set, the client port
+    /// forwards such requests to the origin like any other.
+    public var adminHost: String?
+    /// The admin address's port (0: any free port; ``CacheServer/adminPort`` tells which).
+    public var adminPort: Int = 0
+    /// `/_cache/metrics` on the client port answers only a request with the purge token
+    /// (`Authorization: Bearer <token>`); off by default. The admin address never asks.
+    public var metricsNeedToken = false
     /// How many event loop threads accept connections and answer them: nil (the default)
     /// shares NIO's process-wide group, one thread per core (`System.coreCount`); a number
     /// gives the server a group of its own of that many threads, shut down when it stops.
@@ -119,6 +136,36 @@ public struct ServerConfiguration: Sendable {
         public var description: String { "http://\(authority)" }
     }
 
+    /// How long a client may hold a connection without progress; each ends it with a close
+    /// (nginx's `client_header_timeout`, `client_body_timeout`, `send_timeout`,
+    /// `keepalive_timeout`, whose defaults these are). Read while the connection is open.
+    public struct Timeouts: Sendable, Hashable {
+        /// From a request head's first byte (or the connection's opening) to its end: 60 s.
+        public var header: Duration = .seconds(60)
+        /// Between two reads of a request's body: 60 s.
+        public var body: Duration = .seconds(60)
+        /// An answer the client does not read (the connection stays unwritable): 60 s.
+        public var send: Duration = .seconds(60)
+        /// A kept-alive connection with nothing under way: 75 s.
+        public var idle: Duration = .seconds(75)
+
+        public init() {}
+
+        var shortest: Duration { Swift.min(header, body, send, idle) }
+    }
+
+    /// What the node does with an origin's response that carries `Set-Cookie`. RFC 9111 lets a
+    /// shared cache store it, but a stored cookie reaches every client after: one user's session
+    /// becomes the next one's.
+    public enum SetCookiePolicy: String, Sendable, CaseIterable {
+        /// Passed on to the client that asked, never stored (nginx's and Varnish's default).
+        case doNotStore = "bypass"
+        /// Passed on to the client that asked, and stored without its `Set-Cookie` fields
+        /// (nginx's `proxy_ignore_headers Set-Cookie` with `proxy_hide_header Set-Cookie` on
+        /// hits).
+        case storeWithoutField = "strip"
+    }
+
     /// Checks the values that cannot be checked by their types.
     public func validate() throws(ServerConfigurationError) {
         guard (0...65_535).contains(port) else { throw ServerConfigurationError("the port \(port) is out of range (0-65535)") }
@@ -128,6 +175,17 @@ public struct ServerConfiguration: Sendable {
         guard (0...(1 << 30)).contains(copyLimit) else { throw ServerConfigurationError("the copy limit must be 0 to 1 GiB, not \(copyLimit) bytes") }
         if let eventLoopCount, !(1...1024).contains(eventLoopCount) {
             throw ServerConfigurationError("the number of event loops must be 1 to 1024, not \(eventLoopCount)")
+        }
+        guard (1...1_000_000).contains(maximumConnections) else {
+            throw ServerConfigurationError("the connection limit must be 1 to 1000000, not \(maximumConnections)")
+        }
+        for (name, value) in [("header", timeouts.header), ("body", timeouts.body), ("send", timeouts.send), ("idle", timeouts.idle)]
+        where value <= .zero {
+            throw ServerConfigurationError("the \(name) timeout must be more than 0 seconds")
+        }
+        guard (0...65_535).contains(adminPort) else { throw ServerConfigurationError("the admin port \(adminPort) is out of range (0-65535)") }
+        if metricsNeedToken, purgeToken == nil {
+            throw ServerConfigurationError("metrics that need the token need a purge token")
         }
         if let purgeToken, purgeToken.isEmpty || purgeToken.contains(where: { $0.isWhitespace }) {
             throw ServerConfigurationError("the purge token must be non-empty and without spaces")

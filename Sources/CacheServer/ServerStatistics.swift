@@ -34,6 +34,10 @@ public struct ServerStatistics: Sendable, Hashable {
     public var originSeconds: Double = 0
     /// Origin exchanges that failed (no connection, no answer, cut short).
     public var originErrors = 0
+    /// Connections answered 503 and closed because ``ServerConfiguration/maximumConnections`` were open.
+    public var connectionsRefused = 0
+    /// Connections closed by one of ``ServerConfiguration/timeouts``.
+    public var connectionsTimedOut = 0
 
     public init() {}
 
@@ -50,6 +54,8 @@ public struct ServerStatistics: Sendable, Hashable {
         case .coalesced: coalesced += 1
         case .stores: stores += 1
         case .originErrors: originErrors += 1
+        case .connectionsRefused: connectionsRefused += 1
+        case .connectionsTimedOut: connectionsTimedOut += 1
         case .bytesServed(let bytes): bytesServed += bytes
         case .originResponse(let seconds):
             originRequests += 1
@@ -98,6 +104,7 @@ final class ServerMetrics: Sendable {
     /// What is counted.
     enum Event {
         case requests, hits, hitsOnEventLoop, hitsPrepared, hitsFromBytes, revalidations, misses, staleOnError, coalesced, stores, originErrors
+        case connectionsRefused, connectionsTimedOut
         case bytesServed(Int64)
         /// An origin response head arrived this long after the request went out.
         case originResponse(seconds: Double)
@@ -109,7 +116,7 @@ final class ServerMetrics: Sendable {
 
     private enum Count: Int, CaseIterable {
         case requests, hits, hitsOnEventLoop, hitsPrepared, hitsFromBytes, revalidations, misses, staleOnError, coalesced, stores, originErrors,
-             bytesServed
+             bytesServed, connectionsRefused, connectionsTimedOut
 
         var name: String {
             switch self {
@@ -125,6 +132,8 @@ final class ServerMetrics: Sendable {
             case .stores: "stores"
             case .originErrors: "origin_errors"
             case .bytesServed: "bytes_served"
+            case .connectionsRefused: "connections_refused"
+            case .connectionsTimedOut: "connections_timed_out"
             }
         }
     }
@@ -155,6 +164,8 @@ final class ServerMetrics: Sendable {
         case .coalesced: counter(.coalesced).increment()
         case .stores: counter(.stores).increment()
         case .originErrors: counter(.originErrors).increment()
+        case .connectionsRefused: counter(.connectionsRefused).increment()
+        case .connectionsTimedOut: counter(.connectionsTimedOut).increment()
         case .bytesServed(let bytes): counter(.bytesServed).increment(by: Int(bytes))
         case .originResponse(let seconds): originLatency.recordNanoseconds(Int64(seconds * 1e9))
         }

@@ -18,8 +18,10 @@ struct ServerCommand: AsyncParsableCommand {
         Authorization: Bearer <token> remove stored responses. SIGTERM or SIGINT: stop accepting, \
         let requests in progress finish, close the store.
 
-        A configuration file holds lines of `name = value` (listen, origin, cache-dir, \
-        disk-capacity, memory-capacity, mapped-capacity, copy-limit, event-loops, purge-token, via, log-level, cdn = true|false); `#` starts a comment. \
+        A configuration file holds lines of `name = value` (listen, admin-listen, origin, cache-dir, \
+        disk-capacity, memory-capacity, mapped-capacity, copy-limit, event-loops, purge-token, via, log-level, \
+        cdn = true|false, metrics-need-token = true|false, set-cookie = bypass|strip, max-connections, \
+        header-timeout, body-timeout, send-timeout, idle-timeout); `#` starts a comment. \
         Options on the command line win over the file.
         """
     )
@@ -52,15 +54,37 @@ struct ServerCommand: AsyncParsableCommand {
     var via: String?
     @Option(name: .customLong("log-level"), help: "trace, debug, info (each request), notice, warning, error (default info).")
     var logLevel: String?
+    @Option(name: .customLong("admin-listen"),
+            help: "Serve /_cache/health, /_cache/metrics and PURGE on this address and port instead of the client port (default: none).")
+    var adminListen: String?
+    @Flag(name: .customLong("metrics-need-token"), help: "On the client port, /_cache/metrics answers only with the purge token.")
+    var metricsNeedToken = false
+    @Option(name: .customLong("set-cookie"),
+            help: "Responses with Set-Cookie: bypass (passed on, never stored; the default) or strip (stored without the field).")
+    var setCookie: String?
+    @Option(name: .customLong("max-connections"), help: "Client connections open at once; one more gets a 503 (default 1024).")
+    var maxConnections: String?
+    @Option(name: .customLong("header-timeout"), help: "Seconds for a request's head to arrive whole (default 60).")
+    var headerTimeout: String?
+    @Option(name: .customLong("body-timeout"), help: "Seconds a request's body may pause between two reads (default 60).")
+    var bodyTimeout: String?
+    @Option(name: .customLong("send-timeout"), help: "Seconds a client may leave its answer unread (default 60).")
+    var sendTimeout: String?
+    @Option(name: .customLong("idle-timeout"), help: "Seconds a kept-alive connection may stay idle (default 75).")
+    var idleTimeout: String?
 
     func run() async throws {
         var settings = try config.map(Self.readSettings) ?? [:]
         let flags: [(String, String?)] = [("listen", listen), ("origin", origin), ("cache-dir", cacheDirectory),
                                           ("disk-capacity", diskCapacity), ("memory-capacity", memoryCapacity), ("mapped-capacity", mappedCapacity),
                                           ("copy-limit", copyLimit), ("event-loops", eventLoops),
-                                          ("purge-token", purgeToken), ("via", via), ("log-level", logLevel)]
+                                          ("purge-token", purgeToken), ("via", via), ("log-level", logLevel),
+                                          ("admin-listen", adminListen), ("set-cookie", setCookie), ("max-connections", maxConnections),
+                                          ("header-timeout", headerTimeout), ("body-timeout", bodyTimeout), ("send-timeout", sendTimeout),
+                                          ("idle-timeout", idleTimeout)]
         for (name, value) in flags { if let value { settings[name] = value } }
         if cdn { settings["cdn"] = "true" }
+        if metricsNeedToken { settings["metrics-need-token"] = "true" }
         if settings["purge-token"] == nil, let token = ProcessInfo.processInfo.environment["DISKCACHE_SERVER_PURGE_TOKEN"] {
             settings["purge-token"] = token
         }
@@ -90,7 +114,8 @@ struct ServerCommand: AsyncParsableCommand {
     }
 
     static let settingNames: Set<String> = ["listen", "origin", "cache-dir", "disk-capacity", "memory-capacity", "mapped-capacity", "copy-limit", "event-loops", "purge-token",
-                                            "via", "log-level", "cdn"]
+                                            "via", "log-level", "cdn", "admin-listen", "metrics-need-token", "set-cookie", "max-connections",
+                                            "header-timeout", "body-timeout", "send-timeout", "idle-timeout"]
 
     /// `name = value` lines; a clear error names the line that is wrong.
     static func readSettings(_ path: String) throws -> [String: String] {
@@ -119,12 +144,30 @@ struct ServerCommand: AsyncParsableCommand {
         guard let directory = settings["cache-dir"] else { throw ServerConfigurationError("no cache directory: give --cache-dir <path>") }
         var configuration = ServerConfiguration(origin: try ServerConfiguration.Origin(parsing: originText),
                                                 cacheDirectory: URL(fileURLWithPath: directory, isDirectory: true))
-        if let listen = settings["listen"] {
-            guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]) else {
-                throw ServerConfigurationError("the listen address \"\(listen)\" is not host:port")
+        if let listen = settings["listen"] { (configuration.host, configuration.port) = try address(listen, "listen address") }
+        if let listen = settings["admin-listen"] {
+            let (host, port) = try address(listen, "admin address")
+            configuration.adminHost = host
+            configuration.adminPort = port
+        }
+        if let text = settings["max-connections"] {
+            guard let count = Int(text) else { throw ServerConfigurationError("the connection limit \"\(text)\" is not a whole number") }
+            configuration.maximumConnections = count
+        }
+        if let text = settings["header-timeout"] { configuration.timeouts.header = try seconds(text, "header timeout") }
+        if let text = settings["body-timeout"] { configuration.timeouts.body = try seconds(text, "body timeout") }
+        if let text = settings["send-timeout"] { configuration.timeouts.send = try seconds(text, "send timeout") }
+        if let text = settings["idle-timeout"] { configuration.timeouts.idle = try seconds(text, "idle timeout") }
+        if let text = settings["set-cookie"] {
+            guard let policy = ServerConfiguration.SetCookiePolicy(rawValue: text) else {
+                throw ServerConfigurationError("set-cookie must be bypass or strip, not \"\(text)\"")
             }
-            configuration.host = String(listen[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-            configuration.port = port
+            configuration.setCookie = policy
+        }
+        switch settings["metrics-need-token"] {
+        case nil, "false": configuration.metricsNeedToken = false
+        case "true": configuration.metricsNeedToken = true
+        case let other?: throw ServerConfigurationError("metrics-need-token must be true or false, not \"\(other)\"")
         }
         if let text = settings["disk-capacity"] { configuration.diskCapacity = try size(text, "disk capacity") }
         if let text = settings["memory-capacity"] { configuration.memoryCapacity = try size(text, "memory capacity") }
@@ -143,6 +186,22 @@ struct ServerCommand: AsyncParsableCommand {
         }
         try configuration.validate()
         return configuration
+    }
+
+    /// `host:port` (an IPv6 host in brackets).
+    static func address(_ text: String, _ what: String) throws -> (String, Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]) else {
+            throw ServerConfigurationError("the \(what) \"\(text)\" is not host:port")
+        }
+        return (String(text[..<colon]).trimmingCharacters(in: CharacterSet(charactersIn: "[]")), port)
+    }
+
+    /// A positive number of seconds, such as `60` or `2.5`.
+    static func seconds(_ text: String, _ what: String) throws -> Duration {
+        guard let value = Double(text), value.isFinite, value > 0, value <= 86_400 * 365 else {
+            throw ServerConfigurationError("the \(what) \"\(text)\" is not a number of seconds more than 0")
+        }
+        return .milliseconds(Int64((value * 1000).rounded()))
     }
 
     /// `1048576`, `512K`, `64M`, `1.5G`, `64MiB` (binary units; the `diskcache` tool's syntax).

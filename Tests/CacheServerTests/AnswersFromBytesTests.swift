@@ -18,8 +18,11 @@ struct AnswersFromBytesTests {
         // A whole head, as long as it is.
         func whole(_ text: String, _ target: PreparedHits.Target?) -> (String, RequestScan) { (text, .headOnly(length: text.utf8.count, target: target)) }
         let heads: [((String, RequestScan), String)] = [
-            (whole("HEAD / HTTP/1.1\r\n\r\n", target("/", head: true)), "a HEAD without fields"),
-            (whole("GET / HTTP/1.1\r\nConnection:  Keep-Alive \r\n\r\n", target("/")), "keep-alive"),
+            (whole("HEAD / HTTP/1.1\r\nHost: x\r\n\r\n", target("/", head: true)), "a HEAD with only its Host"),
+            (whole("GET / HTTP/1.1\r\nHost: x\r\nConnection:  Keep-Alive \r\n\r\n", target("/")), "keep-alive"),
+            (whole("GET / HTTP/1.1\r\n\r\n", nil), "no Host: refused by the full path"),
+            (whole("GET / HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n", nil), "two Host fields: refused by the full path"),
+            (whole("GET /a#x HTTP/1.1\r\nHost: x\r\n\r\n", nil), "a fragment: refused by the full path"),
             (whole("GET / HTTP/1.1\r\nif-none-match: \"e\"\r\n\r\n", nil), "a condition: the full path's"),
             (whole("GET / HTTP/1.1\r\nRANGE: bytes=0-1\r\n\r\n", nil), "a range"),
             (whole("GET / HTTP/1.1\r\nCache-Control: no-cache\r\n\r\n", nil), "a directive"),

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPCache
 import Testing
 @testable import CacheServer
 @testable import diskcache_server
@@ -66,7 +67,14 @@ struct ConfigurationTests {
                                        ("listen", "nowhere", "not host:port"),
                                        ("cdn", "maybe", "true or false"),
                                        ("copy-limit", "some", "copy limit \"some\" is not a size"),
-                                       ("copy-limit", "2G", "copy limit must be 0 to 1 GiB")] {
+                                       ("copy-limit", "2G", "copy limit must be 0 to 1 GiB"),
+                                       ("admin-listen", "here", "admin address \"here\" is not host:port"),
+                                       ("max-connections", "lots", "connection limit \"lots\" is not a whole number"),
+                                       ("max-connections", "0", "connection limit must be 1 to 1000000"),
+                                       ("header-timeout", "0", "header timeout \"0\" is not a number of seconds"),
+                                       ("idle-timeout", "soon", "idle timeout \"soon\" is not a number of seconds"),
+                                       ("set-cookie", "keep", "set-cookie must be bypass or strip"),
+                                       ("metrics-need-token", "true", "metrics that need the token need a purge token")] {
             #expect("\(name) = \(value)", performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", name: value]) },
                     throws: { "\($0)".contains(message) })
         }
@@ -77,6 +85,54 @@ struct ConfigurationTests {
         #expect(try ServerCommand.size("64MiB", "x") == 64 << 20)
         #expect(throws: ServerConfigurationError.self) { try ServerCommand.size("-1", "x") }
         #expect(performing: { try ServerCommand.size("lots", "disk capacity") }, throws: { "\($0)".contains("disk capacity \"lots\" is not a size") })
+    }
+
+    /// The client limits, the admin address and the Set-Cookie policy: their defaults (nginx's
+    /// timeouts and connection count, cookies not stored) and each setting read from the file's words.
+    @Test func clientLimitsHaveNginxDefaultsAndReadTheirSettings() throws {
+        let defaults = try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c"])
+        #expect(defaults.timeouts.header == .seconds(60) && defaults.timeouts.body == .seconds(60))
+        #expect(defaults.timeouts.send == .seconds(60) && defaults.timeouts.idle == .seconds(75))
+        #expect(defaults.maximumConnections == 1024)
+        #expect(defaults.setCookie == .doNotStore)
+        #expect(defaults.adminHost == nil && !defaults.metricsNeedToken)
+        let set = try ServerCommand.configuration(from: [
+            "origin": "http://h", "cache-dir": "/c", "header-timeout": "2.5", "body-timeout": "3", "send-timeout": "4", "idle-timeout": "5",
+            "max-connections": "10", "set-cookie": "strip", "admin-listen": "127.0.0.1:9090", "purge-token": "t", "metrics-need-token": "true",
+        ])
+        #expect(set.timeouts.header == .milliseconds(2500) && set.timeouts.body == .seconds(3))
+        #expect(set.timeouts.send == .seconds(4) && set.timeouts.idle == .seconds(5))
+        #expect(set.maximumConnections == 10)
+        #expect(set.setCookie == .storeWithoutField)
+        #expect(set.adminHost == "127.0.0.1" && set.adminPort == 9090)
+        #expect(set.metricsNeedToken)
+    }
+
+    /// `CDN-Cache-Control` is read as a structured-field Dictionary: a field that does not parse,
+    /// or whose delta-seconds directive has another type, is ignored whole (nil).
+    @Test func cdnCacheControlIsReadAsAStructuredField() {
+        let cases: [([String], String?)] = [
+            (["max-age=3600"], "max-age=3600"),
+            (["foobar, max-age=3600"], "foobar, max-age=3600"),
+            (["max-age=3600", "no-store"], "max-age=3600, no-store"),
+            (["private"], "private"),
+            (["private=\"Set-Cookie\""], "private"),
+            (["max-age=2147483648"], "max-age=2147483648"),
+            (["max-age=10000, &&&&&"], nil),
+            (["max-age=\"10000\""], nil),
+            (["max-age=10.5"], nil),
+            (["max-age=-1"], nil),
+            (["max-age =100"], nil),
+            (["MaX-aGe=3600"], nil),
+            (["max-age=(1 2)"], nil),
+            ([""], nil),
+            ([], nil),
+        ]
+        for (lines, expected) in cases {
+            #expect(Fields.cdnDirectives(lines) == expected, "\(lines)")
+        }
+        let fields: HTTPHeaderFields = ["CDN-Cache-Control": "max-age=\"10\"", "Cache-Control": "no-store"]
+        #expect(Fields.targeted(fields) == fields, "an invalid CDN-Cache-Control leaves Cache-Control in charge")
     }
 
     @Test func aCacheDirectoryThatIsAFileStopsTheStartWithTheStoresError() async throws {

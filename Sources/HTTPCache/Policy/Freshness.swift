@@ -36,20 +36,12 @@ public struct Freshness: Sendable, Hashable {
     /// `current_age`, in seconds.
     public var currentAge: TimeInterval { age.currentAge }
 
-    /// `freshness_lifetime > current_age` (RFC 9111 §4.2), and never when the `Age` field is
-    /// invalid (``ResponseAge/hasInvalidAge``): the age is then unknown.
-    public var isFresh: Bool { !age.hasInvalidAge && lifetime > currentAge }
+    /// `freshness_lifetime > current_age` (RFC 9111 §4.2).
+    public var isFresh: Bool { lifetime > currentAge }
 
-    /// How far past its lifetime the response is, in seconds; 0 while it is fresh. Infinite
-    /// when the `Age` field is invalid, so that no bounded allowance (`max-stale=N`,
-    /// `stale-while-revalidate`, `stale-if-error`) covers it; `max-stale` without a value still does.
-    public var staleness: TimeInterval {
-        age.hasInvalidAge ? .infinity : max(0, currentAge - lifetime)
-    }
+    /// How far past its lifetime the response is, in seconds; 0 while it is fresh.
+    public var staleness: TimeInterval { max(0, currentAge - lifetime) }
 
-    /// How long the response stays fresh, in seconds; negative when it is stale, and minus
-    /// infinity when the `Age` field is invalid.
-    public var remainingLifetime: TimeInterval {
-        age.hasInvalidAge ? -.infinity : lifetime - currentAge
-    }
+    /// How long the response stays fresh, in seconds; negative when it is stale.
+    public var remainingLifetime: TimeInterval { lifetime - currentAge }
 }

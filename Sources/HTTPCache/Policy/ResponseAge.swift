@@ -13,16 +13,16 @@ public import Foundation
 /// ```
 ///
 /// `age_value` is the `Age` field, or 0 when it is absent. `Age` is one non-negative integer
-/// (RFC 9111 §5.1); a field that is anything else (a negative, fractional or non-numeric value,
-/// a list on one line, several field lines even with equal values) says nothing reliable about
-/// the response's age, so it counts as 0 here and sets ``hasInvalidAge``, which makes the
-/// response stale (``Freshness/isFresh``). `date_value` is the `Date` field, or the response
+/// (RFC 9111 §5.1); a field that arrives as a list (on one line or several) counts by its
+/// first member, the others discarded, and a field whose first member is not a delta-seconds
+/// (a negative, fractional or non-numeric value) is ignored, as §5.1 says a cache should: it
+/// counts as 0 and sets ``hasInvalidAge``. `date_value` is the `Date` field, or the response
 /// time when it is absent or invalid. All quantities are in seconds.
 public struct ResponseAge: Sendable, Hashable {
-    /// `age_value`: the `Age` field in seconds, 0 when absent or invalid.
+    /// `age_value`: the `Age` field's first member in seconds, 0 when absent or invalid.
     public var ageValue: TimeInterval
-    /// Whether the response has an `Age` field that is not a single delta-seconds value. Its
-    /// true age is unknown: it may be older than any lifetime, so it is never fresh.
+    /// Whether the response has an `Age` field whose first member is not a delta-seconds
+    /// value: the field was ignored (RFC 9111 §5.1), and ``ageValue`` is 0.
     public var hasInvalidAge: Bool
     /// `date_value`: the `Date` field, or the response time when there is none.
     public var dateValue: Date
@@ -53,13 +53,11 @@ public struct ResponseAge: Sendable, Hashable {
         currentAge = correctedInitialAge + residentTime
     }
 
-    /// The `Age` field in seconds: 0 when there is none, `nil` when it is invalid.
+    /// The `Age` field in seconds: 0 when there is none, `nil` when it is invalid. The field
+    /// lines make one list (RFC 9110 §5.3); its first member counts (RFC 9111 §5.1).
     private static func ageValue(_ headers: HTTPHeaderFields) -> TimeInterval? {
-        let lines = headers.values(for: "Age")
-        guard !lines.isEmpty else { return 0 }
-        // Age is a singleton field: several lines are a list, which §5.1 does not allow (and the
-        // cache cannot tell which one is right), just as a comma-separated list on one line is.
-        guard lines.count == 1, let seconds = _FieldSyntax.deltaSeconds(lines[0]) else { return nil }
-        return TimeInterval(seconds)
+        guard let line = headers.values(for: "Age").first else { return 0 }
+        let first = line.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        return _FieldSyntax.deltaSeconds(first).map(TimeInterval.init)
     }
 }

@@ -26,7 +26,8 @@ extension PolicyEngineTests {
             Case(name: "stale now", headers: ["Cache-Control": "max-age=5"], expected: nil),
             Case(name: "response no-cache", headers: ["Cache-Control": "no-cache, max-age=60"], expected: nil),
             Case(name: "Vary", headers: ["Cache-Control": "max-age=60", "Vary": "Accept-Encoding"], expected: nil),
-            Case(name: "an invalid Age", headers: ["Cache-Control": "max-age=60", "Age": "x"], expected: nil),
+            Case(name: "an invalid Age is ignored", headers: ["Cache-Control": "max-age=60", "Age": "x"], expected: 60),
+            Case(name: "an Age list counts by its first member", headers: ["Cache-Control": "max-age=60", "Age": "15, 50"], expected: 45),
         ]
 
         @Test(arguments: cases)

@@ -1,0 +1,140 @@
+import NIOCore
+
+/// How long a client may hold a connection without progress, nginx's way
+/// (``ServerConfiguration/Timeouts``): a request's head must arrive whole within the header
+/// timeout of its first byte (of the connection's opening, for the first); its body may pause
+/// for at most the body timeout between two reads; an answer the client does not read may
+/// stay unsent (the connection not writable) for at most the send timeout; a kept-alive
+/// connection with nothing under way closes after the idle timeout. While the server itself
+/// is answering (the origin's time, bounded by its own timeouts) no client deadline runs.
+///
+/// It sits first in the pipeline, so it sees every byte that arrives; ``RequestGuard`` (for
+/// requests NIO's parser reads) and ``RawHitResponder`` (for those it answers) say where
+/// requests end, ``ResponseWrites`` and ``RawHitResponder`` where answers end. On the
+/// connection's event loop only.
+final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    /// Where a connection stands, as the deadline reads it.
+    final class Clock {
+        fileprivate enum Reading {
+            /// Nothing of a next request has come since the last ended (the idle timeout).
+            case between(since: NIODeadline)
+            /// A head has begun and not ended (the header timeout from its first byte).
+            case head(since: NIODeadline)
+            /// A head has ended and the body not (the body timeout from the last read).
+            case body(lastRead: NIODeadline)
+        }
+
+        fileprivate var reading = Reading.head(since: .now())
+        /// Requests read to their end, and answers written to their end.
+        fileprivate var requestsRead = 0
+        fileprivate var answersEnded = 0
+        /// When the connection last became unwritable; nil while writable.
+        fileprivate var unwritableSince: NIODeadline?
+
+        /// Bytes came from the client.
+        fileprivate func received(at now: NIODeadline) {
+            switch reading {
+            case .between: reading = .head(since: now)
+            case .head: break
+            case .body: reading = .body(lastRead: now)
+            }
+        }
+
+        /// A request's head was read whole.
+        func headEnded() { reading = .body(lastRead: .now()) }
+
+        /// A request was read to its end.
+        func requestEnded() {
+            requestsRead += 1
+            reading = .between(since: .now())
+        }
+
+        /// An answer's last byte was handed to the channel.
+        func answerEnded() {
+            answersEnded += 1
+            if requestsRead <= answersEnded, case .between = reading { reading = .between(since: .now()) }
+        }
+
+        /// When the connection must close and why; nil while the server is answering and the client reads.
+        fileprivate func deadline(_ timeouts: ServerConfiguration.Timeouts) -> (NIODeadline, String)? {
+            if requestsRead > answersEnded {
+                guard let unwritableSince else { return nil }
+                return (unwritableSince + .init(timeouts.send), "the client did not read its answer")
+            }
+            switch reading {
+            case .between(let since): return (since + .init(timeouts.idle), "idle")
+            case .head(let since): return (since + .init(timeouts.header), "the request's head did not arrive in time")
+            case .body(let lastRead): return (lastRead + .init(timeouts.body), "the request's body paused too long")
+            }
+        }
+    }
+
+    let clock: Clock
+    private let timeouts: ServerConfiguration.Timeouts
+    private var check: Scheduled<Void>?
+    /// Told why a connection was closed.
+    private let onTimeout: (String) -> Void
+
+    init(clock: Clock, timeouts: ServerConfiguration.Timeouts, onTimeout: @escaping (String) -> Void) {
+        self.clock = clock
+        self.timeouts = timeouts
+        self.onTimeout = onTimeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        clock.reading = .head(since: .now())
+        if context.channel.isActive { schedule(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if check == nil { schedule(context) }
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        check?.cancel()
+        check = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        check?.cancel()
+        check = nil
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        clock.received(at: .now())
+        context.fireChannelRead(data)
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        clock.unwritableSince = context.channel.isWritable ? nil : .now()
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// Checks again at the next deadline (or, while the server answers, after the shortest timeout).
+    private func schedule(_ context: ChannelHandlerContext) {
+        let now = NIODeadline.now()
+        let next = clock.deadline(timeouts)?.0 ?? now + .init(timeouts.shortest)
+        check = context.eventLoop.assumeIsolated().scheduleTask(deadline: max(next, now + .milliseconds(10))) { [self] in
+            check = nil
+            guard context.channel.isActive else { return }
+            if let (deadline, reason) = clock.deadline(timeouts), deadline <= .now() {
+                onTimeout(reason)
+                context.close(promise: nil)
+            } else {
+                schedule(context)
+            }
+        }
+    }
+}
+
+extension TimeAmount {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}
