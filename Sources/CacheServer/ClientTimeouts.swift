@@ -62,12 +62,12 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
         fileprivate func deadline(_ timeouts: ServerConfiguration.Timeouts) -> (NIODeadline, String)? {
             if requestsRead > answersEnded {
                 guard let unwritableSince else { return nil }
-                return (unwritableSince + .init(timeouts.send), "the client did not read its answer")
+                return (unwritableSince + TimeAmount(timeouts.send), "the client did not read its answer")
             }
             switch reading {
-            case .between(let since): return (since + .init(timeouts.idle), "idle")
-            case .head(let since): return (since + .init(timeouts.header), "the request's head did not arrive in time")
-            case .body(let lastRead): return (lastRead + .init(timeouts.body), "the request's body paused too long")
+            case .between(let since): return (since + TimeAmount(timeouts.idle), "idle")
+            case .head(let since): return (since + TimeAmount(timeouts.header), "the request's head did not arrive in time")
+            case .body(let lastRead): return (lastRead + TimeAmount(timeouts.body), "the request's body paused too long")
             }
         }
     }
@@ -118,7 +118,7 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
     /// Checks again at the next deadline (or, while the server answers, after the shortest timeout).
     private func schedule(_ context: ChannelHandlerContext) {
         let now = NIODeadline.now()
-        let next = clock.deadline(timeouts)?.0 ?? now + .init(timeouts.shortest)
+        let next = clock.deadline(timeouts)?.0 ?? now + TimeAmount(timeouts.shortest)
         check = context.eventLoop.assumeIsolated().scheduleTask(deadline: max(next, now + .milliseconds(10))) { [self] in
             check = nil
             guard context.channel.isActive else { return }
@@ -129,12 +129,5 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
                 schedule(context)
             }
         }
-    }
-}
-
-extension TimeAmount {
-    init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self = .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 }

@@ -17,6 +17,32 @@ struct JournalReplayTests {
         (Journal.recordOverhead + Journal.putPayloadSize, Journal.recordOverhead)
     }
 
+    /// The sample in Journal.swift's doc comment is the journal of a cache holding "greeting",
+    /// then closed, byte for byte as far as it spells bytes out: each sample line's offset and
+    /// hex bytes (up to the first placeholder such as `<61 payload bytes>`).
+    @Test func theJournalSampleInTheSourceIsTheRealFormat() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+        try cache.store(bytes("hello"), for: "greeting")
+        try cache.close()
+        let journal = try readFile(dir.cache.appendingPathComponent("journal").path)
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Sources/DiskCache/Internal/Journal.swift")
+        let text = try String(contentsOf: source, encoding: .utf8)
+        let sample = text.components(separatedBy: "\n")
+            .drop { !$0.contains("A sample, a cache holding \"greeting\" then closed") }
+            .dropFirst(2)
+            .prefix { $0.hasPrefix("/// 000000") }
+        #expect(sample.count == 3)
+        for line in sample {
+            let words = line.dropFirst(4).split(separator: " ")
+            let offset = try #require(Int(words[0], radix: 16))
+            let spelled = words.dropFirst().prefix { $0.count == 2 && Int($0, radix: 16) != nil }.map { UInt8($0, radix: 16)! }
+            #expect(!spelled.isEmpty)
+            #expect(Array(journal[offset..<min(journal.count, offset + spelled.count)]) == spelled, "\(line)")
+        }
+    }
+
     @Test func journalStartsWithHeaderAndHoldsOneRecordPerWrite() throws {
         let dir = TemporaryDirectory()
         let journal = try makeCache(dir, entries: 3)

@@ -151,7 +151,7 @@ struct VerifyTests {
         let dir = TemporaryDirectory()
         do {
             let cache = try DiskCache(directory: dir.cache, configuration: .testing())
-            for i in 0..<20_000 { try cache.store(Data([UInt8(truncatingIfNeeded: i)]), for: "key \(i)") }
+            for i in 0..<5_000 { try cache.store(Data([UInt8(truncatingIfNeeded: i)]), for: "key \(i)") }
             try cache.close()
         }
         let state = Locked((done: false, inspections: 0))
@@ -168,8 +168,11 @@ struct VerifyTests {
         while state.value.inspections == 0 { usleep(1_000) }
         var failures: [String] = []
         var opens = 0
-        let start = ContinuousClock.now
-        while ContinuousClock.now - start < .seconds(2), opens < 400 {
+        // Counts work, not time (a loaded machine does both slowly): at least 40 opens, and
+        // until 20 inspections have overlapped them; 4,000 opens at most, by which any running
+        // inspector has made 20.
+        let inspectedBefore = state.value.inspections
+        while opens < 40 || state.value.inspections - inspectedBefore < 20, opens < 4_000 {
             var configuration = DiskCache.Configuration.testing()
             configuration.sharing = opens % 2 == 0 ? .shared : .exclusive
             do {
@@ -180,7 +183,7 @@ struct VerifyTests {
             }
             opens += 1
         }
-        let inspected = state.value.inspections
+        let inspected = state.value.inspections - inspectedBefore
         let failed = failures.count
         #expect(failed == 0, "\(failed) of \(opens) opens failed: \(failures.prefix(3))")
         #expect(opens >= 20 && inspected >= 20, "\(opens) opens, \(inspected) inspections")

@@ -37,7 +37,7 @@
 ///
 /// A sample, a cache holding "greeting" then closed:
 /// ```
-/// 00000000  44 43 4a 4f 55 52 4e 4c  01 00 00 00 xx xx xx xx  |DCJOURNL........|
+/// 00000000  44 43 4a 4f 55 52 4e 4c  02 00 00 00 d0 e6 5c a2  |DCJOURNL......\.|
 /// 00000010  3d 00 00 00 01 <61 payload bytes> <8 checksum bytes>
 /// 0000005a  00 00 00 00 05 <8 checksum bytes>
 /// ```
