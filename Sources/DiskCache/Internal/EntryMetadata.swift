@@ -58,8 +58,8 @@ struct EntryMetadata: Equatable, Sendable {
     ///
     /// Writes the bytes `BinaryPropertyList.encodeSplit` writes for the same dictionary (a test
     /// compares them), without building a `Value` tree first: on every store, that tree's
-    /// boxes and the generic walk over it cost as much as the journal append (docs/benchmarks.md,
-    /// "The cheaper put").
+    /// boxes and the generic walk over it cost as much as the journal append ("The cheaper put"
+    /// in docs/benchmarks.md as of 35decb3: `git show 35decb3:docs/benchmarks.md`).
     func encodedParts(inlineBodyCount: Int?) -> (head: [UInt8], tail: [UInt8]) {
         typealias PList = BinaryPropertyList
         var fields: [StaticString] = ["format", "key", "size", "checksum", "created", "accessed"]
