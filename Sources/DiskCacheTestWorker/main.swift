@@ -83,6 +83,23 @@ case "write":
             say("ACK PUT \(key) \(version)")
         }
     }
+case "fill":
+    // Stores COUNT distinct keys of SIZE bytes under PREFIX, flat out, in a shared cache with
+    // the count limit LIMIT and the disk capacity CAPACITY; says DONE when all are stored.
+    let limit = Int(arguments[3]) ?? 100
+    let count = Int(arguments[4]) ?? 1000
+    let prefix = arguments.count > 5 ? arguments[5] : "p"
+    let size = arguments.count > 6 ? Int(arguments[6]) ?? 64 : 64
+    var configuration = DiskCache.Configuration(diskCapacity: arguments.count > 7 ? Int64(arguments[7]) ?? (1 << 30) : 1 << 30,
+                                                durability: .none)
+    configuration.countLimit = limit
+    configuration.minimumFreeSpace = 0
+    configuration.minimumFreeFraction = 0
+    let cache = try DiskCache(directory: directory, configuration: configuration)
+    say("READY")
+    for i in 0..<count { try cache.store(Data(repeating: UInt8(truncatingIfNeeded: i), count: size), for: "\(prefix)-\(i)") }
+    try cache.close()
+    say("DONE")
 case "sweep":
     // Evicts every entry of an existing cache, one by one, until killed or done.
     var configuration = DiskCache.Configuration(durability: .none)

@@ -107,10 +107,22 @@ final class Maintenance: Sendable {
         return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 
-    /// Called after each write: wakes the sweeper when the cache went over a limit, and
-    /// schedules a compaction when the journal has become mostly redundant.
+    /// Called after each write (holding no lock): when the write took the cache over its count
+    /// limit or disk capacity, the writer waits for a sweep to bring it back under (to the low
+    /// watermark), run on the maintenance queue, one at a time; writers over a limit meanwhile
+    /// wait behind it. So whatever the write rate, the cache holds at most its limits plus one
+    /// entry for each write in flight (with the background sweeper off, limits hold at each
+    /// ``DiskCache/sweep()`` only). A write made from the maintenance queue itself (an
+    /// `onEviction` callback's) only asks for a sweep. Also schedules a compaction when the
+    /// journal has become mostly redundant.
     func noteWrite(owner: DiskCache) {
-        if owner.configuration.sweepInterval != nil, owner.isOverLimits { requestSweep(owner: owner) }
+        if owner.configuration.sweepInterval != nil, owner.isOverLimits {
+            if DispatchQueue.getSpecific(key: Self.queueKey) == true {
+                requestSweep(owner: owner)
+            } else {
+                queue.sync { if !isStopping, owner.isOverLimits { owner.runSweep(wait: true) } }
+            }
+        }
         guard owner.needsCompaction, !compactionScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         async(owner: owner) { [self] cache in
             cache.compactJournal()
