@@ -7,13 +7,23 @@
 //
 // which builds them as
 //
-//   swift build --package-path Fuzz -c release --sanitize=fuzzer --sanitize=address \
+//   DISKCACHE_FUZZ=1 swift build --package-path Fuzz -c release --sanitize=fuzzer --sanitize=address \
 //       -Xswiftc -enable-testing -Xswiftc -sanitize=fuzzer
 //
 // `-enable-testing` lets the targets `@testable import` the library, as its unit tests do, so
 // that no decoder has to be made visible to the library's clients for them. The second
 // `-sanitize=fuzzer` reaches the library's modules: SwiftPM's `--sanitize=fuzzer` instruments
 // only this package's own, and libFuzzer would not see the coverage of the code it explores.
+//
+// `request-scan` feeds the same bytes to the server's `RequestScan` and to NIO's request decoder.
+// The server's module, `CacheServer`, is no product of the root package (nothing outside it is
+// meant to link the server's internals), so the root manifest declares a `CacheServer` library
+// only when `DISKCACHE_FUZZ=1` is set, as scripts/fuzz.sh sets it: the least a package outside
+// can reach a target by, and invisible to the packages that depend on the library. The other
+// ways compile the server's sources a second time here (its own dependencies, and the
+// root's internal modules, would all have to be repeated) or make it a product for everyone.
+// The check itself is one file, RequestScanAgreement.swift, that the root's `CacheServerTests`
+// compile too (through a symlink), to run the seed corpus as a unit test.
 import PackageDescription
 
 let package = Package(
@@ -21,6 +31,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "swift-disk-cache", path: ".."),
+        // NIO's request decoder and `EmbeddedChannel`, for `request-scan`.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         .target(name: "FuzzSupport", path: "Sources/FuzzSupport"),
@@ -31,14 +43,19 @@ let package = Package(
         fuzzTarget("FuzzVary", library: "HTTPCache"),
         fuzzTarget("FuzzEntityTag", library: "HTTPCache"),
         fuzzTarget("FuzzAge", library: "HTTPCache"),
+        fuzzTarget("FuzzRequestScan", library: "CacheServer", extra: [
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
     ]
 )
 
 /// An executable whose entry point is `LLVMFuzzerTestOneInput`; libFuzzer provides `main`.
-func fuzzTarget(_ name: String, library: String) -> Target {
+func fuzzTarget(_ name: String, library: String, extra: [Target.Dependency] = []) -> Target {
     .executableTarget(
         name: name,
-        dependencies: ["FuzzSupport", .product(name: library, package: "swift-disk-cache")]
+        dependencies: ["FuzzSupport", .product(name: library, package: "swift-disk-cache")] + extra
     )
 }
 
