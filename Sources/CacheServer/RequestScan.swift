@@ -93,6 +93,8 @@ enum RequestScan: Equatable {
                 answerable = false
             }
         }
+        // A whole head above the limit too: NIO's decoder refuses one whose fields pass its own.
+        guard at <= maximumHead else { return .other }
         let targetBytes = UnsafeRawBufferPointer(rebasing: bytes[targetStart..<targetEnd])
         guard answerable, !targetBytes.starts(with: internalPrefix) else { return .headOnly(length: at, target: nil) }
         return .headOnly(length: at, target: PreparedHits.Target(isHEAD: isHEAD, uri: String(decoding: targetBytes, as: UTF8.self)))

@@ -23,6 +23,15 @@ struct RequestScanCorpusTests {
         #expect(disagreement == nil, "\(seed)")
     }
 
+    /// A whole head whose fields pass NIO's limits (80 KiB by default) in one buffer: NIO's
+    /// decoder refuses it, so the scan must hand it on rather than answer it. Too long for a
+    /// seed (libFuzzer would stretch every input towards it), so it is checked here.
+    @Test func aWholeHeadBeyondNIOsLimitsIsNotClaimed() {
+        let head = "GET /a HTTP/1.1\r\nHost: x\r\nX-Long: " + String(repeating: "a", count: 90 * 1024) + "\r\n\r\nGET /b HTTP/1.1\r\n\r\n"
+        let disagreement = requestScanDisagreement(Array(head.utf8))
+        #expect(disagreement == nil)
+    }
+
     /// So that the check keeps reaching each of its clauses: the seeds have requests the scan
     /// answers itself (several on one connection), bytes it holds for more, and bytes it hands
     /// on to NIO, after a request it answered and at the start.
