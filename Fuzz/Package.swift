@@ -16,14 +16,14 @@
 // only this package's own, and libFuzzer would not see the coverage of the code it explores.
 //
 // `request-scan` feeds the same bytes to the server's `RequestScan` and to NIO's request decoder.
-// The server's module, `CacheServer`, is no product of the root package (nothing outside it is
-// meant to link the server's internals), so the root manifest declares a `CacheServer` library
-// only when `DISKCACHE_FUZZ=1` is set, as scripts/fuzz.sh sets it: the least a package outside
-// can reach a target by, and invisible to the packages that depend on the library. The other
-// ways compile the server's sources a second time here (its own dependencies, and the
-// root's internal modules, would all have to be repeated) or make it a product for everyone.
-// The check itself is one file, RequestScanAgreement.swift, that the root's `CacheServerTests`
-// compile too (through a symlink), to run the seed corpus as a unit test.
+// A package reaches another's modules only through its products, and the server's module,
+// `CacheServer`, is none: the root manifest declares it as a library only when
+// `DISKCACHE_FUZZ=1` is set (scripts/fuzz.sh sets it), so that packages depending on the library
+// never see it; without the variable this package does not resolve. The other ways were worse:
+// the server's sources compiled a second time here (with its dependencies and the root's
+// internal modules it imports), or a `CacheServer` product for everyone. The check itself is one
+// file, Sources/FuzzRequestScan/RequestScanAgreement.swift, which the root's `CacheServerTests`
+// compile too (through a symlink) to run the seed corpus as a unit test.
 import PackageDescription
 
 let package = Package(
