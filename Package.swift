@@ -139,6 +139,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
         .testTarget(
@@ -154,6 +155,14 @@ for target in package.targets where target.type != .system && target.name != "CD
     settings.append(.enableUpcomingFeature("MemberImportVisibility"))
     settings.append(.enableUpcomingFeature("InternalImportsByDefault"))
     target.swiftSettings = settings
+}
+
+// The server's module as a library, only when scripts/fuzz.sh asks for it: the `request-scan`
+// target of the Fuzz package feeds `RequestScan` and NIO's decoder the same bytes, and a package
+// reaches another's modules only through its products. Packages that depend on this one never
+// see it.
+if Context.environment["DISKCACHE_FUZZ"] == "1" {
+    package.products.append(.library(name: "CacheServer", targets: ["CacheServer"]))
 }
 
 // The documentation plugin (`scripts/docs.sh`), only when that script asks for it: packages that

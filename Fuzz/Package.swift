@@ -7,13 +7,23 @@
 //
 // which builds them as
 //
-//   swift build --package-path Fuzz -c release --sanitize=fuzzer --sanitize=address \
+//   DISKCACHE_FUZZ=1 swift build --package-path Fuzz -c release --sanitize=fuzzer --sanitize=address \
 //       -Xswiftc -enable-testing -Xswiftc -sanitize=fuzzer
 //
 // `-enable-testing` lets the targets `@testable import` the library, as its unit tests do, so
 // that no decoder has to be made visible to the library's clients for them. The second
 // `-sanitize=fuzzer` reaches the library's modules: SwiftPM's `--sanitize=fuzzer` instruments
 // only this package's own, and libFuzzer would not see the coverage of the code it explores.
+//
+// `request-scan` feeds the same bytes to the server's `RequestScan` and to NIO's request decoder.
+// A package reaches another's modules only through its products, and the server's module,
+// `CacheServer`, is none: the root manifest declares it as a library only when
+// `DISKCACHE_FUZZ=1` is set (scripts/fuzz.sh sets it), so that packages depending on the library
+// never see it; without the variable this package does not resolve. The other ways were worse:
+// the server's sources compiled a second time here (with its dependencies and the root's
+// internal modules it imports), or a `CacheServer` product for everyone. The check itself is one
+// file, Sources/FuzzRequestScan/RequestScanAgreement.swift, which the root's `CacheServerTests`
+// compile too (through a symlink) to run the seed corpus as a unit test.
 import PackageDescription
 
 let package = Package(
@@ -21,6 +31,8 @@ let package = Package(
     platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "swift-disk-cache", path: ".."),
+        // NIO's request decoder and `EmbeddedChannel`, for `request-scan`.
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         .target(name: "FuzzSupport", path: "Sources/FuzzSupport"),
@@ -31,14 +43,19 @@ let package = Package(
         fuzzTarget("FuzzVary", library: "HTTPCache"),
         fuzzTarget("FuzzEntityTag", library: "HTTPCache"),
         fuzzTarget("FuzzAge", library: "HTTPCache"),
+        fuzzTarget("FuzzRequestScan", library: "CacheServer", extra: [
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+        ]),
     ]
 )
 
 /// An executable whose entry point is `LLVMFuzzerTestOneInput`; libFuzzer provides `main`.
-func fuzzTarget(_ name: String, library: String) -> Target {
+func fuzzTarget(_ name: String, library: String, extra: [Target.Dependency] = []) -> Target {
     .executableTarget(
         name: name,
-        dependencies: ["FuzzSupport", .product(name: library, package: "swift-disk-cache")]
+        dependencies: ["FuzzSupport", .product(name: library, package: "swift-disk-cache")] + extra
     )
 }
 

@@ -22,6 +22,7 @@ targets=(
     "vary FuzzVary"
     "etag FuzzEntityTag"
     "age FuzzAge"
+    "request-scan FuzzRequestScan"
 )
 
 usage() {
@@ -50,6 +51,8 @@ if [ -z "$product" ]; then
 fi
 
 scripts/install-deps.sh
+# The root manifest declares the server's module as a library (for request-scan) only then.
+export DISKCACHE_FUZZ=1
 echo "Building $product (release, fuzzer and address sanitizers)..." >&2
 # -enable-testing: the targets reach the decoders through @testable import. -Xswiftc
 # -sanitize=fuzzer: --sanitize=fuzzer instruments only the Fuzz package's own modules, and

@@ -97,6 +97,8 @@ enum RequestScan: Equatable {
                 answerable = false
             }
         }
+        // A whole head above the limit too: NIO's decoder refuses one whose fields pass its own.
+        guard at <= maximumHead else { return .other }
         let targetBytes = UnsafeRawBufferPointer(rebasing: bytes[targetStart..<targetEnd])
         // Without exactly one Host, or with a fragment, NIO's pipeline refuses it (`RequestGuard`).
         guard answerable, hosts == 1, !targetBytes.contains(UInt8(ascii: "#")), !targetBytes.starts(with: internalPrefix)

@@ -57,6 +57,9 @@ struct AnswersFromBytesTests {
         // A head longer than the limit is handed on, whole or not.
         let long = "GET / HTTP/1.1\r\nX: " + String(repeating: "a", count: RequestScan.maximumHead)
         #expect(Array(long.utf8).withUnsafeBytes { RequestScan.scan($0) } == .other)
+        #expect(Array((long + "\r\n\r\n").utf8).withUnsafeBytes { RequestScan.scan($0) } == .other)
+        let longest = "GET / HTTP/1.1\r\nX: " + String(repeating: "a", count: RequestScan.maximumHead - 23) + "\r\n\r\n"
+        #expect(Array(longest.utf8).withUnsafeBytes { RequestScan.scan($0) } == .headOnly(length: RequestScan.maximumHead, target: target("/")))
     }
 
     /// Every proper prefix of a head is incomplete, so a head that comes in pieces is held until

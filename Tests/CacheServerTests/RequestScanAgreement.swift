@@ -1,0 +1,1 @@
+../../Fuzz/Sources/FuzzRequestScan/RequestScanAgreement.swift
