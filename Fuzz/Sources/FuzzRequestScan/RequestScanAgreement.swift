@@ -94,8 +94,9 @@ func requestScanDisagreement(_ input: [UInt8]) -> String? {
         guard plain == nio else { return "\(at()): the bytes read as \(plain), NIO's decoder read \(nio)" }
         guard head.isKeepAlive else { return "\(at()): NIO's decoder reads a request that closes the connection" }
 
-        // 3. The same decision on whether a prepared answer may answer it.
-        let fullPaths = !head.uri.hasPrefix("/_cache/") && PreparedHits.canAnswer(head.headers)
+        // 3. The same decision on whether a prepared answer may answer it (never one the full
+        //    path refuses: `RequestGuard`).
+        let fullPaths = RequestGuard.refusal(of: head) == nil && !head.uri.hasPrefix("/_cache/") && PreparedHits.canAnswer(head.headers)
             ? PreparedHits.Target(isHEAD: head.method == .HEAD, uri: head.uri) : nil
         guard target == fullPaths else {
             return "\(at()): the scan's target is \(String(describing: target)), the full path's \(String(describing: fullPaths))"
