@@ -58,6 +58,6 @@ public struct ResponseAge: Sendable, Hashable {
     private static func ageValue(_ headers: HTTPHeaderFields) -> TimeInterval? {
         guard let line = headers.values(for: "Age").first else { return 0 }
         let first = line.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
-        return _FieldSyntax.deltaSeconds(first).map(TimeInterval.init)
+        return _FieldSyntax.deltaSeconds(first._trimmingOWS).map(TimeInterval.init)
     }
 }

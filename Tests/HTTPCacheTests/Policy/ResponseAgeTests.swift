@@ -91,7 +91,7 @@ extension PolicyEngineTests {
         /// Lists on one line or several, and the first member's value.
         static let lists: [([String], TimeInterval)] = [
             (["7200,0"], 7200), (["7200, 0"], 7200), (["0,7200"], 0), (["0, 0"], 0), (["7200, 7200"], 7200),
-            (["7200", "0"], 7200), (["0", "7200"], 0), (["0", "0"], 0), (["7200", "7200"], 7200), (["30, abc"], 30),
+            (["7200", "0"], 7200), (["0", "7200"], 0), (["0", "0"], 0), (["7200", "7200"], 7200), (["30, abc"], 30), (["4540\t,x"], 4540), ([" 12 \t, 0"], 12),
         ]
 
         /// A list (on one line or several) counts by its first member; the others are discarded.
