@@ -96,7 +96,8 @@ extension DiskCache {
         let settle = Verifier.Settle(
             isCurrent: { hash, entry in self.isCurrent(hash, entry) },
             isOrphan: { hash, slot, kind, path in
-                self.withStripe(hash) { self.isVouched(hash, slot: slot, kind: kind) == false && self.layout.directory.exists(path) }
+                (try? self.withStripe(hash) { self.isVouched(hash, slot: slot, kind: kind) == false && self.layout.directory.exists(path) })
+                    ?? false
             })
         let findings = Verifier(layout: layout, entries: entries, hasher: configuration.keyHasher, settle: settle).run(progress: progress)
         var report = VerificationReport(entriesChecked: findings.entriesChecked, bytesChecked: findings.bytesChecked,
@@ -122,7 +123,7 @@ extension DiskCache {
         }
         var removedOrphans = 0
         for orphan in findings.orphans {
-            let removed = withStripe(orphan.hash) { () -> Bool in
+            let removed = try withStripe(orphan.hash) { () -> Bool in
                 isVouched(orphan.hash, slot: orphan.slot, kind: orphan.kind) == false && layout.directory.removeEntryFile(orphan.path)
             }
             if removed { removedOrphans += 1 }

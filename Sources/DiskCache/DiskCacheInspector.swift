@@ -436,15 +436,20 @@ public final class DiskCacheInspector: Sendable {
         func holding<T>(stripes: [Int], _ body: () -> T) -> T? {
             let deadline = ContinuousClock.now + Self.patience
             repeat {
-                let answer: T?? = region.withLock(.opening) { () -> T?? in
-                    // A page being written afresh: no instance is open yet, so none writes.
-                    guard region.isValid else { return .some(body()) }
-                    // Nobody holds the presence lock: no instance has the cache open in shared mode.
-                    if case .success = region.lock(.presence, .exclusive, wait: false) {
-                        region.lock(.presence, .unlock)
-                        return .some(body())
+                let answer: T??
+                do {
+                    answer = try region.withLock(.opening) { () -> T?? in
+                        // A page being written afresh: no instance is open yet, so none writes.
+                        guard region.isValid else { return .some(body()) }
+                        // Nobody holds the presence lock: no instance has the cache open in shared mode.
+                        if case .success = region.lock(.presence, .exclusive, wait: false) {
+                            region.lock(.presence, .unlock)
+                            return .some(body())
+                        }
+                        return region.withStripesIfFree(stripes, body).map { .some($0) } ?? .none
                     }
-                    return region.withStripesIfFree(stripes, body).map { .some($0) } ?? .none
+                } catch {
+                    answer = .none  // the opening lock not had in time: try again
                 }
                 if let answer { return answer }
                 usleep(2_000)
