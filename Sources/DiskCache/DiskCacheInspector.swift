@@ -301,6 +301,7 @@ public final class DiskCacheInspector: Sendable {
             })
         var verifier = Verifier(layout: layout, entries: entries, hasher: .xxh3, settle: settle)
         verifier.compactionMayRun = summary.openBy != nil
+        verifier.isOpenShared = summary.openBy == "shared"
         let findings = verifier.run(progress: progress)
         var report = DiskCache.VerificationReport(entriesChecked: findings.entriesChecked, bytesChecked: findings.bytesChecked,
                                                   problems: findings.problems)
@@ -402,6 +403,11 @@ public final class DiskCacheInspector: Sendable {
             case .failure(let error):
                 throw DiskCacheError.io(error, "lock the cache directory", path: layout.lockFile)
             }
+        }
+        // Every instance sharing the cache holds a byte of the directory too, whatever became of `SHARED`.
+        if case .success(let fd) = layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY),
+           withExtendedLifetime(FileDescriptor(fd), { SharedRegion.isHeld(directory: $0.fd) }) {
+            return "shared"
         }
         guard case .success(let fd) = layout.directory.open(layout.root + "/" + SharedRegion.fileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
         else { return nil }  // never shared (or its page is unreadable: no instance could have opened it)

@@ -126,4 +126,46 @@ struct HostileSharedPageTests {
         #expect(other.data(for: "k") == Data("after".utf8))
         try other.close()
     }
+
+    /// An inspector's verify of a cache whose open instances lost their `SHARED` reports it,
+    /// and says the cache is open (the directory's presence byte), though `SHARED` says nothing.
+    @Test func verifyReportsASharedPageRemovedUnderOpenInstances() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+        defer { try? cache.close() }
+        try cache.store(Data("v".utf8), for: "k")
+        let path = dir.cache.appendingPathComponent(SharedRegion.fileName).path
+        #expect(unlink(path) == 0)
+        let inspector = try DiskCacheInspector(directory: dir.cache, whileOpen: true)
+        #expect(inspector.summary.openBy == "shared")
+        let report = inspector.verify()
+        #expect(report.problems.contains { $0.kind == .damagedSharedPage && $0.path == path }, "\(report.problems)")
+        #expect { try cache.store(Data("w".utf8), for: "k") } throws: { ($0 as? DiskCacheError)?.code == .sharedPageReplaced }
+        #expect(cache.data(for: "k") == Data("v".utf8))
+    }
+
+    /// A shared open that finds a directory, link or FIFO at `SHARED` and no instance open moves
+    /// it aside (a link is removed, never its target) and says so in its recovery report.
+    @Test(arguments: ["directory", "symlink", "fifo"])
+    func aSharedOpenAloneMovesAsideWhatIsNotAFileAtShared(_ kind: String) throws {
+        let dir = TemporaryDirectory()
+        try DiskCache(directory: dir.cache, configuration: .testing()).close()
+        let path = dir.cache.appendingPathComponent(SharedRegion.fileName).path
+        let target = dir.url.appendingPathComponent("target").path
+        try Data("left alone".utf8).write(to: URL(fileURLWithPath: target))
+        unlink(path)
+        switch kind {
+        case "directory": #expect(mkdir(path, 0o700) == 0)
+        case "symlink": #expect(symlink(target, path) == 0)
+        default: #expect(mkfifo(path, 0o600) == 0)
+        }
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+        defer { try? cache.close() }
+        #expect(cache.statistics.recovery.sharedPageMovedAside)
+        try cache.store(Data("v".utf8), for: "k")
+        #expect(cache.data(for: "k") == Data("v".utf8))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == Data("left alone".utf8))
+        var info = stat()
+        #expect(lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG)
+    }
 }

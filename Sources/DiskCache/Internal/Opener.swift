@@ -53,7 +53,7 @@ struct Opener {
         // Opens (and closes) happen one at a time: until this one is done, no other starts.
         defer { joined.region.lock(.opening, .unlock) }
         if joined.alone {
-            return try recover(locks: [joined.directory], region: joined.region)
+            return try recover(locks: [joined.directory], region: joined.region, sharedPageMovedAside: joined.movedAside)
         }
         return try join(locks: [joined.directory], region: joined.region)
     }
@@ -97,13 +97,14 @@ struct Opener {
     /// Opening a cache no other instance has open: checks the mark, cleans up after the last
     /// session, replays the journal (cutting a torn tail), and in shared mode writes the shared
     /// page afresh.
-    private func recover(locks: [FileDescriptor], region: SharedRegion?) throws(DiskCacheError) -> Opened {
+    private func recover(locks: [FileDescriptor], region: SharedRegion?, sharedPageMovedAside: Bool = false) throws(DiskCacheError) -> Opened {
         let mark = try checkVersion()
         let version = mark.format
         // Read (and check the version of) the journal before anything in the directory changes,
         // so that a cache of a newer format is left as it was.
         var contents = try readJournal()
         var recovery = DiskCache.Recovery()
+        recovery.sharedPageMovedAside = sharedPageMovedAside
         recovery.temporaryFilesRemoved = try cleanTemporaryFiles()
         if case .success(let names) = layout.directory.listDirectory(layout.root) {
             for (name, _) in names where name.hasPrefix(FormatMarker.temporaryPrefix) {
@@ -376,18 +377,19 @@ struct Opener {
     /// ``DiskCacheError/Code/sharedPageDamaged``. What is not a regular file at `SHARED` (a
     /// directory, link or FIFO) is moved aside once no instance is open.
     static func joinShared(_ layout: Layout, lockTimeout: Duration, logger: Logger) throws(DiskCacheError)
-        -> (directory: FileDescriptor, region: SharedRegion, alone: Bool) {
+        -> (directory: FileDescriptor, region: SharedRegion, alone: Bool, movedAside: Bool) {
         let directory = FileDescriptor(try layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY)
             .get(orThrow: "open the cache directory", path: layout.root))
         try lock(directory.fd, optional: true, shared: true, layout)
         let deadline = ContinuousClock.now + lockTimeout
         var pause: UInt32 = 1_000
+        var movedAside = false
         while true {
-            switch try joinSharedOnce(layout, directory: directory, lockTimeout: lockTimeout, logger: logger) {
+            switch try joinSharedOnce(layout, directory: directory, lockTimeout: lockTimeout, logger: logger, movedAside: &movedAside) {
             case .success(let joined):
                 // Held for as long as `directory` is open: this instance's presence in the cache.
                 _ = SharedRegion.range(directory.fd, start: SharedRegion.directoryPresence, length: 1, .shared, wait: false)
-                return (directory, joined.region, joined.alone)
+                return (directory, joined.region, joined.alone, movedAside)
             case .failure(let error):
                 guard ContinuousClock.now < deadline else { throw error }
                 usleep(pause)
@@ -398,8 +400,8 @@ struct Opener {
 
     /// One try of ``joinShared(_:lockTimeout:logger:)``: a failure is one that waiting for the
     /// open group to close may cure.
-    private static func joinSharedOnce(_ layout: Layout, directory: FileDescriptor, lockTimeout: Duration, logger: Logger)
-        throws(DiskCacheError) -> Result<(region: SharedRegion, alone: Bool), DiskCacheError> {
+    private static func joinSharedOnce(_ layout: Layout, directory: FileDescriptor, lockTimeout: Duration, logger: Logger,
+                                       movedAside: inout Bool) throws(DiskCacheError) -> Result<(region: SharedRegion, alone: Bool), DiskCacheError> {
         let path = layout.root + "/" + SharedRegion.fileName
         let othersOpen = { SharedRegion.isHeld(directory: directory.fd) }
         let replaced = DiskCacheError(code: .sharedPageReplaced,
@@ -408,9 +410,15 @@ struct Opener {
         if case .success(let info) = layout.directory.lstat(path), info.st_mode & S_IFMT != S_IFREG {
             guard !othersOpen() else { return .failure(replaced) }
             try moveAside(path, layout).get(orThrow: "move aside what is in place of the shared page", path: path)
+            movedAside = true
             logger.warning("Moved aside what was in place of the shared page (not a regular file)", metadata: ["path": "\(path)"])
         }
         let fd = try SharedRegion.openFile(layout).get(orThrow: "open the shared page", path: path)
+        // A FIFO or device put there since the look above: moved aside on the next try.
+        guard case .success(let opened) = Syscall.fstat(fd), opened.st_mode & S_IFMT == S_IFREG else {
+            Syscall.close(fd)
+            return .failure(replaced)
+        }
         let timeout = Int64(lockTimeout.components.seconds) * 1_000_000_000 + lockTimeout.components.attoseconds / 1_000_000_000
         if cdiskcache_range_lock_timed(fd, SharedRegion.Lock.opening.rawValue, 1, SharedRegion.Kind.exclusive.rawValue, timeout) != 0 {
             let error = Errno.current
@@ -423,8 +431,7 @@ struct Opener {
             throw DiskCacheError.io(error, "lock the shared page (the filesystem may not support shared caches: open it with sharing: .exclusive)", path: path)
         }
         // The name may have been given to another file between the open and the lock.
-        guard case .success(let named) = layout.directory.lstat(path), case .success(let opened) = Syscall.fstat(fd),
-              named.st_ino == opened.st_ino, named.st_dev == opened.st_dev else {
+        guard case .success(let named) = layout.directory.lstat(path), named.st_ino == opened.st_ino, named.st_dev == opened.st_dev else {
             Syscall.close(fd)
             return .failure(replaced)
         }

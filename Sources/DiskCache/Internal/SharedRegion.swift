@@ -404,6 +404,19 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         cdiskcache_range_test(directory, directoryPresence, 1, Kind.exclusive.rawValue) == 1
     }
 
+    /// Whether `SHARED` in `layout` is a page this library wrote (its magic and version, a page
+    /// long) that an instance holds the presence lock of: the page instances share, read
+    /// without mapping it or taking a lock.
+    static func isShared(_ layout: Layout) -> Bool {
+        guard case .success(let fd) = layout.directory.open(layout.root + "/" + fileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) else { return false }
+        let file = FileDescriptor(fd)
+        guard case .success(let info) = Syscall.fstat(file.fd), Int(info.st_size) >= size else { return false }
+        var header = [UInt8](repeating: 0, count: 16)
+        guard case .success(16) = header.withUnsafeMutableBytes({ Syscall.preadAll(file.fd, $0, at: 0) }) else { return false }
+        let version = header[8..<16].enumerated().reduce(UInt64(0)) { $0 | UInt64($1.element) << (8 * UInt64($1.offset)) }
+        return Array(header[0..<8]) == magic && version == Self.version && isHeld(.presence, fd: file.fd) == true
+    }
+
     /// Whether some instance holds `lock` (shared or exclusively) on the page open at `fd`,
     /// asked without taking it (so without standing in anyone's way, and with a descriptor open
     /// only for reading); nil when the filesystem cannot say.
