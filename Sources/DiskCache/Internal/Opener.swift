@@ -253,6 +253,14 @@ struct Opener {
                                  message: "The directory holds other files (\(sample)\(names.count > 3 ? ", …" : "")) and no VERSION file, so it is not a cache\(hint)",
                                  path: path)
         case .damaged(let what):
+            // Another user's cache in a directory this process may write to: its files (0600)
+            // cannot be read, which says nothing about whether it is a cache.
+            let versionFile = Layout(root: path).versionFile
+            if !Syscall.access(versionFile, R_OK), Errno.current == .permissionDenied {
+                throw DiskCacheError(code: .permissionDenied,
+                                     message: "The cache's VERSION file cannot be read by this process (the cache's files belong to another user?)",
+                                     path: versionFile, errno: Errno.permissionDenied.rawValue)
+            }
             let hint = FormatMarker.isRecognisablyACache(names)
                 ? "; the rest of the directory is a cache's: `diskcache verify --repair` marks it again" : ""
             throw DiskCacheError(code: .notACache,
