@@ -38,8 +38,11 @@ import Darwin
 /// ```
 ///
 /// The first instance to open (the one that finds no other: ``Lock/presence`` taken
-/// exclusively) recovers the cache and writes the page afresh; the others only read and update
-/// it. See docs/on-disk-format.md, "Sharing a cache".
+/// exclusively, and no other holding ``directoryPresence``) recovers the cache and writes the
+/// page afresh; the others only read and update it. Every wait for one of its locks is bounded
+/// by ``lockTimeout``; a page removed, replaced, damaged or cut short under its instances is
+/// noticed by ``checkUsable()`` before a write's locks and never waited on or trusted. See
+/// docs/on-disk-format.md, "Sharing a cache".
 final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is only touched through atomics
     static let fileName = "SHARED"
     static let size = 6 * 4096
