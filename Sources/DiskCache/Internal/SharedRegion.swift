@@ -387,7 +387,11 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     @discardableResult
     private func lockMutex(_ mutex: UnsafeMutableRawPointer, _ what: String) throws(DiskCacheError) -> Bool {
         guard cdiskcache_shared_mutex_is_valid(mutex) != 0 else { throw markBroken(.damaged) }
-        switch cdiskcache_shared_mutex_timedlock(mutex, timeoutNanoseconds) {
+        let result = cdiskcache_shared_mutex_timedlock(mutex, timeoutNanoseconds)
+        // Overwritten while this thread waited (garbage with the owner-died bit reads as a lock
+        // taken from a dead holder): held, but not a lock any other instance honours.
+        if result == 0 || result == 1, !isValid || cdiskcache_shared_mutex_is_valid(mutex) == 0 { throw markBroken(.damaged) }
+        switch result {
         case 0: return false
         case 1: return true
         case ETIMEDOUT: throw timeoutError(what)
