@@ -130,7 +130,9 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
 
     deinit {
         cdiskcache_unguard_shared_mapping(page)
-        munmap(page, Self.size)
+        // A damaged page stays mapped (to private zeros: see `markBroken`) for the life of the
+        // process: a thread's robust-mutex list may still point into it.
+        if broken != .damaged { munmap(page, Self.size) }
         Syscall.close(fd)
         words.deallocate()
     }
@@ -357,6 +359,14 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     var broken: Broken? { Broken(rawValue: cdiskcache_atomic_load(words + 1)) }
 
     private func markBroken(_ broken: Broken) -> DiskCacheError {
+        if broken == .damaged && self.broken != .damaged {
+            // glibc links each robust mutex a thread holds into that thread's list through
+            // pointers stored in the mutex itself, and later locks and unlocks write through
+            // them. A mutex of a damaged page left locked (its unlock is skipped) stays on the
+            // list: from here the range is this process's own zeroed memory, never unmapped, so
+            // those writes land there, not in the file other processes share or in nothing.
+            mmap(page, Self.size, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        }
         cdiskcache_atomic_store(words + 1, broken.rawValue)
         return brokenError(broken)
     }
@@ -401,7 +411,11 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
 
     /// Unlocks a mutex of the mapping, unless what is there is no longer a mutex this library made.
     private func unlockMutex(_ mutex: UnsafeMutableRawPointer) {
-        if cdiskcache_shared_mutex_is_valid(mutex) != 0 { cdiskcache_shared_mutex_unlock(mutex) }
+        guard cdiskcache_shared_mutex_is_valid(mutex) != 0 else {
+            _ = markBroken(.damaged)
+            return
+        }
+        cdiskcache_shared_mutex_unlock(mutex)
     }
 
     /// Whether another open file description holds a lock on the byte ``directoryPresence`` of the
