@@ -417,7 +417,8 @@ struct Opener {
                                       path: path)
         if case .success(let info) = layout.directory.lstat(path), info.st_mode & S_IFMT != S_IFREG {
             guard !othersOpen() else { return .failure(replaced) }
-            try moveAside(path, layout).get(orThrow: "move aside what is in place of the shared page", path: path)
+            // Another opener may be moving it at the same moment: tried again either way.
+            guard case .success = moveAside(path, layout) else { return .failure(replaced) }
             movedAside = true
             logger.warning("Moved aside what was in place of the shared page (not a regular file)", metadata: ["path": "\(path)"])
         }
