@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 // In support.c: whether reads on this thread must not wait for the disk, and the note that one
@@ -23,8 +24,66 @@ void cdiskcache_note_read_would_have_waited(void);
 static _Thread_local sigjmp_buf *bus_jump;
 static struct sigaction previous_bus;
 static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+static void install_bus_handler(void);
+
+// The shared pages guarded against their file being cut short (cdiskcache_guard_shared_mapping):
+// a slot is free while its base is 0; size and fd are written before the base is published.
+#define GUARDED_SLOTS 64
+static struct {
+    _Atomic(uintptr_t) base;
+    size_t size;
+    int fd;
+} guarded[GUARDED_SLOTS];
+// The address of this thread's last fault in a guarded page that growing the file did not cure.
+static _Thread_local uintptr_t last_guarded_fault;
+
+// Makes the guarded mapping holding `address`, if any, readable again; 1 when it did.
+// Only async-signal-safe calls (fstat, ftruncate, mmap).
+static int mend_guarded(uintptr_t address) {
+    for (int i = 0; i < GUARDED_SLOTS; i++) {
+        uintptr_t base = atomic_load(&guarded[i].base);
+        if (base == 0 || address < base || address >= base + guarded[i].size) continue;
+        size_t size = guarded[i].size;
+        struct stat info;
+        if (last_guarded_fault != address && fstat(guarded[i].fd, &info) == 0) {
+            // Grown back (by this thread or another process) unless that already failed here.
+            if (info.st_size >= (off_t)size || ftruncate(guarded[i].fd, (off_t)size) == 0) {
+                last_guarded_fault = address;
+                return 1;
+            }
+        }
+        // The file cannot be grown (or faults even so): zeroed memory of this process's own.
+        last_guarded_fault = 0;
+        mmap((void *)base, size, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return 1;
+    }
+    return 0;
+}
+
+int cdiskcache_guard_shared_mapping(void *base, size_t size, int fd) {
+    pthread_once(&bus_once, install_bus_handler);
+    for (int i = 0; i < GUARDED_SLOTS; i++) {
+        if (atomic_load(&guarded[i].base) != 0) continue;
+        uintptr_t expected = 0;
+        // Claimed with a placeholder that matches no address, then published.
+        if (!atomic_compare_exchange_strong(&guarded[i].base, &expected, UINTPTR_MAX)) continue;
+        guarded[i].size = size;
+        guarded[i].fd = fd;
+        atomic_store(&guarded[i].base, (uintptr_t)base);
+        return 0;
+    }
+    errno = ENOMEM;
+    return -1;
+}
+
+void cdiskcache_unguard_shared_mapping(void *base) {
+    for (int i = 0; i < GUARDED_SLOTS; i++) {
+        if (atomic_load(&guarded[i].base) == (uintptr_t)base) atomic_store(&guarded[i].base, 0);
+    }
+}
 
 static void on_bus(int signal, siginfo_t *info, void *context) {
+    if (info->si_code > 0 && mend_guarded((uintptr_t)info->si_addr)) return;
     sigjmp_buf *jump = bus_jump;
     if (jump && info->si_code > 0) {
         bus_jump = NULL;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <pthread.h>
 #include <sys/uio.h>
+#include <time.h>
 
 static _Thread_local int reads_without_waiting;
 static _Thread_local int read_would_have_waited;
@@ -177,6 +178,34 @@ int cdiskcache_range_lock(int fd, int64_t start, int64_t length, int kind, int w
     }
 }
 
+uint64_t cdiskcache_monotonic_nanoseconds(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+int cdiskcache_range_lock_timed(int fd, int64_t start, int64_t length, int kind, int64_t timeout_ns) {
+    if (cdiskcache_range_lock(fd, start, length, kind, 0) == 0) return 0;
+    if (errno != EAGAIN && errno != ENOLCK) return -1;
+    uint64_t deadline = cdiskcache_monotonic_nanoseconds() + (uint64_t)(timeout_ns > 0 ? timeout_ns : 0);
+    // Polled, not F_OFD_SETLKW: a blocking wait cannot be bounded without a signal. Short
+    // pauses, so that a waiter is not starved by a holder that takes the lock again and again.
+    long pause = 50000;
+    for (;;) {
+        uint64_t now = cdiskcache_monotonic_nanoseconds();
+        if (now >= deadline) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        long left = (long)(deadline - now);
+        struct timespec sleep = { .tv_sec = 0, .tv_nsec = pause < left ? pause : left };
+        nanosleep(&sleep, NULL);
+        if (pause < 2000000) pause *= 2;
+        if (cdiskcache_range_lock(fd, start, length, kind, 0) == 0) return 0;
+        if (errno != EAGAIN && errno != ENOLCK) return -1;
+    }
+}
+
 int cdiskcache_range_test(int fd, int64_t start, int64_t length, int kind) {
     struct flock lock;
     memset(&lock, 0, sizeof lock);
@@ -263,10 +292,59 @@ int cdiskcache_shared_mutex_trylock(void *address) {
 int cdiskcache_shared_mutex_size(void) {
     return (int)sizeof(pthread_mutex_t);
 }
+
+int cdiskcache_shared_mutex_timedlock(void *address, int64_t timeout_ns) {
+    pthread_mutex_t *mutex = (pthread_mutex_t *)address;
+    int result = pthread_mutex_trylock(mutex);
+    if (result != EBUSY) return shared_mutex_taken(mutex, result);
+    struct timespec deadline;
+#if defined(__GLIBC__)
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+#else
+    clock_gettime(CLOCK_REALTIME, &deadline);
+#endif
+    int64_t nanoseconds = (int64_t)deadline.tv_nsec + (timeout_ns > 0 ? timeout_ns : 0);
+    deadline.tv_sec += (time_t)(nanoseconds / 1000000000);
+    deadline.tv_nsec = (long)(nanoseconds % 1000000000);
+#if defined(__GLIBC__)
+    return shared_mutex_taken(mutex, pthread_mutex_clocklock(mutex, CLOCK_MONOTONIC, &deadline));
+#else
+    return shared_mutex_taken(mutex, pthread_mutex_timedlock(mutex, &deadline));
+#endif
+}
+
+#if defined(__GLIBC__)
+// The type word of a mutex cdiskcache_shared_mutex_init makes, read from one made here.
+static int expected_kind;
+static pthread_once_t expected_kind_once = PTHREAD_ONCE_INIT;
+
+static void find_expected_kind(void) {
+    pthread_mutex_t mutex;
+    if (cdiskcache_shared_mutex_init(&mutex) == 0) {
+        expected_kind = mutex.__data.__kind;
+        pthread_mutex_destroy(&mutex);
+    } else {
+        expected_kind = -1;
+    }
+}
+#endif
+
+int cdiskcache_shared_mutex_is_valid(const void *address) {
+#if defined(__GLIBC__)
+    pthread_once(&expected_kind_once, find_expected_kind);
+    int kind = __atomic_load_n(&((const pthread_mutex_t *)address)->__data.__kind, __ATOMIC_RELAXED);
+    return kind == expected_kind && expected_kind != -1;
+#else
+    (void)address;
+    return 1;
+#endif
+}
 #else
 int cdiskcache_shared_mutex_init(void *address) { (void)address; return ENOTSUP; }
 int cdiskcache_shared_mutex_lock(void *address) { (void)address; return ENOTSUP; }
 int cdiskcache_shared_mutex_unlock(void *address) { (void)address; return ENOTSUP; }
 int cdiskcache_shared_mutex_trylock(void *address) { (void)address; return ENOTSUP; }
 int cdiskcache_shared_mutex_size(void) { return 0; }
+int cdiskcache_shared_mutex_timedlock(void *address, int64_t timeout_ns) { (void)address; (void)timeout_ns; return ENOTSUP; }
+int cdiskcache_shared_mutex_is_valid(const void *address) { (void)address; return 1; }
 #endif

@@ -99,6 +99,13 @@ extension DiskCache {
         /// `.shared` by default. Fixed at open.
         public var sharing: Sharing
 
+        /// Shared mode: the longest a call waits for a lock another instance holds (a key's or
+        /// the journal's, or the cache's while another instance opens or closes it) before it
+        /// fails with ``DiskCacheError/Code/lockTimeout`` and changes nothing, as SQLite's busy
+        /// timeout does; and the longest an open waits for the instances of a group whose
+        /// `SHARED` file was removed or damaged to close. 10 seconds by default. Fixed at open.
+        public var lockTimeout: Duration = .seconds(10)
+
         /// See ``Durability``. `.batched` (one group commit a second) by default.
         public var durability: Durability
 

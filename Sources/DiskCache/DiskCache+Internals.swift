@@ -68,9 +68,11 @@ extension DiskCache {
 
     /// Runs `body` holding the stripe of `hash`: its mutex, and in shared mode its byte in
     /// ``SharedRegion`` too, so that no writer of the key in any instance is part way.
-    func withStripe<T, E: Error>(_ hash: KeyHash, _ body: () throws(E) -> T) throws(E) -> T {
+    /// In shared mode it throws what ``SharedRegion/withStripes(from:count:_:)`` throws (a lock
+    /// not had in time, a page that cannot be trusted) without running `body`.
+    func withStripe<T>(_ hash: KeyHash, _ body: () throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
         let index = SharedRegion.stripe(of: hash)  // `stripes` has one lock per stripe of the page
-        return try stripes[index].mutex.withLock { _ throws(E) -> T in
+        return try stripes[index].mutex.withLock { _ throws(DiskCacheError) -> T in
             guard let sharedRegion else { return try body() }
             return try sharedRegion.withStripes(from: index, body)
         }

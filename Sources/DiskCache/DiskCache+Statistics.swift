@@ -46,5 +46,9 @@ extension DiskCache {
         /// checkpoint made them durable, rewritten at open from the journal records that carry
         /// them (see <doc:ChoosingADurabilityMode>).
         public var filesRestoredFromJournal = 0
+        /// Shared mode: what was in place of `SHARED` and was not a regular file (a directory,
+        /// a link, a FIFO) was moved aside at open, no instance having the cache open (a link is
+        /// removed, never its target; anything else goes into `tmp/`, which the open empties).
+        public var sharedPageMovedAside = false
     }
 }

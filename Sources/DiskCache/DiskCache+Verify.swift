@@ -21,6 +21,10 @@ extension DiskCache {
             /// One of the cache's directories (a shard, `tmp/`) is missing.
             case missingDirectory
             case journalTornTail, journalCorruptRegion, journalMissing
+            /// `SHARED` is missing, not the page this library wrote, or not the file the
+            /// instances that have the cache open share (removed or replaced under them): their
+            /// writes fail until they all close; the next open then writes it afresh.
+            case damagedSharedPage
         }
         public var kind: Kind
         /// The file concerned, if one is.
@@ -96,7 +100,8 @@ extension DiskCache {
         let settle = Verifier.Settle(
             isCurrent: { hash, entry in self.isCurrent(hash, entry) },
             isOrphan: { hash, slot, kind, path in
-                self.withStripe(hash) { self.isVouched(hash, slot: slot, kind: kind) == false && self.layout.directory.exists(path) }
+                (try? self.withStripe(hash) { self.isVouched(hash, slot: slot, kind: kind) == false && self.layout.directory.exists(path) })
+                    ?? false
             })
         let findings = Verifier(layout: layout, entries: entries, hasher: configuration.keyHasher, settle: settle).run(progress: progress)
         var report = VerificationReport(entriesChecked: findings.entriesChecked, bytesChecked: findings.bytesChecked,
@@ -122,7 +127,7 @@ extension DiskCache {
         }
         var removedOrphans = 0
         for orphan in findings.orphans {
-            let removed = withStripe(orphan.hash) { () -> Bool in
+            let removed = try withStripe(orphan.hash) { () -> Bool in
                 isVouched(orphan.hash, slot: orphan.slot, kind: orphan.kind) == false && layout.directory.removeEntryFile(orphan.path)
             }
             if removed { removedOrphans += 1 }
@@ -133,6 +138,13 @@ extension DiskCache {
             let result = try withAllStripes { () -> Result<Void, Errno> in restoreDirectory(path) }
             if case .success = result {
                 report.repairs.append("Made \(path) a directory of the cache again (a link there was removed, never its target; anything else was moved into tmp/)")
+            }
+        }
+        if let path = findings.brokenSharedPage, sharedRegion == nil {
+            // Exclusive: no instance shares the cache while this one has it. (A shared open
+            // moved it aside itself, when it found no instance open.)
+            if case .success = Opener.moveAside(path, layout) {
+                report.repairs.append("Moved aside what was in place of \(path), which was not a regular file (a link there was removed, never its target)")
             }
         }
         for path in findings.leftovers {

@@ -144,6 +144,9 @@ public final class DiskCache: Sendable {
             }
             return
         }
+        // A page that cannot be trusted (its group is ending): nothing in it is counted, and the
+        // journal gets no clean-shutdown record, so the next open recovers as after a crash.
+        guard sharedRegion.broken == nil else { return }
         try sharedRegion.withLock(.opening) { () throws(DiskCacheError) in
             // Out before the next open or close begins: an instance opening after this one
             // must find it gone (or find it the last and recover, not join a closed journal).

@@ -12,6 +12,7 @@ public struct DiskCacheError: Error, Sendable, CustomStringConvertible {
         private enum Wrapped: Hashable, Sendable {
             case notFound, notADirectory, permissionDenied, notACache, locked, newerFormat
             case diskFull, ioFailure, closed, invalidArgument, undecodableValue, corruptEntry
+            case lockTimeout, sharedPageReplaced, sharedPageDamaged
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -46,6 +47,20 @@ public struct DiskCacheError: Error, Sendable, CustomStringConvertible {
         /// received. The entry was removed. (Reads that return the whole value report such an
         /// entry as a miss instead.)
         public static let corruptEntry = Code(.corruptEntry)
+
+        /// A lock another instance sharing the cache holds was not had within
+        /// ``DiskCache/Configuration/lockTimeout`` (its holder may be stopped, or hung): nothing
+        /// was done. Try again later.
+        public static let lockTimeout = Code(.lockTimeout)
+        /// The cache's `SHARED` file was removed or replaced (by a file of another inode, a
+        /// directory, a link, a FIFO) while instances had the cache open: the instance that
+        /// reports it writes nothing more, and an open waits (``DiskCache/Configuration/lockTimeout``)
+        /// for the instances that had it to close. Close them; the next open rebuilds the file
+        /// from the journal. See docs/on-disk-format.md, "Sharing a cache".
+        public static let sharedPageReplaced = Code(.sharedPageReplaced)
+        /// The cache's `SHARED` file was overwritten (zeros, garbage) or cut short while
+        /// instances had the cache open; as for ``sharedPageReplaced``, close them and open again.
+        public static let sharedPageDamaged = Code(.sharedPageDamaged)
 
         public var description: String { "\(wrapped)" }
 

@@ -301,6 +301,7 @@ public final class DiskCacheInspector: Sendable {
             })
         var verifier = Verifier(layout: layout, entries: entries, hasher: .xxh3, settle: settle)
         verifier.compactionMayRun = summary.openBy != nil
+        verifier.isOpenShared = summary.openBy == "shared"
         let findings = verifier.run(progress: progress)
         var report = DiskCache.VerificationReport(entriesChecked: findings.entriesChecked, bytesChecked: findings.bytesChecked,
                                                   problems: findings.problems)
@@ -403,6 +404,11 @@ public final class DiskCacheInspector: Sendable {
                 throw DiskCacheError.io(error, "lock the cache directory", path: layout.lockFile)
             }
         }
+        // Every instance sharing the cache holds a byte of the directory too, whatever became of `SHARED`.
+        if case .success(let fd) = layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY),
+           withExtendedLifetime(FileDescriptor(fd), { SharedRegion.isHeld(directory: $0.fd) }) {
+            return "shared"
+        }
         guard case .success(let fd) = layout.directory.open(layout.root + "/" + SharedRegion.fileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
         else { return nil }  // never shared (or its page is unreadable: no instance could have opened it)
         return withExtendedLifetime(FileDescriptor(fd)) { SharedRegion.isHeld(.presence, fd: $0.fd) } == true ? "shared" : nil
@@ -436,15 +442,20 @@ public final class DiskCacheInspector: Sendable {
         func holding<T>(stripes: [Int], _ body: () -> T) -> T? {
             let deadline = ContinuousClock.now + Self.patience
             repeat {
-                let answer: T?? = region.withLock(.opening) { () -> T?? in
-                    // A page being written afresh: no instance is open yet, so none writes.
-                    guard region.isValid else { return .some(body()) }
-                    // Nobody holds the presence lock: no instance has the cache open in shared mode.
-                    if case .success = region.lock(.presence, .exclusive, wait: false) {
-                        region.lock(.presence, .unlock)
-                        return .some(body())
+                let answer: T??
+                do {
+                    answer = try region.withLock(.opening) { () -> T?? in
+                        // A page being written afresh: no instance is open yet, so none writes.
+                        guard region.isValid else { return .some(body()) }
+                        // Nobody holds the presence lock: no instance has the cache open in shared mode.
+                        if case .success = region.lock(.presence, .exclusive, wait: false) {
+                            region.lock(.presence, .unlock)
+                            return .some(body())
+                        }
+                        return region.withStripesIfFree(stripes, body).map { .some($0) } ?? .none
                     }
-                    return region.withStripesIfFree(stripes, body).map { .some($0) } ?? .none
+                } catch {
+                    answer = .none  // the opening lock not had in time: try again
                 }
                 if let answer { return answer }
                 usleep(2_000)

@@ -13,6 +13,13 @@
 //                                                   ns), "GET key version" / "MISS key" for reads, "BAD ..."
 //                                                   for a value that is not one stored for its key, "DONE"
 //   DiskCacheTestWorker open-as-nobody DIR          the same as user nobody (run as root)
+//   DiskCacheTestWorker hostile DIR ID SECONDS MS   stores values under keys of its own on a shared cache
+//                                                   (.immediate, lock timeout MS) for SECONDS, reading back
+//                                                   earlier ones, whatever is done to SHARED meanwhile:
+//                                                   "ACK k" after a store returns, "ERR op code" for a failed
+//                                                   call (closing and opening again when the code says to),
+//                                                   "BAD k" / "LOST k" for a wrong or missing value,
+//                                                   "LONGEST ms" (the longest call) and "DONE"
 //   DiskCacheTestWorker stream DIR                  stores "big" whole, prints "STORED", then appends to a
 //                                                   writer for "big" without committing, printing "APPENDED n"
 //   DiskCacheTestWorker large DIR BYTES             stores and reads a BYTES-long body each streaming way,
@@ -143,6 +150,9 @@ case "stream":
         appended += 1
         say("APPENDED \(appended)")
     }
+case "hostile":
+    hostileWork(directory, id: Int(arguments[3]) ?? 0, seconds: Double(arguments[4]) ?? 2,
+                lockTimeout: .milliseconds(Int(arguments[5]) ?? 2_000))
 case "share":
     try shareWork(directory, id: Int(arguments[3]) ?? 0, seconds: Double(arguments[4]) ?? 5, seed: UInt64(arguments[5]) ?? 1)
 case "large":
@@ -311,5 +321,76 @@ func shareWork(_ directory: URL, id: Int, seconds: Double, seed: UInt64) throws 
         }
     }
     try cache.close()
+    say("DONE")
+}
+
+// MARK: - A hostile directory
+
+/// One of the processes of the tests that remove, replace or damage `SHARED` while the cache is
+/// used (see the usage above). Key number `k` is `id` × 100,000 + n for its n-th store, so that
+/// every acknowledged value is its own and must read back whole from any later instance.
+func hostileWork(_ directory: URL, id: Int, seconds: Double, lockTimeout: Duration) {
+    var configuration = DiskCache.Configuration(durability: .immediate, inlineThreshold: 8 << 10, sweepInterval: nil)
+    configuration.lockTimeout = lockTimeout
+    var longest: Int64 = 0
+    func timed<T>(_ body: () -> T) -> T {
+        let start = monotonicNanoseconds()
+        defer { longest = max(longest, monotonicNanoseconds() - start) }
+        return body()
+    }
+    func open() -> DiskCache? {
+        timed {
+            do {
+                return try DiskCache(directory: directory, configuration: configuration)
+            } catch {
+                say("ERR open \((error as? DiskCacheError)?.code.description ?? "\(error)")")
+                return nil
+            }
+        }
+    }
+    var cache = open()
+    while cache == nil { usleep(10_000); cache = open() }
+    var random = SplitMix(seed: UInt64(id))
+    var acknowledged: [Int] = []
+    var n = 0
+    say("READY")
+    let deadline = monotonicNanoseconds() + Int64(seconds * 1e9)
+    while monotonicNanoseconds() < deadline {
+        guard let current = cache else {
+            usleep(5_000)
+            cache = open()
+            if cache != nil { say("REOPEN") }
+            continue
+        }
+        n += 1
+        let k = id * 100_000 + n
+        let stored: Bool = timed {
+            do {
+                try current.store(payload(k: k, version: 1), for: "key-\(k)")
+                return true
+            } catch {
+                let code = (error as? DiskCacheError)?.code
+                say("ERR put \(code?.description ?? "\(error)")")
+                if code == .sharedPageReplaced || code == .sharedPageDamaged {
+                    try? current.close()
+                    cache = nil
+                }
+                return false
+            }
+        }
+        if stored {
+            say("ACK \(k)")
+            acknowledged.append(k)
+        }
+        guard cache != nil, !acknowledged.isEmpty else { continue }
+        let check = acknowledged[Int(random.next() % UInt64(acknowledged.count))]
+        if let value = current.data(for: "key-\(check)") {
+            if checkPayload(value, k: check) != 1 { say("BAD \(check)") }
+        } else {
+            say("LOST \(check)")
+        }
+    }
+    try? cache?.close()
+    say("LONGEST \(longest / 1_000_000)")
     say("DONE")
 }

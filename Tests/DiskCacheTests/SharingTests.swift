@@ -158,8 +158,8 @@ struct SharingTests {
             // (as an append cut short by the kill would: the shared end not yet advanced), and
             // die holding them. The bytes are more than the records written after them, so
             // some stay past the journal's end to the last check.
-            region.withStripes(from: 7) {
-                region.withLock(.append) {
+            try? region.withStripes(from: 7) { () throws(DiskCacheError) in
+                try region.withLock(.append) { () throws(DiskCacheError) in
                     _ = pwrite(journal, torn.baseAddress, tornCount, off_t(region[.end]))
                     _ = kill(getpid(), SIGKILL)
                 }
@@ -174,7 +174,7 @@ struct SharingTests {
         #expect(journalSize == Int(region[.end]) + tornCount)
         if SharedRegion.usesMutexes {
             var finished = false
-            region.withStripes(from: 7) { region.withLock(.append) { finished = true } }
+            try region.withStripes(from: 7) { () throws(DiskCacheError) in try region.withLock(.append) { finished = true } }
             #expect(finished)
             #expect(region[.holderDied] == 1)
         }

@@ -223,26 +223,32 @@ struct SnapshotTests {
         let verified = LockedResult()
         let path = directory.cache.path
         var result: ToolResult?
-        try cache.withStripe(hash) { () throws in
-            FileManager.default.createFile(atPath: pending, contents: Data("not committed yet".utf8))
-            Thread.detachNewThread { verified.set(Result { try runTool(["verify", path]) }) }
-            // The verify holds the opening lock only while it tries the stripe: look for it.
-            var seen = false
-            let deadline = Date().addingTimeInterval(60)
-            while !seen && Date() < deadline && !verified.isSet {
-                switch SharedRegion.range(shared, start: SharedRegion.Lock.opening.rawValue, length: 1, .exclusive, wait: false) {
-                case .success: SharedRegion.range(shared, start: SharedRegion.Lock.opening.rawValue, length: 1, .unlock, wait: false)
-                case .failure: seen = true
+        var failure: (any Error)?
+        try cache.withStripe(hash) { () throws(DiskCacheError) in
+            do {
+                FileManager.default.createFile(atPath: pending, contents: Data("not committed yet".utf8))
+                Thread.detachNewThread { verified.set(Result { try runTool(["verify", path]) }) }
+                // The verify holds the opening lock only while it tries the stripe: look for it.
+                var seen = false
+                let deadline = Date().addingTimeInterval(60)
+                while !seen && Date() < deadline && !verified.isSet {
+                    switch SharedRegion.range(shared, start: SharedRegion.Lock.opening.rawValue, length: 1, .exclusive, wait: false) {
+                    case .success: SharedRegion.range(shared, start: SharedRegion.Lock.opening.rawValue, length: 1, .unlock, wait: false)
+                    case .failure: seen = true
+                    }
+                    usleep(100)
                 }
-                usleep(100)
-            }
-            #expect(seen && !verified.isSet, "the verify never tried the key's stripe")
-            switch write {
-            case .endsWithoutTheFile: unlink(pending)
-            case .leavesTheFile: break
-            case .outlastsTheVerify: result = try verified.wait(seconds: 60)?.get()
+                #expect(seen && !verified.isSet, "the verify never tried the key's stripe")
+                switch write {
+                case .endsWithoutTheFile: unlink(pending)
+                case .leavesTheFile: break
+                case .outlastsTheVerify: result = try verified.wait(seconds: 60)?.get()
+                }
+            } catch {
+                failure = error
             }
         }
+        if let failure { throw failure }
         result = try result ?? verified.wait(seconds: 60)?.get()
         let output = try #require(result, "the verify did not finish").output
         switch write {

@@ -45,6 +45,32 @@ struct VerifyCommandTests {
         #expect(again.status == 0)
     }
 
+    /// A directory, symbolic link or FIFO put where `SHARED` belongs is a problem `verify`
+    /// reports; `verify --repair`, with no instance open, moves it aside, and the cache is
+    /// opened shared again.
+    @Test(arguments: ["directory", "symlink", "fifo"])
+    func somethingNotAFileAtSharedIsReportedAndRepaired(_ kind: String) throws {
+        let directory = TemporaryDirectory()
+        _ = try SmallCache(at: directory.cache)
+        let shared = directory.cache.appendingPathComponent("SHARED").path
+        unlink(shared)
+        switch kind {
+        case "directory": #expect(mkdir(shared, 0o700) == 0)
+        case "symlink": #expect(symlink("/etc/hostname", shared) == 0)
+        default: #expect(mkfifo(shared, 0o600) == 0)
+        }
+        let result = try runTool(["verify", directory.cache.path])
+        #expect(result.status != 0)
+        #expect(result.lines.contains { $0.hasPrefix("problem: ") && $0.contains("SHARED") }, "\(result.output)")
+        let repair = try runTool(["verify", directory.cache.path, "--repair"])
+        #expect(repair.status == 0, "\(repair.output)\(repair.stderr)")
+        #expect(repair.lines.contains { $0.hasPrefix("repaired: Moved aside what was in place of SHARED") }, "\(repair.output)")
+        var info = stat()
+        #expect(lstat(shared, &info) == 0 && info.st_mode & S_IFMT == S_IFREG)
+        #expect(try runTool(["verify", directory.cache.path]).status == 0)
+        #expect(try runTool(["get", directory.cache.path, "alpha"]).status == 0)
+    }
+
     /// HTTP records no lookup of `HTTPURLCache` reaches (a variant list of the earlier layout,
     /// a response under a key that is not a variant's) are problems; repair removes them and
     /// nothing else.

@@ -132,6 +132,33 @@ int cdiskcache_shared_mutex_unlock(void *address);
 int cdiskcache_shared_mutex_trylock(void *address);
 /// Bytes one mutex takes (at most 64 where they are supported).
 int cdiskcache_shared_mutex_size(void);
+/// `cdiskcache_shared_mutex_lock` waiting at most `timeout_ns` nanoseconds (a `trylock` first,
+/// so the uncontended case reads no clock): 0, 1 as there, ETIMEDOUT when the wait ran out,
+/// or another errno.
+int cdiskcache_shared_mutex_timedlock(void *address, int64_t timeout_ns);
+/// 1 when the memory at `address` still holds a mutex `cdiskcache_shared_mutex_init` made (its
+/// type word is a process-shared robust mutex's: zeros or garbage written over it are not), 0
+/// otherwise. A check of one word (glibc's `__kind`); elsewhere always 1.
+int cdiskcache_shared_mutex_is_valid(const void *address);
+
+/// `cdiskcache_range_lock` with a bounded wait: tries without waiting, then again after
+/// sleeps of growing length (50 us up to 2 ms) until `timeout_ns` nanoseconds have passed,
+/// and then fails with ETIMEDOUT. Returns 0, or -1 with errno set.
+int cdiskcache_range_lock_timed(int fd, int64_t start, int64_t length, int kind, int64_t timeout_ns);
+
+/// Nanoseconds of `CLOCK_MONOTONIC` (read through the vDSO: no system call).
+uint64_t cdiskcache_monotonic_nanoseconds(void);
+
+/// Guards a `MAP_SHARED` mapping of `size` bytes at `base` of the file open at `fd` against the
+/// file being cut short under it: a SIGBUS raised by touching it (a page past the file's new
+/// end) is caught, the file is grown back to `size` (its lost pages read as zeros), or where
+/// that fails the range is replaced by private zeroed memory, and the access goes on. The owner
+/// of the mapping finds zeros where its fields were, which its validation reports. Returns 0,
+/// or -1 with ENOMEM when every one of the 64 slots is taken (the mapping is then unguarded).
+/// Shares the handler of `cdiskcache_hash_mapped`.
+int cdiskcache_guard_shared_mapping(void *base, size_t size, int fd);
+/// Stops guarding the mapping at `base` (before it is unmapped).
+void cdiskcache_unguard_shared_mapping(void *base);
 
 uint64_t cdiskcache_atomic_load(const uint64_t *address);
 void cdiskcache_atomic_store(uint64_t *address, uint64_t value);

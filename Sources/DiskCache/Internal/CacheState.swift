@@ -277,8 +277,11 @@ extension CacheState {
         }
         // Another instance compacted: switch files holding the append lock, so that the old
         // file is known to be complete. (If the switch fails, this instance stays where it
-        // is, marked behind, and tries again on its next call.)
-        region.withLock(.append) { _ = followHoldingAppendLock() }
+        // is, marked behind, and tries again on its next call. A page that cannot be trusted
+        // or a lock not had in time leaves it where it is too: its next write reports why.)
+        do {
+            try region.withLock(.append) { () throws(DiskCacheError) in _ = self.followHoldingAppendLock() }
+        } catch {}
     }
 
     /// ``follow()`` to the journal's true end (its size): nothing is being appended meanwhile.

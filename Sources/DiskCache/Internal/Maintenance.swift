@@ -423,12 +423,13 @@ extension DiskCache {
                 finished = false
                 return false
             }
-            let answered = withStripe(hash) { () -> Bool in
+            let answered = (try? withStripe(hash) { () -> Bool in
                 guard let vouched = isVouched(hash, slot: slot, kind: kind) else { return false }
                 if !vouched, layout.directory.removeEntryFile(path) { removed += 1 }
                 return true
-            }
-            // Behind the journal: the scan stops unfinished, and the next open scans again.
+            }) ?? false
+            // Behind the journal (or the stripe not had): the scan stops unfinished, and the
+            // next open scans again.
             if !answered { finished = false }
             return answered
         }

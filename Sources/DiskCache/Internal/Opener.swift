@@ -49,11 +49,11 @@ struct Opener {
             sharing = .exclusive
         }
         guard sharing == .shared else { return try recover(locks: Self.takeLocks(layout), region: nil) }
-        let joined = try Self.joinShared(layout)
+        let joined = try Self.joinShared(layout, lockTimeout: configuration.lockTimeout, logger: logger)
         // Opens (and closes) happen one at a time: until this one is done, no other starts.
         defer { joined.region.lock(.opening, .unlock) }
         if joined.alone {
-            return try recover(locks: [joined.directory], region: joined.region)
+            return try recover(locks: [joined.directory], region: joined.region, sharedPageMovedAside: joined.movedAside)
         }
         return try join(locks: [joined.directory], region: joined.region)
     }
@@ -97,13 +97,14 @@ struct Opener {
     /// Opening a cache no other instance has open: checks the mark, cleans up after the last
     /// session, replays the journal (cutting a torn tail), and in shared mode writes the shared
     /// page afresh.
-    private func recover(locks: [FileDescriptor], region: SharedRegion?) throws(DiskCacheError) -> Opened {
+    private func recover(locks: [FileDescriptor], region: SharedRegion?, sharedPageMovedAside: Bool = false) throws(DiskCacheError) -> Opened {
         let mark = try checkVersion()
         let version = mark.format
         // Read (and check the version of) the journal before anything in the directory changes,
         // so that a cache of a newer format is left as it was.
         var contents = try readJournal()
         var recovery = DiskCache.Recovery()
+        recovery.sharedPageMovedAside = sharedPageMovedAside
         recovery.temporaryFilesRemoved = try cleanTemporaryFiles()
         if case .success(let names) = layout.directory.listDirectory(layout.root) {
             for (name, _) in names where name.hasPrefix(FormatMarker.temporaryPrefix) {
@@ -252,6 +253,14 @@ struct Opener {
                                  message: "The directory holds other files (\(sample)\(names.count > 3 ? ", …" : "")) and no VERSION file, so it is not a cache\(hint)",
                                  path: path)
         case .damaged(let what):
+            // Another user's cache in a directory this process may write to: its files (0600)
+            // cannot be read, which says nothing about whether it is a cache.
+            let versionFile = Layout(root: path).versionFile
+            if !Syscall.access(versionFile, R_OK), Errno.current == .permissionDenied {
+                throw DiskCacheError(code: .permissionDenied,
+                                     message: "The cache's VERSION file cannot be read by this process (the cache's files belong to another user?)",
+                                     path: versionFile, errno: Errno.permissionDenied.rawValue)
+            }
             let hint = FormatMarker.isRecognisablyACache(names)
                 ? "; the rest of the directory is a cache's: `diskcache verify --repair` marks it again" : ""
             throw DiskCacheError(code: .notACache,
@@ -365,15 +374,75 @@ struct Opener {
     /// or an older version of the library, holds exclusively: then `.locked`), then, in
     /// `SHARED`, the opening lock (waited for) and a test of whether any other instance holds
     /// the presence lock. The caller lets go of the opening lock when it is done.
-    static func joinShared(_ layout: Layout) throws(DiskCacheError) -> (directory: FileDescriptor, region: SharedRegion, alone: Bool) {
+    ///
+    /// An instance alone in `SHARED` is alone in the cache only if no instance holds the
+    /// directory's presence byte (``SharedRegion/directoryPresence``, which no change to
+    /// `SHARED` takes away): when one does, `SHARED` was removed or replaced under an open
+    /// group, and recovering as if alone would start a second group on the same journal. So
+    /// would trusting a page that fails validation. In both cases the open waits, up to
+    /// `lockTimeout`, for the group to close (its instances fail their next write and are to
+    /// be closed), then fails with ``DiskCacheError/Code/sharedPageReplaced`` or
+    /// ``DiskCacheError/Code/sharedPageDamaged``. What is not a regular file at `SHARED` (a
+    /// directory, link or FIFO) is moved aside once no instance is open.
+    static func joinShared(_ layout: Layout, lockTimeout: Duration, logger: Logger) throws(DiskCacheError)
+        -> (directory: FileDescriptor, region: SharedRegion, alone: Bool, movedAside: Bool) {
         let directory = FileDescriptor(try layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY)
             .get(orThrow: "open the cache directory", path: layout.root))
         try lock(directory.fd, optional: true, shared: true, layout)
+        let deadline = ContinuousClock.now + lockTimeout
+        var pause: UInt32 = 1_000
+        var movedAside = false
+        while true {
+            switch try joinSharedOnce(layout, directory: directory, lockTimeout: lockTimeout, logger: logger, movedAside: &movedAside) {
+            case .success(let joined):
+                // Held for as long as `directory` is open: this instance's presence in the cache.
+                _ = SharedRegion.range(directory.fd, start: SharedRegion.directoryPresence, length: 1, .shared, wait: false)
+                return (directory, joined.region, joined.alone, movedAside)
+            case .failure(let error):
+                guard ContinuousClock.now < deadline else { throw error }
+                usleep(pause)
+                pause = min(pause * 2, 50_000)
+            }
+        }
+    }
+
+    /// One try of ``joinShared(_:lockTimeout:logger:)``: a failure is one that waiting for the
+    /// open group to close may cure.
+    private static func joinSharedOnce(_ layout: Layout, directory: FileDescriptor, lockTimeout: Duration, logger: Logger,
+                                       movedAside: inout Bool) throws(DiskCacheError) -> Result<(region: SharedRegion, alone: Bool), DiskCacheError> {
         let path = layout.root + "/" + SharedRegion.fileName
+        let othersOpen = { SharedRegion.isHeld(directory: directory.fd) }
+        let replaced = DiskCacheError(code: .sharedPageReplaced,
+                                      message: "SHARED was removed or replaced while other instances have the cache open, and they did not all close within \(lockTimeout); close them (each fails its next write with sharedPageReplaced) and open again",
+                                      path: path)
+        if case .success(let info) = layout.directory.lstat(path), info.st_mode & S_IFMT != S_IFREG {
+            guard !othersOpen() else { return .failure(replaced) }
+            // Another opener may be moving it at the same moment: tried again either way.
+            guard case .success = moveAside(path, layout) else { return .failure(replaced) }
+            movedAside = true
+            logger.warning("Moved aside what was in place of the shared page (not a regular file)", metadata: ["path": "\(path)"])
+        }
         let fd = try SharedRegion.openFile(layout).get(orThrow: "open the shared page", path: path)
-        if case .failure(let error) = SharedRegion.range(fd, start: SharedRegion.Lock.opening.rawValue, length: 1, .exclusive, wait: true) {
+        // A FIFO or device put there since the look above: moved aside on the next try.
+        guard case .success(let opened) = Syscall.fstat(fd), opened.st_mode & S_IFMT == S_IFREG else {
             Syscall.close(fd)
+            return .failure(replaced)
+        }
+        let timeout = Int64(lockTimeout.components.seconds) * 1_000_000_000 + lockTimeout.components.attoseconds / 1_000_000_000
+        if cdiskcache_range_lock_timed(fd, SharedRegion.Lock.opening.rawValue, 1, SharedRegion.Kind.exclusive.rawValue, timeout) != 0 {
+            let error = Errno.current
+            Syscall.close(fd)
+            if error.rawValue == ETIMEDOUT {
+                throw DiskCacheError(code: .lockTimeout,
+                                     message: "Waited \(lockTimeout) for another instance to finish opening or closing the cache (a stopped or hung process?)",
+                                     path: path, errno: ETIMEDOUT)
+            }
             throw DiskCacheError.io(error, "lock the shared page (the filesystem may not support shared caches: open it with sharing: .exclusive)", path: path)
+        }
+        // The name may have been given to another file between the open and the lock.
+        guard case .success(let named) = layout.directory.lstat(path), named.st_ino == opened.st_ino, named.st_dev == opened.st_dev else {
+            Syscall.close(fd)
+            return .failure(replaced)
         }
         let alone: Bool
         switch SharedRegion.range(fd, start: SharedRegion.Lock.presence.rawValue, length: 1, .exclusive, wait: false) {
@@ -383,8 +452,19 @@ struct Opener {
             Syscall.close(fd)
             throw DiskCacheError.io(error, "lock the shared page", path: path)
         }
+        if alone && othersOpen() {
+            Syscall.close(fd)
+            return .failure(replaced)
+        }
         // From here the region owns `fd`; dropping it lets go of every lock taken on it.
-        let region = try SharedRegion.map(fd: fd, layout: layout, initialise: alone)
+        let region: SharedRegion
+        do {
+            region = try SharedRegion.map(fd: fd, layout: layout, initialise: alone, lockTimeout: lockTimeout)
+        } catch where error.code == .sharedPageDamaged || error.code == .sharedPageReplaced {
+            var error = error
+            error.message += "; waited \(lockTimeout) for the instances that have the cache open to close. Close them (each fails its next write with \(error.code)) and open again"
+            return .failure(error)
+        }
         try region.lock(.presence, .shared).get(orThrow: "lock the shared page", path: path)
         if alone {
             // Names no process: tools that report the owner say the cache is shared.
@@ -393,7 +473,7 @@ struct Opener {
                 Syscall.close(lockFile)
             }
         }
-        return (directory, region, alone)
+        return .success((region, alone))
     }
 
     /// The kind of network filesystem `path` is on, or nil for a local one (`statfs(2)`'s

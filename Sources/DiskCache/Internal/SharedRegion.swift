@@ -38,8 +38,11 @@ import Darwin
 /// ```
 ///
 /// The first instance to open (the one that finds no other: ``Lock/presence`` taken
-/// exclusively) recovers the cache and writes the page afresh; the others only read and update
-/// it. See docs/on-disk-format.md, "Sharing a cache".
+/// exclusively, and no other holding ``directoryPresence``) recovers the cache and writes the
+/// page afresh; the others only read and update it. Every wait for one of its locks is bounded
+/// by ``lockTimeout``; a page removed, replaced, damaged or cut short under its instances is
+/// noticed by ``checkUsable()`` before a write's locks and never waited on or trusted. See
+/// docs/on-disk-format.md, "Sharing a cache".
 final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is only touched through atomics
     static let fileName = "SHARED"
     static let size = 6 * 4096
@@ -65,6 +68,12 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         /// Exclusive around each journal append, and around a compaction's swap of journals.
         case append = 1_048_579
     }
+    /// The byte of the cache directory itself (not of `SHARED`) that every instance open in
+    /// shared mode holds a shared lock on (an open-file-description lock on its descriptor of the
+    /// directory) for as long as it is open. Removing, renaming over or damaging `SHARED`
+    /// cannot take it away: it is how an opener tells "no instance is open" from "`SHARED` was
+    /// replaced under open instances" (see `Opener.joinShared`).
+    static let directoryPresence: Int64 = 0
     /// Key stripe `i` is the byte `stripeBase + i`: a writer holds its key's stripe across
     /// processes as its own threads hold `StripeLock`.
     static let stripeBase: Int64 = 1_048_576 + 4096
@@ -78,16 +87,54 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     let fd: Int32
     let path: String
     private let page: UnsafeMutableRawPointer
+    /// The directory `SHARED` is looked up in by ``checkUsable()``.
+    private let directory: CacheDirectory
+    /// Inode and device of the file mapped, to compare with what the name `SHARED` is now.
+    private let inode: UInt64, device: UInt64
+    /// How long a wait for a lock may last before it fails with ``DiskCacheError/Code/lockTimeout``.
+    let lockTimeout: Duration
+    private let timeoutNanoseconds: Int64
+    /// Words of this instance's own (not the page's), read and written atomically: when `SHARED`
+    /// was last looked up (monotonic nanoseconds), and what ``checkUsable()`` found wrong
+    /// (``Broken``; 0 while nothing is).
+    private let words: UnsafeMutablePointer<UInt64>
 
-    private init(fd: Int32, path: String, page: UnsafeMutableRawPointer) {
+    /// What made the page unusable for this instance; it stays so until the instance closes.
+    enum Broken: UInt64 {
+        /// The name `SHARED` no longer leads to the file mapped (removed, renamed over, a directory, link or FIFO put there).
+        case replaced = 1
+        /// The page no longer holds what this library wrote (zeros, garbage, cut short).
+        case damaged = 2
+    }
+    /// `SHARED` is looked up at most this often (a `fstatat` costs about as much as a percent of a put).
+    static let identityCheckInterval: UInt64 = 1_000_000
+
+    private init(fd: Int32, path: String, page: UnsafeMutableRawPointer, directory: CacheDirectory, identity: stat,
+                 lockTimeout: Duration) {
         self.fd = fd
         self.path = path
         self.page = page
+        self.directory = directory
+        self.inode = UInt64(identity.st_ino)
+        self.device = UInt64(identity.st_dev)
+        self.lockTimeout = lockTimeout
+        let (seconds, attoseconds) = lockTimeout.components
+        self.timeoutNanoseconds = max(0, seconds.multipliedReportingOverflow(by: 1_000_000_000).partialValue + attoseconds / 1_000_000_000)
+        words = UnsafeMutablePointer<UInt64>.allocate(capacity: 2)
+        words.initialize(repeating: 0, count: 2)
+        cdiskcache_atomic_store(words, cdiskcache_monotonic_nanoseconds())
+        // Cut short under this process, the page reads as zeros (which fail validation) instead
+        // of raising SIGBUS.
+        _ = cdiskcache_guard_shared_mapping(page, Self.size, fd)
     }
 
     deinit {
-        munmap(page, Self.size)
+        cdiskcache_unguard_shared_mapping(page)
+        // A damaged page stays mapped (to private zeros: see `markBroken`) for the life of the
+        // process: a thread's robust-mutex list may still point into it.
+        if broken != .damaged { munmap(page, Self.size) }
         Syscall.close(fd)
+        words.deallocate()
     }
 
     /// Opens (creating when missing) `SHARED` in the cache directory. The mapping is made only
@@ -99,8 +146,19 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     /// Maps `fd`, which the region then owns: it is closed with the region, or here when the
     /// mapping fails. With `initialise` (the first instance, alone) the file is sized and every
     /// field and lock written afresh; otherwise it must already be one this library wrote.
-    static func map(fd: Int32, layout: Layout, initialise: Bool) throws(DiskCacheError) -> SharedRegion {
+    static func map(fd: Int32, layout: Layout, initialise: Bool, lockTimeout: Duration = .seconds(10)) throws(DiskCacheError) -> SharedRegion {
         let path = layout.root + "/" + fileName
+        let identity: stat
+        switch Syscall.fstat(fd) {
+        case .success(let info) where info.st_mode & S_IFMT == S_IFREG:
+            identity = info
+        case .success:
+            Syscall.close(fd)
+            throw DiskCacheError(code: .sharedPageReplaced, message: "SHARED is not a regular file", path: path)
+        case .failure(let error):
+            Syscall.close(fd)
+            throw DiskCacheError.io(error, "read the shared page's status", path: path)
+        }
         if initialise {
             // Sized, never cut to zero first: an instance that closed but is still referenced
             // keeps its mapping, and must not find its pages gone (SIGBUS). Every field and lock
@@ -109,22 +167,19 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
                 Syscall.close(fd)
                 throw DiskCacheError.io(error, "size the shared page", path: path)
             }
-        } else {
-            let status = Syscall.fstat(fd)
-            guard case .success(let info) = status, info.st_mode & S_IFMT == S_IFREG, Int(info.st_size) >= size else {
-                Syscall.close(fd)
-                if case .failure(let error) = status { throw DiskCacheError.io(error, "read the shared page's size", path: path) }
-                throw DiskCacheError(code: .ioFailure,
-                                     message: "The shared page is not a page long while other instances have the cache open",
-                                     path: path)
-            }
+        } else if Int(identity.st_size) < size {
+            Syscall.close(fd)
+            throw DiskCacheError(code: .sharedPageDamaged,
+                                 message: "The shared page was cut short while other instances have the cache open",
+                                 path: path)
         }
         guard let page = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), page != MAP_FAILED else {
             let error = Errno.current
             Syscall.close(fd)
             throw DiskCacheError.io(error, "map the shared page", path: path)
         }
-        let region = SharedRegion(fd: fd, path: path, page: page)
+        let region = SharedRegion(fd: fd, path: path, page: page, directory: layout.directory, identity: identity,
+                                  lockTimeout: lockTimeout)
         if initialise {
             // The version last, so that a page left half written reads as not this library's.
             cdiskcache_atomic_store(page.advanced(by: 8).assumingMemoryBound(to: UInt64.self), 0)
@@ -141,11 +196,11 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
             }
             cdiskcache_atomic_store(page.advanced(by: 8).assumingMemoryBound(to: UInt64.self), version)
         } else {
-            let found = Array(UnsafeRawBufferPointer(start: page, count: 8))
-            let version = cdiskcache_atomic_load(page.advanced(by: 8).assumingMemoryBound(to: UInt64.self))
-            guard found == magic, version == Self.version else {
-                throw DiskCacheError(code: .ioFailure,
-                                     message: "The shared page is not one this library wrote (version \(version)) while other instances have the cache open",
+            let locksAreValid = !usesMutexes || ([appendMutexOffset] + (0..<stripeCount).map { stripeMutexBase + 64 * $0 })
+                .allSatisfy { cdiskcache_shared_mutex_is_valid(page.advanced(by: $0)) != 0 }
+            guard region.isValid, locksAreValid else {
+                throw DiskCacheError(code: .sharedPageDamaged,
+                                     message: "The shared page is not one this library wrote while other instances have the cache open",
                                      path: path)
             }
         }
@@ -180,37 +235,49 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     enum Kind: Int32 { case unlock = 0, shared = 1, exclusive = 2 }
 
     /// Takes (or, with `.unlock`, lets go of) one of the lock bytes; `wait: false` fails with
-    /// `.wouldBlock` when another instance holds a conflicting lock.
+    /// `.wouldBlock` when another instance holds a conflicting lock, and a wait fails with
+    /// `.timedOut` after ``lockTimeout``.
     @discardableResult
     func lock(_ lock: Lock, _ kind: Kind, wait: Bool = true) -> Result<Void, Errno> {
-        Self.range(fd, start: lock.rawValue, length: 1, kind, wait: wait)
+        guard wait, kind != .unlock else { return Self.range(fd, start: lock.rawValue, length: 1, kind, wait: false) }
+        return cdiskcache_range_lock_timed(fd, lock.rawValue, 1, kind.rawValue, timeoutNanoseconds) == 0
+            ? .success(()) : .failure(Errno.current)
     }
 
-    /// Runs `body` holding `lock` exclusively (waiting for it).
-    func withLock<T, E: Error>(_ lock: Lock, _ body: () throws(E) -> T) throws(E) -> T {
+    /// Runs `body` holding `lock` exclusively, waiting for it at most ``lockTimeout`` (then
+    /// ``DiskCacheError/Code/lockTimeout``). The append lock is only taken on a page that passes
+    /// ``checkUsable()``; the others (opening a cache, closing it) are byte ranges, which what
+    /// is written in the page cannot affect.
+    func withLock<T>(_ lock: Lock, _ body: () throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
+        if lock == .append { try checkUsable() }
         if lock == .append && Self.usesMutexes {
             let mutex = page.advanced(by: Self.appendMutexOffset)
-            if Self.lockMutex(mutex) { self[.holderDied] = 1 }
-            defer { cdiskcache_shared_mutex_unlock(mutex) }
+            if try lockMutex(mutex, "the append lock") { self[.holderDied] = 1 }
+            defer { unlockMutex(mutex) }
             return try body()
         }
-        Self.waitFor(fd, start: lock.rawValue, length: 1)
+        try waitFor(start: lock.rawValue, length: 1, "the \(lock) lock")
         defer { _ = self.lock(lock, .unlock) }
         return try body()
     }
 
-    /// Holds key stripe `index` (or all `count` of them from it) exclusively while `body` runs.
-    func withStripes<T, E: Error>(from index: Int, count: Int = 1, _ body: () throws(E) -> T) throws(E) -> T {
+    /// Holds key stripe `index` (or all `count` of them from it) exclusively while `body` runs,
+    /// on a page that passes ``checkUsable()``, each waited for at most ``lockTimeout``.
+    func withStripes<T>(from index: Int, count: Int = 1, _ body: () throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
+        try checkUsable()
         if Self.usesMutexes {
-            let stripes = index..<index + count
+            var held = 0
+            defer { for stripe in (index..<index + held).reversed() { unlockMutex(stripeMutex(stripe)) } }
             // A holder that died left its key's files uncommitted: the next writer of the key
             // writes over them, so there is nothing to mend here.
-            for stripe in stripes { Self.lockMutex(stripeMutex(stripe)) }
-            defer { for stripe in stripes.reversed() { cdiskcache_shared_mutex_unlock(stripeMutex(stripe)) } }
+            for stripe in index..<index + count {
+                try lockMutex(stripeMutex(stripe), "a key's lock")
+                held += 1
+            }
             return try body()
         }
         let start = Self.stripeBase + Int64(index)
-        Self.waitFor(fd, start: start, length: Int64(count))
+        try waitFor(start: start, length: Int64(count), "a key's lock")
         defer { _ = Self.range(fd, start: start, length: Int64(count), .unlock, wait: false) }
         return try body()
     }
@@ -222,13 +289,14 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     static func stripe(of hash: KeyHash) -> Int { Int(hash.low % UInt64(stripeCount)) }
 
     /// Runs `body` holding the key stripes `indexes` (ascending, as every taker of several
-    /// takes them), taken without waiting: nil, with none held, when another holds one of them.
+    /// takes them), taken without waiting: nil, with none held, when another holds one of them
+    /// (or a stripe's mutex is not one this library wrote).
     func withStripesIfFree<T>(_ indexes: [Int], _ body: () -> T) -> T? {
         var held: [Int] = []
         defer {
             for stripe in held.reversed() {
                 if Self.usesMutexes {
-                    cdiskcache_shared_mutex_unlock(stripeMutex(stripe))
+                    unlockMutex(stripeMutex(stripe))
                 } else {
                     _ = Self.range(fd, start: Self.stripeBase + Int64(stripe), length: 1, .unlock, wait: false)
                 }
@@ -238,7 +306,8 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
             let taken: Bool
             if Self.usesMutexes {
                 // 1: taken from a holder that died, whose key's files the next writer writes over.
-                let result = cdiskcache_shared_mutex_trylock(stripeMutex(stripe))
+                let mutex = stripeMutex(stripe)
+                let result = cdiskcache_shared_mutex_is_valid(mutex) != 0 ? cdiskcache_shared_mutex_trylock(mutex) : EINVAL
                 taken = result == 0 || result == 1
             } else {
                 taken = (try? Self.range(fd, start: Self.stripeBase + Int64(stripe), length: 1, .exclusive, wait: false).get()) != nil
@@ -250,18 +319,123 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     }
 
     /// Whether the page is (still) one this library wrote: a page being written afresh by a
-    /// first instance is not, until it is done.
+    /// first instance is not, until it is done; nor is one zeroed or overwritten from outside.
     var isValid: Bool {
         Array(UnsafeRawBufferPointer(start: page, count: 8)) == Self.magic
             && cdiskcache_atomic_load(page.advanced(by: 8).assumingMemoryBound(to: UInt64.self)) == Self.version
     }
 
-    /// Locks a mutex of the mapping; true when its last holder died holding it.
+    // MARK: - Trust
+
+    /// Throws unless the page can be trusted with this instance's writes: the name `SHARED`
+    /// must still lead to the file this instance mapped (looked up at most once every
+    /// ``identityCheckInterval``, so a change is noticed by the first write after it but for
+    /// that millisecond), and the page must pass ``isValid``. Once either fails, every later
+    /// call fails the same way (``DiskCacheError/Code/sharedPageReplaced`` or
+    /// ``DiskCacheError/Code/sharedPageDamaged``) until this instance is closed: instances
+    /// opened since cannot coordinate with it (an opener never starts a second group while one
+    /// is open: see `Opener.joinShared`), and once every instance of the group has closed, the
+    /// next open rebuilds `SHARED` from the journal.
+    ///
+    /// Costs two atomic loads, a clock read through the vDSO and a comparison when nothing is
+    /// wrong; a `fstatat(2)` of `SHARED` once a millisecond at most.
+    func checkUsable() throws(DiskCacheError) {
+        if let broken = self.broken { throw brokenError(broken) }
+        guard isValid else { throw markBroken(.damaged) }
+        let now = cdiskcache_monotonic_nanoseconds()
+        guard now &- cdiskcache_atomic_load(words) >= Self.identityCheckInterval else { return }
+        cdiskcache_atomic_store(words, now)
+        switch directory.lstat(path) {
+        case .success(let info) where UInt64(info.st_ino) == inode && UInt64(info.st_dev) == device:
+            return
+        case .success, .failure(.noSuchFileOrDirectory):
+            throw markBroken(.replaced)
+        case .failure:
+            return  // cannot tell (out of memory, say): the next check tries again
+        }
+    }
+
+    /// What ``checkUsable()`` found wrong, if anything.
+    var broken: Broken? { Broken(rawValue: cdiskcache_atomic_load(words + 1)) }
+
+    private func markBroken(_ broken: Broken) -> DiskCacheError {
+        if broken == .damaged && self.broken != .damaged {
+            // glibc links each robust mutex a thread holds into that thread's list through
+            // pointers stored in the mutex itself, and later locks and unlocks write through
+            // them. A mutex of a damaged page left locked (its unlock is skipped) stays on the
+            // list: from here the range is this process's own zeroed memory, never unmapped, so
+            // those writes land there, not in the file other processes share or in nothing.
+            mmap(page, Self.size, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        }
+        cdiskcache_atomic_store(words + 1, broken.rawValue)
+        return brokenError(broken)
+    }
+
+    private func brokenError(_ broken: Broken) -> DiskCacheError {
+        let advice = "nothing was written. Close this instance: once every instance that had the cache open has closed, the next open rebuilds SHARED from the journal (nothing committed is lost)"
+        switch broken {
+        case .replaced:
+            return DiskCacheError(code: .sharedPageReplaced,
+                                  message: "The cache's SHARED file was removed or replaced while this instance had the cache open; \(advice)",
+                                  path: path)
+        case .damaged:
+            return DiskCacheError(code: .sharedPageDamaged,
+                                  message: "The cache's SHARED file was overwritten or cut short while this instance had the cache open; \(advice)",
+                                  path: path)
+        }
+    }
+
+    /// The error for a lock not had within ``lockTimeout``.
+    func timeoutError(_ what: String) -> DiskCacheError {
+        DiskCacheError(code: .lockTimeout,
+                       message: "Waited \(lockTimeout) for \(what), which another instance of the cache holds (a stopped or hung process?); nothing was done. Try again, or end the process that holds it",
+                       path: path, errno: ETIMEDOUT)
+    }
+
+    /// Locks a mutex of the mapping, waiting at most ``lockTimeout``; true when its last holder
+    /// died holding it. A mutex whose words are not one this library made is never waited on.
     @discardableResult
-    private static func lockMutex(_ mutex: UnsafeMutableRawPointer) -> Bool {
-        let result = cdiskcache_shared_mutex_lock(mutex)
-        precondition(result == 0 || result == 1, "A lock on the cache's shared page failed: \(Errno(rawValue: result))")
-        return result == 1
+    private func lockMutex(_ mutex: UnsafeMutableRawPointer, _ what: String) throws(DiskCacheError) -> Bool {
+        guard cdiskcache_shared_mutex_is_valid(mutex) != 0 else { throw markBroken(.damaged) }
+        let result = cdiskcache_shared_mutex_timedlock(mutex, timeoutNanoseconds)
+        // Overwritten while this thread waited (garbage with the owner-died bit reads as a lock
+        // taken from a dead holder): held, but not a lock any other instance honours.
+        if result == 0 || result == 1, !isValid || cdiskcache_shared_mutex_is_valid(mutex) == 0 { throw markBroken(.damaged) }
+        switch result {
+        case 0: return false
+        case 1: return true
+        case ETIMEDOUT: throw timeoutError(what)
+        default: throw markBroken(.damaged)  // EINVAL, ENOTRECOVERABLE, EDEADLK: not the mutex it was
+        }
+    }
+
+    /// Unlocks a mutex of the mapping, unless what is there is no longer a mutex this library made.
+    private func unlockMutex(_ mutex: UnsafeMutableRawPointer) {
+        guard cdiskcache_shared_mutex_is_valid(mutex) != 0 else {
+            _ = markBroken(.damaged)
+            return
+        }
+        cdiskcache_shared_mutex_unlock(mutex)
+    }
+
+    /// Whether another open file description holds a lock on the byte ``directoryPresence`` of the
+    /// cache directory open at `directory`: whether an instance has the cache open in shared
+    /// mode, whatever became of `SHARED`. False when the filesystem cannot say.
+    static func isHeld(directory: Int32) -> Bool {
+        cdiskcache_range_test(directory, directoryPresence, 1, Kind.exclusive.rawValue) == 1
+    }
+
+    /// Whether `SHARED` in `layout` is a page this library wrote (its magic and version, a page
+    /// long) that an instance holds the presence lock of: the page instances share, read
+    /// without mapping it or taking a lock.
+    static func isShared(_ layout: Layout) -> Bool {
+        guard case .success(let fd) = layout.directory.open(layout.root + "/" + fileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) else { return false }
+        let file = FileDescriptor(fd)
+        guard case .success(let info) = Syscall.fstat(file.fd), Int(info.st_size) >= size else { return false }
+        var header = [UInt8](repeating: 0, count: 16)
+        guard case .success(16) = header.withUnsafeMutableBytes({ Syscall.preadAll(file.fd, $0, at: 0) }) else { return false }
+        let version = header[8..<16].enumerated().reduce(UInt64(0)) { $0 | UInt64($1.element) << (8 * UInt64($1.offset)) }
+        return Array(header[0..<8]) == magic && version == Self.version && isHeld(.presence, fd: file.fd) == true
     }
 
     /// Whether some instance holds `lock` (shared or exclusively) on the page open at `fd`,
@@ -279,14 +453,13 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         cdiskcache_range_lock(fd, start, length, kind.rawValue, wait ? 1 : 0) == 0 ? .success(()) : .failure(Errno.current)
     }
 
-    /// Waits for an exclusive lock. A lock this file accepted once cannot fail later but for a
-    /// lack of kernel memory (ENOLCK): then it is retried, since going on without it would give
-    /// up the guarantee it stands for.
-    private static func waitFor(_ fd: Int32, start: Int64, length: Int64) {
-        while case .failure(let error) = range(fd, start: start, length: length, .exclusive, wait: true) {
-            precondition(error.rawValue == ENOLCK || error.rawValue == EDEADLK,
-                         "A lock on the cache's shared page failed: \(error)")
-            usleep(1000)
-        }
+    /// Waits for an exclusive lock on a byte range, at most ``lockTimeout`` (polling: see
+    /// `cdiskcache_range_lock_timed`). A lack of kernel memory (ENOLCK) is waited out too,
+    /// since going on without the lock would give up the guarantee it stands for.
+    private func waitFor(start: Int64, length: Int64, _ what: String) throws(DiskCacheError) {
+        guard cdiskcache_range_lock_timed(fd, start, length, Kind.exclusive.rawValue, timeoutNanoseconds) != 0 else { return }
+        let error = Errno.current
+        if error.rawValue == ETIMEDOUT { throw timeoutError(what) }
+        throw DiskCacheError.io(error, "lock the shared page", path: path)
     }
 }

@@ -17,6 +17,8 @@ struct Verifier {
     /// A `journal.tmp` may be a compaction running in another process (an open cache read
     /// without its locks): then it is no finding.
     var compactionMayRun = false
+    /// Instances have the cache open in shared mode: `SHARED` must be the page they share.
+    var isOpenShared = false
 
     /// What a finding about a cache that changes meanwhile is checked against at the end,
     /// once every entry and file was looked at.
@@ -50,6 +52,8 @@ struct Verifier {
         var permissions: [(path: String, expected: mode_t)] = []
         /// The cache's own directories (shards, `tmp/`) that are missing or not real directories.
         var brokenDirectories: [String] = []
+        /// `SHARED`, when something that is not a regular file is there.
+        var brokenSharedPage: String?
         /// A `journal.tmp` no compaction is writing.
         var leftovers: [String] = []
         var entriesChecked = 0
@@ -119,10 +123,32 @@ struct Verifier {
             findings.problems.append(problem)
             findings.brokenDirectories.append(path)
         }
+        checkSharedPage(findings: &findings)
         if !compactionMayRun && directory.exists(layout.journalTemp) {
             findings.problems.append(DiskCache.Problem(kind: .temporaryFile, path: layout.journalTemp, key: nil,
                                                        detail: "left by an interrupted compaction (it blocks the next one)"))
             findings.leftovers.append(layout.journalTemp)
+        }
+    }
+
+    /// `SHARED` must be a regular file (or absent: a cache never shared has none), and while
+    /// instances share the cache, the page they share (see ``SharedRegion/isShared(_:)``).
+    private func checkSharedPage(findings: inout Findings) {
+        let path = layout.root + "/" + SharedRegion.fileName
+        switch layout.directory.lstat(path) {
+        case .success(let info) where info.st_mode & S_IFMT == S_IFREG:
+            guard isOpenShared, !SharedRegion.isShared(layout) else { return }
+            findings.problems.append(DiskCache.Problem(kind: .damagedSharedPage, path: path, key: nil,
+                                                       detail: "not the page the instances that have the cache open share (overwritten, cut short, or replaced under them): their writes fail until they all close, and the next open writes it afresh"))
+        case .success(let info):
+            let what = info.st_mode & S_IFMT == S_IFLNK ? "a symbolic link" : info.st_mode & S_IFMT == S_IFDIR ? "a directory" : "a special file"
+            findings.problems.append(DiskCache.Problem(kind: info.st_mode & S_IFMT == S_IFLNK ? .symbolicLink : .wrongFileType, path: path, key: nil,
+                                                       detail: "\(what) where the shared page belongs (never followed: no shared open succeeds until it is moved aside, which the next shared open with no instance open, or a repair, does)"))
+            findings.brokenSharedPage = path
+        case .failure:
+            guard isOpenShared else { return }
+            findings.problems.append(DiskCache.Problem(kind: .damagedSharedPage, path: path, key: nil,
+                                                       detail: "missing while instances have the cache open: their writes fail until they all close, and the next open writes it afresh"))
         }
     }
 

@@ -122,6 +122,9 @@ struct Verify: ParsableCommand {
         if recovery.filesRestoredFromJournal > 0 {
             repairs.insert("Rewrote \(Self.count(recovery.filesRestoredFromJournal, "entry file", "entry files")) an unclean shutdown had lost from the journal records that carry them (when the cache was opened)", at: 0)
         }
+        if recovery.sharedPageMovedAside {
+            repairs.insert("Moved aside what was in place of SHARED, which was not a regular file, and wrote the shared page afresh (when the cache was opened)", at: 0)
+        }
         if recovery.rebuiltByScan {
             repairs.insert("Rebuilt the journal by scanning the entry files (\(recovery.entriesRecoveredByScan) entries)", at: 0)
         }
