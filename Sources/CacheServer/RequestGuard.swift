@@ -41,7 +41,8 @@ final class RequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         if !codings.isEmpty, codings.count != 1 || codings[0].lowercased() != "chunked" {
             return (.notImplemented, "Only the chunked transfer coding is accepted")
         }
-        let hosts = head.headers[canonicalForm: "Host"].count
+        // Field lines, not list members: a comma inside one Host value is not a second Host.
+        let hosts = head.headers["Host"].count
         if hosts > 1 || (hosts == 0 && head.version != .http1_0 && head.version != .http0_9) {
             return (.badRequest, "An HTTP/1.1 request needs exactly one Host field")
         }
