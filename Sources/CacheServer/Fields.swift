@@ -90,7 +90,7 @@ enum Fields {
         var directives: [String] = []
         for (name, member) in dictionary {
             guard case .item(let item) = member else { return nil }
-            switch (name, item.bareItem) {
+            switch (name, item.rfc9651BareItem) {
             case ("max-age", .integer(let seconds)), ("s-maxage", .integer(let seconds)),
                  ("stale-while-revalidate", .integer(let seconds)), ("stale-if-error", .integer(let seconds)):
                 guard seconds >= 0 else { return nil }

@@ -61,9 +61,10 @@ extension DiskCache {
     public struct Configuration: Sendable {
         /// The most the cache may occupy on disk, in bytes, counting bodies, metadata files
         /// and the journal at the filesystem's block granularity. 512 MiB by default.
-        /// Enforced by the sweeper, which a store that passes it wakes at once; between the
-        /// store and the end of that sweep the cache may be over by what was written meanwhile.
-        /// Change it while open with ``DiskCache/diskCapacity``.
+        /// Enforced by the sweeper: a store that passes it waits for a sweep that brings the
+        /// cache back under (to `lowWatermark`), so the cache is never over by more than one
+        /// entry for each store in flight (with `sweepInterval` nil, only at
+        /// ``DiskCache/sweep()-2dxyb``). Change it while open with ``DiskCache/diskCapacity``.
         public var diskCapacity: Int64
 
         /// The most entries the cache may hold; nil (the default) for no limit. Enforced like
