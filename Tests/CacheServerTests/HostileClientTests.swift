@@ -12,7 +12,7 @@ import Testing
 struct HostileClientTests {
     /// Writes `request` on a connection of its own and reads until the server closes it (or
     /// `within` passes: then the bytes so far, and `closed` false).
-    static func untilClose(_ port: Int, _ request: String, within limit: Duration = .seconds(20)) async throws -> (text: String, closed: Bool) {
+    static func untilClose(_ port: Int, _ request: String, within limit: Duration = .seconds(120)) async throws -> (text: String, closed: Bool) {
         let socket = try await rawConnection(to: port)
         let watchdog = closing(socket, after: limit)
         var received = Data()
@@ -42,7 +42,7 @@ struct HostileClientTests {
         let fixture = try await ServerFixture { $0.origin = .init(host: "127.0.0.1", port: origin.port) }
         let body = "GET /evil HTTP/1.1\r\nX: 1"
         let socket = try await rawConnection(to: fixture.server.port)
-        let watchdog = closing(socket, after: .seconds(30))
+        let watchdog = closing(socket, after: .seconds(120))
         var answers: [ResponseReader.Answer] = []
         try await socket.executeThenClose { inbound, outbound in
             var reader = ResponseReader(inbound.makeAsyncIterator())
@@ -239,7 +239,7 @@ struct ClientLimitsTests {
     func anIdleConnectionOrAStalledBodyIsClosed(_ request: String) async throws {
         let fixture = try await ServerFixture(configure: Self.shortTimeouts)
         fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")], body: "a") }
-        let (_, closed) = try await HostileClientTests.untilClose(fixture.server.port, request, within: .seconds(30))
+        let (_, closed) = try await HostileClientTests.untilClose(fixture.server.port, request, within: .seconds(120))
         #expect(closed)
         #expect(fixture.server.statistics.connectionsTimedOut >= 1)
         try await fixture.finish()

@@ -9,7 +9,7 @@ final class PlainSocket: Sendable {  // one descriptor, used by one thread at a 
     let descriptor: Int32
 
     /// Connects to 127.0.0.1:`port`; reads wait at most `timeout` seconds.
-    init(port: Int, timeout: Int = 20) throws {
+    init(port: Int, timeout: Int = 120) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
         var wait = timeval(tv_sec: timeout, tv_usec: 0)
