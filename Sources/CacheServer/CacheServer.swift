@@ -204,9 +204,15 @@ public final class CacheServer: Service, Sendable {
         }
         await handler.waitForRefreshes()
         handler.origin.pool.closeAll()
-        try cache.closeStore()
+        do {
+            try cache.closeStore()
+            logger.notice("Stopped; the store is closed")
+        } catch {
+            // The directory or its SHARED file removed under the server, say: nothing more can
+            // be written, and the next start recovers the store as after a crash.
+            logger.error("Stopped; the store could not be closed cleanly: \(error)")
+        }
         try await ownGroup?.shutdownGracefully()
-        logger.notice("Stopped; the store is closed")
     }
 
     /// Stops accepting connections and closes idle ones; a request in progress finishes (its
