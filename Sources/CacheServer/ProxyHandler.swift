@@ -642,7 +642,7 @@ final class ProxyHandler: Sendable {
                     return FetchResult(outcome: outcome)
                 }
                 let storable = key != nil && exchange.head.method == .GET && code != 304 && code != 206
-                    && isStorable(exchange.cacheRequest, status: code, headers: responseHead.headers)
+                    && isStorable(exchange.cacheRequest, status: code, fields: fields, sent: responseHead.headers)
                 let stored = storable ? StoredResponse(request: exchange.cacheRequest, status: code, headers: fields,
                                                        requestTime: requestTime, responseTime: responseTime) : nil
                 started.withLock { $0 = true }
@@ -665,7 +665,7 @@ final class ProxyHandler: Sendable {
 
     /// A response's end-to-end fields as this cache decides by them and stores them
     /// (``Fields/targeted(_:)`` on a CDN), without `Set-Cookie`: a stored cookie would reach
-    /// every client after (see ``isStorable(_:status:headers:)``; a 304's cookies are not
+    /// every client after (see ``isStorable(_:status:fields:sent:)``; a 304's cookies are not
     /// merged into the stored response either).
     private func policyFields(_ headers: HTTPHeaders) -> HTTPHeaderFields {
         var fields = Fields.fields(Fields.endToEnd(headers))
@@ -673,11 +673,12 @@ final class ProxyHandler: Sendable {
         return configuration.isCDN ? Fields.targeted(fields) : fields
     }
 
-    /// Whether a response of `status` with `headers` (as the origin sent them) may be stored for
-    /// `request`: RFC 9111's rules, and the node's ``ServerConfiguration/setCookie`` policy.
-    private func isStorable(_ request: CacheRequest, status: Int, headers: HTTPHeaders) -> Bool {
-        if configuration.setCookie == .doNotStore, headers.contains(name: "Set-Cookie") { return false }
-        return engine.storability(ofStatus: status, headers: policyFields(headers), for: request).isStorable
+    /// Whether a response of `status` may be stored for `request`: RFC 9111's rules over its
+    /// ``policyFields(_:)`` `fields`, and the node's ``ServerConfiguration/setCookie`` policy
+    /// over the fields as the origin `sent` them.
+    private func isStorable(_ request: CacheRequest, status: Int, fields: HTTPHeaderFields, sent: HTTPHeaders) -> Bool {
+        if configuration.setCookie == .doNotStore, sent.contains(name: "Set-Cookie") { return false }
+        return engine.storability(ofStatus: status, headers: fields, for: request).isStorable
     }
 
     /// The head sent to the origin for `exchange`, with `headers`. A GET or HEAD goes without a
@@ -817,7 +818,7 @@ final class ProxyHandler: Sendable {
                     }
                     return
                 }
-                guard isStorable(get.cacheRequest, status: code, headers: responseHead.headers),
+                guard isStorable(get.cacheRequest, status: code, fields: fields, sent: responseHead.headers),
                       let directory = cache.temporaryDirectory else {
                     while try await body.next() != nil {}
                     return

@@ -40,7 +40,7 @@ final class Maintenance: Sendable {
     }
 
     private static func nanoseconds(_ duration: Duration) -> Int {
-        max(1_000_000, Int(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000))
+        max(1_000_000, Int(duration.nanoseconds))
     }
 
     private static func timer(on queue: DispatchQueue, every duration: Duration, _ handler: @escaping @Sendable () -> Void) -> TimerBox {
@@ -95,7 +95,7 @@ final class Maintenance: Sendable {
         guard let interval else { return false }
         let now = Self.nanosecondsNow()
         let last = lastSweepCheck.load(ordering: .relaxed)
-        let step = interval.components.seconds * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000
+        let step = interval.nanoseconds
         guard now - last >= step else { return false }
         lastSweepCheck.store(now, ordering: .relaxed)
         return true

@@ -428,7 +428,7 @@ struct Opener {
             Syscall.close(fd)
             return .failure(replaced)
         }
-        let timeout = Int64(lockTimeout.components.seconds) * 1_000_000_000 + lockTimeout.components.attoseconds / 1_000_000_000
+        let timeout = lockTimeout.nanoseconds
         if cdiskcache_range_lock_timed(fd, SharedRegion.Lock.opening.rawValue, 1, SharedRegion.Kind.exclusive.rawValue, timeout) != 0 {
             let error = Errno.current
             Syscall.close(fd)

@@ -118,8 +118,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         self.inode = UInt64(identity.st_ino)
         self.device = UInt64(identity.st_dev)
         self.lockTimeout = lockTimeout
-        let (seconds, attoseconds) = lockTimeout.components
-        self.timeoutNanoseconds = max(0, seconds.multipliedReportingOverflow(by: 1_000_000_000).partialValue + attoseconds / 1_000_000_000)
+        self.timeoutNanoseconds = max(0, lockTimeout.nanoseconds)
         words = UnsafeMutablePointer<UInt64>.allocate(capacity: 2)
         words.initialize(repeating: 0, count: 2)
         cdiskcache_atomic_store(words, cdiskcache_monotonic_nanoseconds())
