@@ -8,12 +8,18 @@ import Glibc
 final class PlainSocket: Sendable {  // one descriptor, used by one thread at a time
     let descriptor: Int32
 
-    /// Connects to 127.0.0.1:`port`; reads wait at most `timeout` seconds.
-    init(port: Int, timeout: Int = 120) throws {
+    /// Connects to 127.0.0.1:`port`; reads wait at most `timeout` seconds. `kernelBuffers`, when
+    /// given, caps the kernel's send and receive buffers of this end (in bytes, before the
+    /// kernel doubles them), so that a peer that is never read from fills them soon.
+    init(port: Int, timeout: Int = 120, kernelBuffers: Int32? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
         var wait = timeval(tv_sec: timeout, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        if var size = kernelBuffers {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            setsockopt(descriptor, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -41,6 +47,15 @@ final class PlainSocket: Sendable {  // one descriptor, used by one thread at a 
             offset += written
         }
         return true
+    }
+
+    /// Writes what the kernel takes at once of `bytes` from `offset`, without waiting: the
+    /// count written, 0 when it would block or the connection failed.
+    func sendSome(_ bytes: [UInt8], from offset: Int) -> Int {
+        let written = bytes[offset...].withUnsafeBytes {
+            Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+        }
+        return max(written, 0)
     }
 
     /// One whole answer (head, then `Content-Length` bytes) as text; nil when the connection
