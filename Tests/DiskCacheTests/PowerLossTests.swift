@@ -49,20 +49,22 @@ struct PowerLossTests {
 
     /// The cache directory and its missing parents are made by the library (base/a/b/cache,
     /// where only base exists).
-    @Test(arguments: PowerLossScenario.Mode.allCases)
-    func randomSequencesInADirectoryTheLibraryCreates(mode: PowerLossScenario.Mode) throws {
+    @Test(arguments: PowerLossScenario.Mode.allCases, PowerLossScenario.Sharing.allCases)
+    func randomSequencesInADirectoryTheLibraryCreates(mode: PowerLossScenario.Mode, sharing: PowerLossScenario.Sharing) throws {
         for seed in Self.seeds {
-            let scenario = PowerLossScenario(mode: mode, seed: seed, cachePath: "a/b/cache", cacheDirectoryExists: false)
+            let scenario = PowerLossScenario(mode: mode, sharing: sharing, seed: seed, cachePath: "a/b/cache",
+                                             cacheDirectoryExists: false)
             try scenario.runAndCheck()
         }
     }
 
     /// The cache directory exists (and is durable) before the cache first opens it; the
     /// operations differ from those of the test above for the same seed.
-    @Test(arguments: PowerLossScenario.Mode.allCases)
-    func randomSequencesInAnExistingDirectory(mode: PowerLossScenario.Mode) throws {
+    @Test(arguments: PowerLossScenario.Mode.allCases, PowerLossScenario.Sharing.allCases)
+    func randomSequencesInAnExistingDirectory(mode: PowerLossScenario.Mode, sharing: PowerLossScenario.Sharing) throws {
         for seed in Self.seeds {
-            let scenario = PowerLossScenario(mode: mode, seed: seed, cachePath: "cache", cacheDirectoryExists: true)
+            let scenario = PowerLossScenario(mode: mode, sharing: sharing, seed: seed, cachePath: "cache",
+                                             cacheDirectoryExists: true)
             try scenario.runAndCheck()
         }
     }
@@ -70,14 +72,14 @@ struct PowerLossTests {
     /// The smallest case of the directory the library creates: in `.immediate` mode, a store
     /// that returned must survive, and so must the directory it went to.
     @Test func acknowledgedStoreSurvivesInADirectoryTheLibraryCreated() throws {
-        let scenario = PowerLossScenario(mode: .immediate, seed: 0, cachePath: "a/b/cache", cacheDirectoryExists: false,
+        let scenario = PowerLossScenario(mode: .immediate, sharing: .shared, seed: 0, cachePath: "a/b/cache", cacheDirectoryExists: false,
                                          operations: [.open, .store(key: 0, size: 10)], randomPrefixEvery: 0)
         try scenario.runAndCheck()
     }
 
     /// `flush()` in `.none` mode: what was acknowledged before it survives a cut anywhere after it.
     @Test func flushMakesEverythingBeforeItDurable() throws {
-        let scenario = PowerLossScenario(mode: .none, seed: 0, cachePath: "cache", cacheDirectoryExists: true,
+        let scenario = PowerLossScenario(mode: .none, sharing: .shared, seed: 0, cachePath: "cache", cacheDirectoryExists: true,
                                          operations: [.open, .store(key: 0, size: 10), .store(key: 1, size: 3000),
                                                       .store(key: 2, size: 20), .remove(key: 2), .flush,
                                                       .store(key: 0, size: 4000), .store(key: 3, size: 5), .remove(key: 1)],
@@ -149,6 +151,20 @@ struct PowerLossScenario {
         }
     }
 
+    /// How the cache is opened while recording, and after each cut.
+    enum Sharing: String, CaseIterable, CustomStringConvertible, Sendable {
+        /// `.exclusive`: one instance.
+        case exclusive
+        /// `.shared` (the default): two instances on the one directory, each operation made by
+        /// one of them (chosen by the seed; a `flush()` too), every open and close made by both.
+        /// After a cut, the instance that recovers is joined by a second, and each read is
+        /// made through both.
+        case shared
+        var description: String { rawValue }
+        var configurationValue: DiskCache.Sharing { self == .exclusive ? .exclusive : .shared }
+        var instances: Int { self == .exclusive ? 1 : 2 }
+    }
+
     enum Operation: CustomStringConvertible {
         case open
         case close
@@ -188,6 +204,7 @@ struct PowerLossScenario {
     static func key(_ number: Int) -> String { "key-\(number)" }
 
     let mode: Mode
+    let sharing: Sharing
     let seed: UInt64
     /// Relative to the base directory.
     let cachePath: String
@@ -200,9 +217,10 @@ struct PowerLossScenario {
     /// n-th cut also with a random prefix of the unsynced changes.
     let randomPrefixEvery: Int
 
-    init(mode: Mode, seed: UInt64, cachePath: String, cacheDirectoryExists: Bool,
+    init(mode: Mode, sharing: Sharing, seed: UInt64, cachePath: String, cacheDirectoryExists: Bool,
          operations: [Operation]? = nil, inlineThreshold: Int? = nil, randomPrefixEvery: Int = 2) {
         self.mode = mode
+        self.sharing = sharing
         self.seed = seed
         self.cachePath = cachePath
         self.cacheDirectoryExists = cacheDirectoryExists
@@ -253,7 +271,7 @@ struct PowerLossScenario {
     }
 
     var label: String {
-        "mode \(mode), seed \(seed), inlineThreshold \(inlineThreshold), cache at base/\(cachePath)"
+        "mode \(mode), sharing \(sharing) (\(sharing.instances) instance\(sharing.instances == 1 ? "" : "s")), seed \(seed), inlineThreshold \(inlineThreshold), cache at base/\(cachePath)"
             + (cacheDirectoryExists ? " (made before recording)" : " (made by the library)")
     }
 
@@ -271,6 +289,7 @@ struct PowerLossScenario {
     func configuration(durability: DiskCache.Durability, clock: ManualClock?,
                        evictions: Locked<[String]>? = nil) -> DiskCache.Configuration {
         var configuration = DiskCache.Configuration.testing(durability: durability, inlineThreshold: inlineThreshold, clock: clock)
+        configuration.sharing = sharing.configurationValue
         configuration.sweepInterval = nil
         configuration.maintenanceInterval = .seconds(3600)
         configuration.minimumFreeSpace = 0
@@ -298,7 +317,9 @@ struct PowerLossScenario {
         let configuration = configuration(durability: mode.durability, clock: clock, evictions: evictions)
         let recorder = try FileSystemRecorder(base: base)
         defer { recorder.stop() }
-        var cache: DiskCache?
+        /// Open instances (none, or `sharing.instances`); each operation is made by one of them.
+        var caches: [DiskCache] = []
+        var chooser = SplitMix64(seed: seed ^ 0x5_4A2E)
         var acknowledgements: [Acknowledgement] = []
         var values: [Int: (key: Int, data: Data)] = [:]
         var problems: [String] = []
@@ -313,13 +334,14 @@ struct PowerLossScenario {
             var isBarrier = false
             let start = recorder.count
             var end: Int?
+            let cache = caches.isEmpty ? nil : caches[Int(chooser.next() % UInt64(caches.count))]
             do {
                 switch operation {
                 case .open:
-                    cache = try DiskCache(directory: cacheURL, configuration: configuration)
+                    for _ in 0..<sharing.instances { caches.append(try DiskCache(directory: cacheURL, configuration: configuration)) }
                 case .close:
-                    try cache?.close()
-                    cache = nil
+                    defer { caches = [] }
+                    for cache in caches { try cache.close() }
                     isBarrier = mode != .none
                 case .store(let key, let size), .storeStreamed(let key, let size), .storeFile(let key, let size):
                     let version = nextVersion
@@ -366,6 +388,8 @@ struct PowerLossScenario {
                         problems.append("\(operation) found problems in a cache nothing happened to: \(report.problems)")
                     }
                 case .flush:
+                    // One instance's flush (a syncfs and the journal's fdatasync) makes what
+                    // every instance acknowledged before it durable.
                     try cache?.flush()
                     isBarrier = true
                 }
@@ -385,8 +409,8 @@ struct PowerLossScenario {
             acknowledgements.append(Acknowledgement(operation: "\(operation)", start: start, end: end,
                                                     effects: effects, isBarrier: isBarrier))
         }
-        try cache?.close()
-        cache = nil
+        for cache in caches { try cache.close() }
+        caches = []
         let events = recorder.stop()
         // The model must follow the real files exactly, or what it says about a cut means nothing.
         var model = recorder.initial
@@ -448,12 +472,24 @@ struct PowerLossScenario {
         } catch {
             return ["\(context): the cache does not open: \(error)"]
         }
+        // Shared: a second instance joins the one that recovered, and reads through it too.
+        var joined: DiskCache?
+        if sharing == .shared {
+            do {
+                joined = try DiskCache(directory: URL(fileURLWithPath: root + "/" + cachePath),
+                                       configuration: configuration(durability: DiskCache.Durability.none, clock: nil))
+            } catch {
+                failures.append("\(context): a second instance does not join the first: \(error)")
+            }
+        }
+        let other = joined ?? cache
         for key in 0..<Self.keyCount {
             let name = Self.key(key)
             let first = readEntryFirst ? cache.dataAndEntry(for: name)?.data : cache.data(for: name)
-            let second = readEntryFirst ? cache.data(for: name) : cache.dataAndEntry(for: name)?.data
+            let second = readEntryFirst ? other.data(for: name) : other.dataAndEntry(for: name)?.data
             if first != second {
-                failures.append("\(context): \(name): data(for:) and dataAndEntry(for:) disagree")
+                failures.append("\(context): \(name): data(for:) and dataAndEntry(for:) disagree"
+                                + (joined == nil ? "" : " (the second through the joined instance)"))
             }
             var found: Int?
             if let first {
@@ -498,10 +534,12 @@ struct PowerLossScenario {
         } catch {
             failures.append("\(context): verify failed: \(error)")
         }
-        do {
-            try cache.close()
-        } catch {
-            failures.append("\(context): close failed: \(error)")
+        for instance in [joined, cache].compactMap({ $0 }) {
+            do {
+                try instance.close()
+            } catch {
+                failures.append("\(context): close failed: \(error)")
+            }
         }
         return failures
     }
