@@ -91,7 +91,7 @@ enum FormatMarker {
     /// that a repair may mark it again: at least half of the 256 shard directories are there
     /// (as real directories), and every other name in it is one the cache uses.
     static func isRecognisablyACache(_ names: [(name: String, type: UInt8)], minimumShards: Int = 128) -> Bool {
-        let ours: Set<String> = [Layout.versionFileName, Layout.lockFileName, SharedRegion.fileName,
+        let ours: Set<String> = [Layout.versionFileName, Layout.cacheDirectoryTagFileName, Layout.lockFileName, SharedRegion.fileName,
                                  Journal.journalFileName, Journal.journalTempFileName, Journal.journalCorruptFileName,
                                  Layout.temporaryDirectoryName]
         var shards = 0

@@ -4,6 +4,7 @@
 /// <directory>/
 ///   LOCK          flock'd by the process that owns the cache; holds its pid
 ///   VERSION       "2\n": the cache format version
+///   CACHEDIR.TAG  tells backup tools to skip the cache (bford.info/cachedir), made with it
 ///   journal       append-only, checksummed records (see `Journal`)
 ///   journal.tmp   only while compacting
 ///   tmp/          emptied at every open: `removeAll`'s trash, bodies being streamed or
@@ -26,6 +27,14 @@
 struct Layout: Sendable {
     static let lockFileName = "LOCK"
     static let versionFileName = "VERSION"
+    static let cacheDirectoryTagFileName = "CACHEDIR.TAG"
+    /// `CACHEDIR.TAG`'s contents: the specification's signature line, then comments.
+    static let cacheDirectoryTag = Array("""
+        Signature: 8a477f597d28d172789f06886806bc55
+        # This file is a cache directory tag created by swift-disk-cache.
+        # For information about cache directory tags, see https://bford.info/cachedir/
+
+        """.utf8)
     static let temporaryDirectoryName = "tmp"
     static let metaSuffix: StaticString = ".meta"
     static let bodySuffix: StaticString = ".body"
@@ -74,6 +83,7 @@ struct Layout: Sendable {
 
     var lockFile: String { root + "/" + Self.lockFileName }
     var versionFile: String { root + "/" + Self.versionFileName }
+    var cacheDirectoryTag: String { root + "/" + Self.cacheDirectoryTagFileName }
     var journal: String { root + "/" + Journal.journalFileName }
     var journalTemp: String { root + "/" + Journal.journalTempFileName }
     var journalCorrupt: String { root + "/" + Journal.journalCorruptFileName }

@@ -27,7 +27,10 @@ struct Opener {
         self.configuration = configuration
         // The mark goes first, before `LOCK` or anything else is made: a new cache interrupted
         // at any point is a directory that is empty, holds only a temporary mark, or is marked.
-        if isNew { try Self.writeVersion(layout, application: configuration.applicationVersion) }
+        if isNew {
+            try Self.writeVersion(layout, application: configuration.applicationVersion)
+            try Self.writeCacheDirectoryTag(layout)
+        }
     }
 
     struct Opened {
@@ -591,6 +594,16 @@ struct Opener {
             .get(orThrow: "write the VERSION file", path: temp)
         try layout.directory.rename(temp, path).get(orThrow: "write the VERSION file", path: path)
         try layout.directory.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
+    }
+
+    /// Writes `CACHEDIR.TAG` (the Cache Directory Tagging Specification), after the mark, so
+    /// that backup and archiving tools that honour it (tar --exclude-caches, restic, borg,
+    /// rsync filters) skip the cache. Not synced: a power cut that takes it takes nothing else.
+    static func writeCacheDirectoryTag(_ layout: Layout) throws(DiskCacheError) {
+        switch Layout.cacheDirectoryTag.withUnsafeBytes({ FileIO.writeNewFile(layout.cacheDirectoryTag, $0, sync: false, in: layout.directory) }) {
+        case .success, .failure(.fileExists): return
+        case .failure(let error): throw DiskCacheError.io(error, "write CACHEDIR.TAG", path: layout.cacheDirectoryTag)
+        }
     }
 
     // MARK: - Format 1
