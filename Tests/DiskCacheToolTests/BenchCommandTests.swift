@@ -55,6 +55,31 @@ struct BenchCommandTests {
         #expect((report["notes"] as? [String] ?? []).contains { $0.contains("synchronous=NORMAL") })
     }
 
+    /// churn runs each subject at the fill's entries: the store's count limit held (sampled),
+    /// and the floor ends with exactly as many files as it was filled with.
+    /// cold says how it emptied the page cache.
+    @Test func churnHoldsEachSubjectAtTheFillAndColdSaysHowItDropped() throws {
+        let directory = TemporaryDirectory()
+        let result = try runTool(["bench", directory.path, "--sizes", "1K", "--entries", "200", "--duration", "0.2",
+                                  "--operations", "put,cold,churn", "--floor-probe-seconds", "0.2", "--json", "--quiet", "--keep"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let report = try #require(try result.json() as? [String: Any])
+        for subject in ["diskcache", "floor", "sqlite"] {
+            #expect(rows(report, subject: subject).compactMap { $0["operation"] as? String } == ["put", "cold", "churn"])
+            #expect(rows(report, subject: subject).allSatisfy { ($0["opsPerSecond"] as? Double ?? 0) > 0 })
+        }
+        let figures = try #require(report["figures"] as? [String: Double])
+        let peak = try #require(figures["1K.churn.peakCount"])
+        #expect(peak <= 200)
+        let coldNote = rows(report, subject: "diskcache").first { $0["operation"] as? String == "cold" }?["note"] as? String ?? ""
+        #expect(coldNote.contains("drop_caches") || coldNote.contains("posix_fadvise"), "\(coldNote)")
+        let kept = (report["notes"] as? [String] ?? []).first { $0.hasPrefix("kept: ") }
+        let root = String(try #require(kept).dropFirst("kept: ".count))
+        let floorFiles = try FileManager.default.subpathsOfDirectory(atPath: root + "/floor-1K")
+            .filter { $0.split(separator: "/").last?.count == 32 }
+        #expect(floorFiles.count == 200)
+    }
+
     @Test func compareNoneRunsNoPeer() throws {
         let report = try report(["--compare", "none"])
         #expect(rows(report, subject: "sqlite").isEmpty)

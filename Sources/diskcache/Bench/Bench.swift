@@ -44,9 +44,15 @@ struct Bench: ParsableCommand {
 
         Operations: put (fill the cache with --entries fresh keys; the report also gives the \
         rate of the first 1,000 puts into the empty cache beside the steady state's), get \
-        (uniformly random keys), mixed (90 % get / 10 % put, Zipf-distributed keys), open \
-        (close and reopen: journal replay, plus index memory per entry), sweep (one pass \
-        evicting half the entries). Not run by default: sweep-get (get throughput while a \
+        (uniformly random keys), mixed (90 % get / 10 % put, Zipf-distributed keys), churn (at \
+        capacity: every subject holds the --entries it was filled with and puts new keys for \
+        --duration seconds, the floor unlinking and SQLite deleting the oldest entry for each, \
+        the store evicting through a countLimit of --entries; the report gives the most entries \
+        and bytes the store was seen to hold), open (close and reopen: journal replay, plus \
+        index memory per entry), sweep (one pass evicting half the entries). Not run by \
+        default: cold (get with the page cache dropped before every turn: by drop_caches as \
+        root, else posix_fadvise(DONTNEED) of the benchmark's own files; the report says \
+        which), sweep-get (get throughput while a \
         sweep evicts, against the same gets without it), idle (CPU used by an open, idle \
         cache whose sweeper runs every --sweep-interval seconds, over --idle-seconds) and \
         async (64 tasks doing 90 % gets / 10 % puts with the async API, then with the \
@@ -85,8 +91,8 @@ struct Bench: ParsableCommand {
     @Option(help: "Bytes of bodies per size when --entries is not given.")
     var byteBudget = "64M"
 
-    @Option(help: "Operations, comma-separated: put, get, mixed, open, sweep, sweep-get, idle, async, streaming, or all.")
-    var operations = "put,get,mixed,open,sweep"
+    @Option(help: "Operations, comma-separated: put, get, cold, mixed, churn, open, sweep, sweep-get, idle, async, streaming, or all.")
+    var operations = "put,get,mixed,churn,open,sweep"
 
     @Option(help: "Durability mode of the store: none, batched, batched:<milliseconds>, immediate.")
     var durability = "none"

@@ -39,6 +39,11 @@ struct BenchPlan {
 
 enum BenchOperation: String, CaseIterable {
     case put, get, mixed, open, sweep
+    /// Gets with the page cache dropped before every turn (as `get` with `--cold`).
+    case cold
+    /// At capacity: each subject holds the fill's entries and drops its oldest for every new
+    /// key put (the store through its `countLimit`).
+    case churn
     /// Get throughput while a sweep evicts half the cache, against the same gets without it.
     case sweepGet = "sweep-get"
     /// CPU the idle background sweeper uses, against the same wait with no cache open.
@@ -50,9 +55,8 @@ enum BenchOperation: String, CaseIterable {
     /// memory growth (`BenchStreaming.swift`).
     case streaming
 
-    static let defaults: [BenchOperation] = [.put, .get, .mixed, .open, .sweep]
     /// The operations that fill a cache of --entries and measure the store beside the floor.
-    static let main: Set<BenchOperation> = [.put, .get, .mixed, .open, .sweep]
+    static let main: Set<BenchOperation> = [.put, .get, .cold, .mixed, .churn, .open, .sweep]
 }
 
 /// Runs the phases of a plan and collects rows.
@@ -95,7 +99,7 @@ final class BenchRunner {
         let subjects = plan.compareSQLite ? 3 : 2
         for _ in plan.sizes {
             if !ops.isDisjoint(with: BenchOperation.main) { phases += 2 }  // floor probe, fill in turns
-            for op in [BenchOperation.get, .mixed] where ops.contains(op) { phases += 1 }
+            for op in [BenchOperation.get, .cold, .mixed, .churn] where ops.contains(op) { phases += 1 }
             if ops.contains(.open) { phases += subjects }
             if ops.contains(.sweep) { phases += 2 }
             if ops.contains(.sweepGet) { phases += 3 }
@@ -249,11 +253,11 @@ final class BenchRunner {
             }
         }
 
-        // Get: uniformly random entries.
-        if ops.contains(.get) {
+        // Get: uniformly random entries; cold, the page cache dropped before every turn.
+        for (operation, cold) in [("get", plan.coldReads), ("cold", true)] where ops.contains(BenchOperation(rawValue: operation)!) {
             let trees = [storeDir, floorDir, sqliteDir]
             var coldNote: String?
-            progress.phase("\(label): get (\(subjects), in turns)")
+            progress.phase("\(label): \(operation == "cold" ? "cold get" : "get") (\(subjects), in turns)")
             let misses = Atomic<Int>(0)
             var gets = [
                 timed(phase: 1) { _, random in
@@ -268,13 +272,13 @@ final class BenchRunner {
             if let sqlite { gets.append(timed(phase: 1) { thread, random in sqlite.get(thread: thread, key: Self.key(random.below(count))) }) }
             settle()
             let measured = inTurns(gets, slices: timedSlices) { _ in
-                if plan.coldReads { coldNote = BenchProcess.dropPageCache(fallbackTrees: trees) }
+                if cold { coldNote = BenchProcess.dropPageCache(fallbackTrees: trees) }
             }
             var note = coldNote
             let missed = misses.load(ordering: .relaxed)
             if missed > 0 { note = [note, "\(missed) misses"].compactMap { $0 }.joined(separator: "; ") }
-            add(row("get", "diskcache", measured[0], note: note), row("get", "floor", measured[1]),
-                measured.count > 2 ? row("get", "sqlite", measured[2]) : nil)
+            add(row(operation, "diskcache", measured[0], note: note), row(operation, "floor", measured[1]),
+                measured.count > 2 ? row(operation, "sqlite", measured[2]) : nil)
         }
 
         // Mixed: 90 % get, 10 % put (replacing the value), Zipf-distributed entries.
@@ -306,6 +310,51 @@ final class BenchRunner {
             let measured = inTurns(mixes, slices: timedSlices) { _ in settle() }
             add(row("mixed", "diskcache", measured[0]), row("mixed", "floor", measured[1]),
                 measured.count > 2 ? row("mixed", "sqlite", measured[2]) : nil)
+        }
+        // Churn: at capacity. Each subject holds the fill's `count` entries and puts new keys
+        // for the phase; the floor unlinks, and SQLite deletes, the oldest for each, the store
+        // evicts through its `countLimit`. The store's count and size are sampled every 64 puts.
+        var floorOldest = 0
+        if ops.contains(.churn) {
+            progress.phase("\(label): churn at \(count) entries (\(subjects), in turns)")
+            let storeNext = Atomic<Int>(count), floorNext = Atomic<Int>(count), sqliteNext = Atomic<Int>(count)
+            let peakCount = Atomic<Int>(0), peakBytes = Atomic<Int>(0)
+            store.countLimit = count
+            var churns = [
+                timed(phase: 3) { _, _ in
+                    let index = storeNext.add(1, ordering: .relaxed).oldValue
+                    guard (try? store.store(data, for: Self.key(index))) != nil else { return 0 }
+                    if index % 64 == 0 {
+                        peakCount.max(store.count, ordering: .relaxed)
+                        peakBytes.max(Int(store.totalSize), ordering: .relaxed)
+                    }
+                    return data.count
+                },
+                timed(phase: 3) { _, _ in
+                    let index = floorNext.add(1, ordering: .relaxed).oldValue
+                    let written = floor.put(index, body: data)
+                    floor.remove(index - count)
+                    return written
+                },
+            ]
+            if let sqlite {
+                churns.append(timed(phase: 3) { thread, _ in
+                    let index = sqliteNext.add(1, ordering: .relaxed).oldValue
+                    let written = sqlite.put(thread: thread, key: Self.key(index), body: data)
+                    sqlite.remove(thread: thread, key: Self.key(index - count))
+                    return written
+                })
+            }
+            let measured = inTurns(churns, slices: timedSlices) { _ in settle() }
+            store.countLimit = nil
+            floorOldest = floorNext.load(ordering: .relaxed) - count
+            let note = "each subject at \(count) entries, the oldest dropped for each new key; the store's countLimit \(count): "
+                + "at most \(peakCount.load(ordering: .relaxed)) entries, \(BenchSize.label(peakBytes.load(ordering: .relaxed))) "
+                + "seen (sampled every 64 puts); \(count) entries hold \(BenchSize.label(count * size)) of bodies"
+            report.figures["\(label).churn.peakCount"] = Double(peakCount.load(ordering: .relaxed))
+            report.figures["\(label).churn.peakBytes"] = Double(peakBytes.load(ordering: .relaxed))
+            add(row("churn", "diskcache", measured[0], note: note), row("churn", "floor", measured[1]),
+                measured.count > 2 ? row("churn", "sqlite", measured[2]) : nil)
         }
         sqlite?.close()
         sqlite = nil
@@ -380,7 +429,7 @@ final class BenchRunner {
             progress.phase("\(label): sweep (floor: unlink)")
             settle()
             let floorStart = benchNanoseconds()
-            for index in 0..<evicted { floor.remove(index) }
+            for index in floorOldest..<(floorOldest + evicted) { floor.remove(index) }
             let floorElapsed = benchNanoseconds() - floorStart
             var f = BenchMeasurement()
             f.latencies = [floorElapsed]

@@ -39,6 +39,12 @@ final class BenchSQLite: @unchecked Sendable {  // unchecked: connection i is us
         connections[thread].put(key: key, body: body) ? body.count : 0
     }
 
+    /// Deletes `key` on connection `thread` (what evicting it costs); false on failure.
+    @discardableResult
+    func remove(thread: Int, key: String) -> Bool {
+        connections[thread].remove(key: key)
+    }
+
     /// Reads `key` on connection `thread` into a fresh `Data`; returns its size (0 on a miss).
     func get(thread: Int, key: String) -> Int {
         connections[thread].get(key: key)?.count ?? 0
@@ -61,6 +67,7 @@ final class BenchSQLite: @unchecked Sendable {  // unchecked: connection i is us
         private var db: OpaquePointer?
         private var insert: OpaquePointer?
         private var select: OpaquePointer?
+        private var delete: OpaquePointer?
 
         init(path: String) throws {
             let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
@@ -76,6 +83,7 @@ final class BenchSQLite: @unchecked Sendable {  // unchecked: connection i is us
         deinit {
             sqlite3_finalize(insert)
             sqlite3_finalize(select)
+            sqlite3_finalize(delete)
             sqlite3_close_v2(db)
         }
 
@@ -90,6 +98,7 @@ final class BenchSQLite: @unchecked Sendable {  // unchecked: connection i is us
         func prepare() throws {
             insert = try statement("INSERT OR REPLACE INTO cache (key, value) VALUES (?, ?)")
             select = try statement("SELECT value FROM cache WHERE key = ?")
+            delete = try statement("DELETE FROM cache WHERE key = ?")
         }
 
         private func statement(_ sql: String) throws -> OpaquePointer? {
@@ -110,6 +119,15 @@ final class BenchSQLite: @unchecked Sendable {  // unchecked: connection i is us
                     sqlite3_bind_blob(insert, 2, bytes.baseAddress, Int32(bytes.count), nil)
                     return sqlite3_step(insert) == SQLITE_DONE
                 }
+            }
+        }
+
+        func remove(key: String) -> Bool {
+            var key = key
+            defer { sqlite3_reset(delete); sqlite3_clear_bindings(delete) }
+            return key.withUTF8 { text in
+                sqlite3_bind_text(delete, 1, text.baseAddress, Int32(text.count), nil)
+                return sqlite3_step(delete) == SQLITE_DONE
             }
         }
 
