@@ -117,7 +117,7 @@ public final class CachingHTTPClient: Sendable {
             let task = Task {
                 do {
                     var next = request
-                    if let stored = try await cache.storedResponse(for: request) {
+                    if let stored = try await cache.async.storedResponse(for: request) {
                         count(\.requestCount)
                         let placeholder = served(stored, at: clock(), source: .cache)
                         countServed(placeholder.source)

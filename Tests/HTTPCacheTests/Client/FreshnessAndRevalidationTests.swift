@@ -122,7 +122,7 @@ struct FreshnessAndRevalidationTests {
         let second = try await fixture.get("/secret")
 
         #expect(second.source == .network)
-        #expect(try await fixture.cache.cachedResponse(for: fixture.request("/secret")) == nil)
+        #expect(try await fixture.cache.async.cachedResponse(for: fixture.request("/secret")) == nil)
         await fixture.finish()
     }
 

@@ -24,18 +24,18 @@ struct AsyncURLCacheTests {
         defer { directory.remove() }
         let cache = try HTTPURLCache(directory: directory.cacheDirectory)
         let request = URLRequest(url: url)
-        try await cache.storeCachedResponse(response("one"), for: request)
-        #expect(try await cache.cachedResponse(for: request)?.data == Data("one".utf8))
-        #expect(try await cache.storedResponse(for: request)?.body == Data("one".utf8))
-        try await cache.removeCachedResponse(for: request)
-        #expect(try await cache.cachedResponse(for: request) == nil)
+        try await cache.async.storeCachedResponse(response("one"), for: request)
+        #expect(try await cache.async.cachedResponse(for: request)?.data == Data("one".utf8))
+        #expect(try await cache.async.storedResponse(for: request)?.body == Data("one".utf8))
+        try await cache.async.removeCachedResponse(for: request)
+        #expect(try await cache.async.cachedResponse(for: request) == nil)
 
-        try await cache.storeCachedResponse(response("two"), for: request)
-        try await cache.removeCachedResponses(since: Date().addingTimeInterval(-60))
-        #expect(try await cache.cachedResponse(for: request) == nil)
-        try await cache.storeCachedResponse(response("three"), for: request)
-        try await cache.removeAllCachedResponses()
-        #expect(try await cache.storedResponse(for: request) == nil)
+        try await cache.async.storeCachedResponse(response("two"), for: request)
+        try await cache.async.removeCachedResponses(since: Date().addingTimeInterval(-60))
+        #expect(try await cache.async.cachedResponse(for: request) == nil)
+        try await cache.async.storeCachedResponse(response("three"), for: request)
+        try await cache.async.removeAllCachedResponses()
+        #expect(try await cache.async.storedResponse(for: request) == nil)
     }
 
     /// The client reads the cache on the I/O threads too: with every one of them held, even an
@@ -70,9 +70,9 @@ struct AsyncURLCacheTests {
         let stored = response("never")
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            try await cache.storeCachedResponse(stored, for: request)
+            try await cache.async.storeCachedResponse(stored, for: request)
         }
         await #expect(throws: CancellationError.self) { try await task.value }
-        #expect(try await cache.storedResponse(for: request) == nil)
+        #expect(try await cache.async.storedResponse(for: request) == nil)
     }
 }

@@ -46,7 +46,7 @@ struct StreamingURLCacheTests {
             return file.size
         }
         #expect(size == Int64(bytes.count))
-        #expect(try await cache.cachedResponse(for: request)?.data == bytes)
+        #expect(try await cache.async.cachedResponse(for: request)?.data == bytes)
         #expect(cache.currentMemoryUsage == 0)  // 3 MiB is over 5 % of 1 MiB: never in memory
         #expect(try await cache.cachedResponseBody(for: URLRequest(url: URL(string: "https://example.com/none")!)) == nil)
     }

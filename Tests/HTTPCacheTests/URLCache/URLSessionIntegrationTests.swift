@@ -46,7 +46,7 @@ struct URLSessionIntegrationTests {
         let (second, _) = try await fixture.get("/fresh")
 
         #expect([first, second] == ["fresh", "fresh"])
-        #expect(try await fixture.cache.cachedResponse(for: URLRequest(url: fixture.server.url("/fresh"))) == nil)
+        #expect(try await fixture.cache.async.cachedResponse(for: URLRequest(url: fixture.server.url("/fresh"))) == nil)
         #expect(fixture.server.requestCount == 2)
         await fixture.finish()
     }
@@ -76,7 +76,7 @@ struct URLSessionIntegrationTests {
         // The session never sends the stored validators; the stored response stays.
         #expect(fixture.server.requestCount == 2)
         #expect(fixture.server.requests.map { $0.header("If-None-Match") } == [nil, nil])
-        #expect(try await fixture.cache.cachedResponse(for: URLRequest(url: fixture.server.url("/stale"))) != nil)
+        #expect(try await fixture.cache.async.cachedResponse(for: URLRequest(url: fixture.server.url("/stale"))) != nil)
         await fixture.finish()
     }
 
@@ -104,7 +104,7 @@ struct URLSessionIntegrationTests {
         _ = try await fixture.get("/vary", headers: ["Accept-Language": "en"])
 
         #expect(fixture.server.requestCount == 2)
-        #expect(try await fixture.cache.cachedResponse(for: request) != nil)
+        #expect(try await fixture.cache.async.cachedResponse(for: request) != nil)
         await fixture.finish()
     }
 }

@@ -62,7 +62,7 @@ struct VariantRecordTests {
         #expect(head.source == .network)
         #expect(fixture.server.requests.map(\.method) == ["GET", "HEAD"])
 
-        #expect(body(try await fixture.cache.cachedResponse(for: fixture.request("/r"))) == "full body")
+        #expect(body(try await fixture.cache.async.cachedResponse(for: fixture.request("/r"))) == "full body")
         var elements: [CachingHTTPClient.Response] = []
         for try await element in fixture.client.responses(for: fixture.request("/r")) { elements.append(element) }
         #expect(elements.map(\.text) == ["full body", "full body"])
@@ -97,11 +97,11 @@ struct VariantRecordTests {
         #expect(String(decoding: freshened.body, as: UTF8.self) == "body v1")
         // No validator to compare and the same length: freshened too (RFC 9111 §4.3.5 compares
         // the validators the HEAD has).
-        #expect(try await fixture.cache.storedResponse(for: fixture.request("/no-validator"))?.response.headers["X-Version"] == "2")
+        #expect(try await fixture.cache.async.storedResponse(for: fixture.request("/no-validator"))?.response.headers["X-Version"] == "2")
         // Another ETag, or another length: the stored GET response is removed.
-        #expect(try await fixture.cache.cachedResponse(for: fixture.request("/changed")) == nil)
-        #expect(try await fixture.cache.cachedResponse(for: fixture.request("/other-length")) == nil)
-        #expect(try await fixture.cache.storedResponse(for: fixture.request("/changed", method: "HEAD"))?.response.requestMethod == "HEAD")
+        #expect(try await fixture.cache.async.cachedResponse(for: fixture.request("/changed")) == nil)
+        #expect(try await fixture.cache.async.cachedResponse(for: fixture.request("/other-length")) == nil)
+        #expect(try await fixture.cache.async.storedResponse(for: fixture.request("/changed", method: "HEAD"))?.response.requestMethod == "HEAD")
         await fixture.finish()
     }
 
@@ -175,7 +175,7 @@ struct VariantRecordTests {
         let between = Date()
         try await Task.sleep(for: .milliseconds(50))
         _ = try await fixture.get("/v", headers: ["Accept-Language": "fr"])
-        try await fixture.cache.removeCachedResponses(since: between)
+        try await fixture.cache.async.removeCachedResponses(since: between)
 
         let english = try await fixture.get("/v", headers: ["Accept-Language": "en"])
         let french = try await fixture.get("/v", headers: ["Accept-Language": "fr"])
