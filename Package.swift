@@ -25,18 +25,14 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-structured-headers.git", from: "1.7.0"),
     ],
     targets: [
-        .systemLibrary(
-            name: "CXXHash",
-            pkgConfig: "libxxhash",
-            providers: [.apt(["libxxhash-dev"]), .brew(["xxhash"])]
-        ),
         // SQLite's C API, for `diskcache bench`'s SQLite peer only: no library product links it.
         .systemLibrary(
             name: "CSQLite",
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"]), .brew(["sqlite"])]
         ),
-        // Syscalls Swift's Glibc module does not expose (fallocate with KEEP_SIZE).
+        // Syscalls Swift's Glibc module does not expose (fallocate with KEEP_SIZE), and xxHash
+        // (XXH3-64 checksums, XXH3-128 key hashes) from its header (libxxhash-dev), inlined.
         .target(name: "CDiskCacheSupport"),
         // The lock every module and test takes (a `pthread_mutex_t` that Thread Sanitizer sees);
         // no product, and `package` access: not part of any library's API.
@@ -44,7 +40,6 @@ let package = Package(
         .target(
             name: "DiskCache",
             dependencies: [
-                "CXXHash",
                 "CDiskCacheSupport",
                 "DiskCacheLocking",
                 "MemoryCache",

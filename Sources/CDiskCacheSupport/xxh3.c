@@ -1,4 +1,5 @@
-// XXH3-64 with the widest vector unit this CPU has (see xxh3_avx2.c and xxh3_avx512.c).
+// XXH3-64 with the widest vector unit this CPU has (see xxh3_avx2.c and xxh3_avx512.c), and
+// XXH3-128 for keys: the package's one binding of xxHash (its header, libxxhash-dev, inlined).
 #include "CDiskCacheSupport.h"
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -45,6 +46,12 @@ uint64_t cdiskcache_xxh3_64(const void *bytes, size_t count) {
     }
 #endif
     return XXH3_64bits(bytes, count);
+}
+
+void cdiskcache_xxh3_128(const void *bytes, size_t count, uint64_t *high, uint64_t *low) {
+    XXH128_hash_t digest = XXH3_128bits(bytes, count);
+    *high = digest.high64;
+    *low = digest.low64;
 }
 
 #define READ_HASH_NAME read_hashing_baseline

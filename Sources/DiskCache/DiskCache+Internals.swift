@@ -599,7 +599,7 @@ extension DiskCache {
     }
 }
 
-extension Result where Failure == Errno {
+extension Result where Failure == SyscallError {
     /// The value, or a ``DiskCacheError`` saying what could not be done.
     func get(orThrow action: String, path: String?) throws(DiskCacheError) -> Success {
         switch self {

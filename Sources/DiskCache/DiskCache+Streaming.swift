@@ -342,7 +342,7 @@ extension DiskCache {
     static func hashFile(_ fd: Int32, path: String) throws(DiskCacheError) -> (size: Int64, checksum: UInt64) {
         var checksum: UInt64 = 0
         let read = cdiskcache_hash_file(fd, 0, Int.max, &checksum)
-        guard read >= 0 else { throw DiskCacheError.io(Errno.current, "read the body", path: path) }
+        guard read >= 0 else { throw DiskCacheError.io(SyscallError.current, "read the body", path: path) }
         return (Int64(read), checksum)
     }
 
@@ -394,7 +394,7 @@ extension DiskCache {
     /// Copies all of `source` to the empty file `destination`: a shared-block clone where the
     /// filesystem offers one, else an in-kernel copy, else `pread`/`pwrite`. While the file
     /// system is observed (the power-loss tests) only the last, whose writes are reported.
-    static func copyFile(from source: Int32, to destination: Int32) -> Result<Void, Errno> {
+    static func copyFile(from source: Int32, to destination: Int32) -> Result<Void, SyscallError> {
         var sourceOffset: Int64 = 0, destinationOffset: Int64 = 0
         if !FileSystemObservers.isObserved {
             if cdiskcache_clone(destination, source) == 0 { return .success(()) }
@@ -404,7 +404,7 @@ extension DiskCache {
                 // 0 is the end of the source, or a filesystem that copies nothing this way: the
                 // loop below finds which (its first read returns 0 at the end).
                 if copied == 0 { break }
-                let error = Errno.current
+                let error = SyscallError.current
                 if error == .interrupted { continue }
                 // Not possible for this pair (another filesystem on an old kernel, a special file
                 // system): the plain copy below goes on from where this one stopped.

@@ -135,7 +135,7 @@ extension DiskCache {
         if removedOrphans > 0 { report.repairs.append("Removed \(removedOrphans) orphan files") }
         for path in findings.brokenDirectories {
             // With every writer held off: a store must not land between the move and the mkdir.
-            let result = try withAllStripes { () -> Result<Void, Errno> in restoreDirectory(path) }
+            let result = try withAllStripes { () -> Result<Void, SyscallError> in restoreDirectory(path) }
             if case .success = result {
                 report.repairs.append("Made \(path) a directory of the cache again (a link there was removed, never its target; anything else was moved into tmp/)")
             }
@@ -161,9 +161,9 @@ extension DiskCache {
     /// Makes `path` (a shard or `tmp/`) a real directory again: a link there is removed (never
     /// its target), a file moved into `tmp/` (or, for `tmp/` itself, removed), and the cache
     /// directory synced so the new directory is durable before a store is acknowledged into it.
-    func restoreDirectory(_ path: String) -> Result<Void, Errno> {
+    func restoreDirectory(_ path: String) -> Result<Void, SyscallError> {
         let directory = layout.directory
-        let cleared: Result<Void, Errno>
+        let cleared: Result<Void, SyscallError>
         if directory.lstat(path).isDirectory {
             cleared = .success(())
         } else if path == layout.temp {

@@ -74,7 +74,7 @@ public final class DiskCache: Sendable {
     let syncState = PthreadMutex(SyncState())
     let stripes: [StripeLock] = (0..<SharedRegion.stripeCount).map { _ in StripeLock() }
     /// `LOCK` and the directory, `flock`ed while the cache is open; emptied by `close()`.
-    let locks: PthreadMutex<[FileDescriptor]>
+    let locks: PthreadMutex<[SharedDescriptor]>
     let temporaryCounter = Atomic<UInt64>(0)
     /// Names this instance's files in `tmp/` apart from any other's (see `temporaryFile`).
     let temporaryTag = String(UInt32.random(in: 0...UInt32.max), radix: 36)

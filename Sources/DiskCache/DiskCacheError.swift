@@ -88,14 +88,14 @@ public struct DiskCacheError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         var text = message
         if let path { text += " (\(path))" }
-        if let errno { text += ": \(Errno(rawValue: errno)) (errno \(errno))" }
+        if let errno { text += ": \(SyscallError(rawValue: errno)) (errno \(errno))" }
         return text
     }
 }
 
 extension DiskCacheError {
     /// The error for a failed system call: out of space, permission, or plain I/O failure.
-    static func io(_ errno: Errno, _ action: String, path: String?) -> DiskCacheError {
+    static func io(_ errno: SyscallError, _ action: String, path: String?) -> DiskCacheError {
         if errno.isOutOfSpace {
             return DiskCacheError(code: .diskFull, message: "No space left on the volume to \(action)",
                                   path: path, errno: errno.rawValue)

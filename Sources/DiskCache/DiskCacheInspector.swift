@@ -70,7 +70,7 @@ public final class DiskCacheInspector: Sendable {
         self.directory = directory
         var info = stat()
         if stat(layout.root, &info) != 0 {
-            let error = Errno.current
+            let error = SyscallError.current
             if error == .noSuchFileOrDirectory {
                 throw DiskCacheError(code: .notFound, message: "There is no cache here", path: layout.root)
             }
@@ -392,7 +392,7 @@ public final class DiskCacheInspector: Sendable {
             let flags = isDirectory ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NOFOLLOW | O_NONBLOCK
             guard case .success(let fd) = layout.directory.open(path, flags) else { continue }
             // Closing the descriptor lets go of the lock.
-            let locked = withExtendedLifetime(FileDescriptor(fd)) { Syscall.lockShared($0.fd) }
+            let locked = withExtendedLifetime(SharedDescriptor(fd)) { Syscall.lockShared($0.fd) }
             switch locked {
             case .success:
                 break
@@ -406,12 +406,12 @@ public final class DiskCacheInspector: Sendable {
         }
         // Every instance sharing the cache holds a byte of the directory too, whatever became of `SHARED`.
         if case .success(let fd) = layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY),
-           withExtendedLifetime(FileDescriptor(fd), { SharedRegion.isHeld(directory: $0.fd) }) {
+           withExtendedLifetime(SharedDescriptor(fd), { SharedRegion.isHeld(directory: $0.fd) }) {
             return "shared"
         }
         guard case .success(let fd) = layout.directory.open(layout.root + "/" + SharedRegion.fileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
         else { return nil }  // never shared (or its page is unreadable: no instance could have opened it)
-        return withExtendedLifetime(FileDescriptor(fd)) { SharedRegion.isHeld(.presence, fd: $0.fd) } == true ? "shared" : nil
+        return withExtendedLifetime(SharedDescriptor(fd)) { SharedRegion.isHeld(.presence, fd: $0.fd) } == true ? "shared" : nil
     }
 
     /// The locks of a cache its instances share that settle whether files are orphans: the

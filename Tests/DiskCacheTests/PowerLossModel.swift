@@ -484,7 +484,7 @@ struct CrashImage {
     /// hard links of one real file.
     func materialise(at root: String) throws {
         func check(_ result: Int32, _ what: String) throws {
-            if result != 0 { throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "\(what): \(Errno.current)"]) }
+            if result != 0 { throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "\(what): \(SyscallError.current)"]) }
         }
         try check(mkdir(root, 0o700), "mkdir \(root)")
         for directory in directories {

@@ -94,7 +94,7 @@ struct PowerLossTests {
         let base = dir.path + "/base"
         try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
         let recorder = try FileSystemRecorder(base: base)
-        func ok(_ result: Result<some Any, Errno>) throws { _ = try result.get() }
+        func ok(_ result: Result<some Any, SyscallError>) throws { _ = try result.get() }
         try ok(Syscall.mkdir(base + "/d"))
         let fd = try Syscall.open(base + "/d/f", O_WRONLY | O_CREAT | O_EXCL).get()
         _ = [UInt8]("hello".utf8).withUnsafeBytes { Syscall.writeAll(fd, $0) }

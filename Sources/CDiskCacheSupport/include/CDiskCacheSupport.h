@@ -21,6 +21,13 @@ int cdiskcache_syncfs(int fd);
 /// AVX2 where the CPU has it: about twice the speed of the distribution's SSE2 build.
 uint64_t cdiskcache_xxh3_64(const void *bytes, size_t count);
 
+/// XXH3-64 computed by xxHash's portable code, without vector instructions: the reference
+/// the tests hold every vector path of `cdiskcache_xxh3_64` to.
+uint64_t cdiskcache_xxh3_64_scalar(const void *bytes, size_t count);
+
+/// XXH3-128 of `count` bytes (libxxhash's `XXH3_128bits`): the key hash.
+void cdiskcache_xxh3_128(const void *bytes, size_t count, uint64_t *high, uint64_t *low);
+
 /// Reads up to `count` bytes of `fd` from offset 0 into `buffer` (retrying EINTR, stopping
 /// at end of file) and sets `*hash` to the XXH3-64 of the bytes read, hashing each chunk
 /// right after it is read. Returns the number of bytes read, or -1 with errno set.

@@ -7,7 +7,7 @@ struct BodyPieces {
         case short
         /// The whole body read, and its XXH3-64 is not the recorded one.
         case mismatch
-        case io(Errno)
+        case io(SyscallError)
     }
 
     /// The open file; this reader closes it (``close()``).

@@ -33,7 +33,7 @@ final class CacheDirectory: Sendable {
     deinit { Syscall.close(fd) }
 
     /// Opens the directory at `path` (following links in `path` itself).
-    static func open(_ path: String) -> Result<CacheDirectory, Errno> {
+    static func open(_ path: String) -> Result<CacheDirectory, SyscallError> {
         let root = Layout(root: path).root
         return Syscall.open(root, O_RDONLY | O_DIRECTORY).map { CacheDirectory(path: root, fd: $0) }
     }
@@ -54,7 +54,7 @@ final class CacheDirectory: Sendable {
     }
 
     /// Opens a file or directory inside the cache; never follows a link.
-    func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, Errno> {
+    func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, SyscallError> {
         let relative = relative(path)
         if relative.isEmpty { return Syscall.open(self.path, flags, mode) }
         return Syscall.openBeneath(fd, relative, flags, mode, reportingAs: path)
@@ -62,13 +62,13 @@ final class CacheDirectory: Sendable {
 
     /// ``open(_:_:_:)`` of a path given relative to the cache directory as a C string (no
     /// `String` made); `fullPath` is asked for only when an observer is told of the open.
-    func open(relative: UnsafePointer<CChar>, _ flags: Int32, fullPath: () -> String) -> Result<Int32, Errno> {
+    func open(relative: UnsafePointer<CChar>, _ flags: Int32, fullPath: () -> String) -> Result<Int32, SyscallError> {
         Syscall.openBeneath(fd, relative, flags, 0, reportingAs: fullPath)
     }
 
     /// Runs `body` with a descriptor of `path`'s parent directory (reached without links) and
     /// `path`'s last component.
-    private func inParent<T>(_ path: String, _ body: (Int32, String) -> Result<T, Errno>) -> Result<T, Errno> {
+    private func inParent<T>(_ path: String, _ body: (Int32, String) -> Result<T, SyscallError>) -> Result<T, SyscallError> {
         let relative = relative(path)
         guard let slash = relative.utf8.lastIndex(of: UInt8(ascii: "/")) else { return body(fd, relative) }
         let parent = String(relative[..<slash]), name = String(relative[relative.utf8.index(after: slash)...])
@@ -83,7 +83,7 @@ final class CacheDirectory: Sendable {
 
     /// Removes the file at `path`; a body file that is mapped (``MappedBodies``) is unmapped
     /// first, so that its blocks are freed with it.
-    func unlink(_ path: String) -> Result<Void, Errno> {
+    func unlink(_ path: String) -> Result<Void, SyscallError> {
         inParent(path) { parent, name in
             if !mappedBodies.isEmpty, path.utf8.last == UInt8(ascii: "y"), path.hasSuffix(".body"),
                case .success(let info) = Syscall.fstatat(parent, name) {
@@ -93,15 +93,15 @@ final class CacheDirectory: Sendable {
         }
     }
 
-    func rmdir(_ path: String) -> Result<Void, Errno> {
+    func rmdir(_ path: String) -> Result<Void, SyscallError> {
         inParent(path) { Syscall.unlinkat($0, $1, directory: true, reportingAs: path) }
     }
 
-    func mkdir(_ path: String, _ mode: mode_t = 0o700) -> Result<Void, Errno> {
+    func mkdir(_ path: String, _ mode: mode_t = 0o700) -> Result<Void, SyscallError> {
         inParent(path) { Syscall.mkdirat($0, $1, mode, reportingAs: path) }
     }
 
-    func rename(_ from: String, _ to: String) -> Result<Void, Errno> {
+    func rename(_ from: String, _ to: String) -> Result<Void, SyscallError> {
         inParent(from) { fromDirectory, fromName in
             inParent(to) { Syscall.renameat(fromDirectory, fromName, $0, $1, reportingAs: (from, to)) }
         }
@@ -110,25 +110,25 @@ final class CacheDirectory: Sendable {
     /// Gives the file at `outside` (a path outside the cache, links in it followed as the
     /// user's, a link at its last component linked itself) a second name `path` inside the cache
     /// (`linkat(2)`); EXDEV when they are on different filesystems.
-    func linkIn(from outside: String, to path: String) -> Result<Void, Errno> {
+    func linkIn(from outside: String, to path: String) -> Result<Void, SyscallError> {
         inParent(path) { Syscall.linkat(AT_FDCWD, outside, $0, $1, reportingAs: (outside, path)) }
     }
 
     /// A second name for a file (`linkat(2)`, never following a link at `existing`).
-    func link(_ existing: String, _ new: String) -> Result<Void, Errno> {
+    func link(_ existing: String, _ new: String) -> Result<Void, SyscallError> {
         inParent(existing) { existingDirectory, existingName in
             inParent(new) { Syscall.linkat(existingDirectory, existingName, $0, $1, reportingAs: (existing, new)) }
         }
     }
 
     /// The file's status, not following a link at the last component either.
-    func lstat(_ path: String) -> Result<stat, Errno> {
+    func lstat(_ path: String) -> Result<stat, SyscallError> {
         if relative(path).isEmpty { return Syscall.fstat(fd) }
         return inParent(path) { Syscall.fstatat($0, $1) }
     }
 
     /// Changes the mode of the directory or file itself (through its descriptor: never a link's target).
-    func chmod(_ path: String, _ mode: mode_t) -> Result<Void, Errno> {
+    func chmod(_ path: String, _ mode: mode_t) -> Result<Void, SyscallError> {
         open(path, O_RDONLY | O_NONBLOCK).flatMap { file in
             defer { Syscall.close(file) }
             return Syscall.fchmod(file, mode, reportingAs: path)
@@ -136,7 +136,7 @@ final class CacheDirectory: Sendable {
     }
 
     /// Names in a directory inside the cache, with their types; a link is listed, never entered.
-    func listDirectory(_ path: String) -> Result<[(name: String, type: UInt8)], Errno> {
+    func listDirectory(_ path: String) -> Result<[(name: String, type: UInt8)], SyscallError> {
         let relative = relative(path)
         // Not reported to observers: the stream closes the descriptor itself.
         return Syscall.openBeneath(fd, relative.isEmpty ? "." : relative, O_RDONLY | O_DIRECTORY, 0, reportingAs: nil)
@@ -144,7 +144,7 @@ final class CacheDirectory: Sendable {
     }
 
     /// Fsyncs a directory inside the cache (or the cache directory itself).
-    func fsyncDirectory(_ path: String) -> Result<Void, Errno> {
+    func fsyncDirectory(_ path: String) -> Result<Void, SyscallError> {
         if relative(path).isEmpty { return Syscall.fsync(fd) }
         return open(path, O_RDONLY | O_DIRECTORY).flatMap { directory in
             defer { Syscall.close(directory) }
@@ -187,7 +187,7 @@ final class CacheDirectory: Sendable {
     }
 }
 
-extension Result where Success == stat, Failure == Errno {
+extension Result where Success == stat, Failure == SyscallError {
     /// Whether the status is a directory's.
     var isDirectory: Bool {
         if case .success(let info) = self { return info.st_mode & S_IFMT == S_IFDIR }
@@ -195,15 +195,15 @@ extension Result where Success == stat, Failure == Errno {
     }
 }
 
-extension Result where Success == Void, Failure == Errno {
+extension Result where Success == Void, Failure == SyscallError {
     /// Success when the failure was only that the name was not there.
-    var orMissing: Result<Void, Errno> {
+    var orMissing: Result<Void, SyscallError> {
         if case .failure(.noSuchFileOrDirectory) = self { return .success(()) }
         return self
     }
 
     /// Success when the failure was only that the name was already there.
-    var orExisting: Result<Void, Errno> {
+    var orExisting: Result<Void, SyscallError> {
         if case .failure(.fileExists) = self { return .success(()) }
         return self
     }

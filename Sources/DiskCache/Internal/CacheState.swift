@@ -7,15 +7,6 @@ import Musl
 import Darwin
 #endif
 
-/// An open file descriptor, closed when the last reference goes. The journal's descriptor
-/// is shared this way so that a group-commit fsync running while compaction swaps in a new
-/// journal never fsyncs (or closes) a number that has meanwhile been reused.
-final class FileDescriptor: Sendable {
-    let fd: Int32
-    init(_ fd: Int32) { self.fd = fd }
-    deinit { Syscall.close(fd) }
-}
-
 /// A lock per group of keys: a writer holds its key's stripe from the moment its files are
 /// renamed into place until its journal record is appended and the index updated, so two
 /// writers of one key cannot interleave, while writers of other keys go on in parallel.
@@ -27,7 +18,7 @@ final class StripeLock: Sendable {
 /// index updates and journal appends (one `pwrite`), never an fsync.
 struct CacheState {
     var index: Index
-    var journal: FileDescriptor
+    var journal: SharedDescriptor
     /// Bytes in the journal file: where the next record goes.
     var journalLength: Int64
     /// Disk blocks are reserved up to here, so appends below it cannot fail with ENOSPC.
@@ -380,7 +371,7 @@ extension CacheState {
         if let failsSwitch = shared.failsSwitch, failsSwitch() { return false }
         let path = shared.layout.journal
         guard case .success(let fd) = shared.layout.directory.open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK) else { return false }
-        let file = FileDescriptor(fd)
+        let file = SharedDescriptor(fd)
         if generation == journalGeneration + 1 {
             if case .success(let info) = Syscall.fstat(journal.fd), Int64(info.st_size) > journalLength {
                 applyRecords(through: Int64(info.st_size))

@@ -12,7 +12,7 @@ import Darwin
 /// followed at any component); elsewhere (`directory` nil) no link is followed at the last one.
 enum FileIO {
     /// Opens `path` through `directory` when there is one.
-    private static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600, in directory: CacheDirectory?) -> Result<Int32, Errno> {
+    private static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600, in directory: CacheDirectory?) -> Result<Int32, SyscallError> {
         if let directory { return directory.open(path, flags, mode) }
         return Syscall.open(path, flags, mode)
     }
@@ -24,7 +24,7 @@ enum FileIO {
     /// Creates `path` (which must not exist), writes `bytes`, optionally fsyncs, closes.
     /// On failure the partial file is removed.
     static func writeNewFile(_ path: String, _ bytes: UnsafeRawBufferPointer, sync: Bool,
-                             in directory: CacheDirectory?) -> Result<Void, Errno> {
+                             in directory: CacheDirectory?) -> Result<Void, SyscallError> {
         let fd: Int32
         switch open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600, in: directory) {
         case .success(let opened): fd = opened
@@ -42,7 +42,7 @@ enum FileIO {
     /// interrupted write left (or, after damage, a directory): it is removed and the file made afresh (never truncated in place,
     /// which would make ext4 start writeback at close). On failure the partial file is removed.
     static func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], sync: Bool,
-                               in directory: CacheDirectory) -> Result<Void, Errno> {
+                               in directory: CacheDirectory) -> Result<Void, SyscallError> {
         let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW
         var opened = directory.open(path, flags, 0o600)
         if case .failure(.fileExists) = opened {
@@ -77,7 +77,7 @@ enum FileIO {
 
     /// Whether a read failed because the path is not a regular file (a directory, a FIFO, a
     /// device or socket): damage, as a missing file is.
-    static func isNotAFile(_ error: Errno) -> Bool {
+    static func isNotAFile(_ error: SyscallError) -> Bool {
         error == .isDirectory || error.rawValue == ESPIPE || error.rawValue == ENXIO || error.rawValue == ENODEV
     }
 
@@ -92,12 +92,12 @@ enum FileIO {
     /// Reads exactly `count` bytes from the start of `path` into a fresh buffer.
     /// Returns nil (as `.success(nil)`) when the file is shorter than that; fails with
     /// ENOMEM when `count` is more than a read may allocate.
-    static func read(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<UnsafeMutableRawBufferPointer?, Errno> {
+    static func read(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
         read(opening: { open(path, readFlags, in: directory) }, count: count)
     }
 
     /// ``read(_:count:in:)`` of the file `opening` opens (with ``readFlags``).
-    static func read(opening: () -> Result<Int32, Errno>, count: Int) -> Result<UnsafeMutableRawBufferPointer?, Errno> {
+    static func read(opening: () -> Result<Int32, SyscallError>, count: Int) -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
         readFresh(opening: opening, count: count) { fd, buffer in
             Syscall.preadAll(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: 0, read: cdiskcache_pread_entry)
         }
@@ -105,31 +105,31 @@ enum FileIO {
 
     /// ``read(_:count:)`` that also returns the XXH3-64 of the bytes, computed chunk by chunk
     /// as they arrive (a large body crosses memory once instead of twice).
-    static func readHashing(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, Errno> {
+    static func readHashing(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, SyscallError> {
         readHashing(opening: { open(path, readFlags, in: directory) }, count: count)
     }
 
     /// ``readHashing(_:count:in:)`` of the file `opening` opens (with ``readFlags``).
-    static func readHashing(opening: () -> Result<Int32, Errno>, count: Int) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, Errno> {
+    static func readHashing(opening: () -> Result<Int32, SyscallError>, count: Int) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, SyscallError> {
         var hash: UInt64 = 0
         return readFresh(opening: opening, count: count) { fd, buffer in
             let read = cdiskcache_read_hashing(fd, buffer.baseAddress, count, &hash)
-            return read < 0 ? .failure(Errno.current) : .success(read)
+            return read < 0 ? .failure(SyscallError.current) : .success(read)
         }.map { $0.map { ($0, hash) } }
     }
 
     /// Opens a file to read (`opening`), allocates `count` bytes and lets `fill` read into them
     /// (returning how many it read): the buffer when that is `count`, nil when the file was shorter.
-    private static func readFresh(opening: () -> Result<Int32, Errno>, count: Int,
-                                  fill: (Int32, UnsafeMutableRawBufferPointer) -> Result<Int, Errno>)
-        -> Result<UnsafeMutableRawBufferPointer?, Errno> {
+    private static func readFresh(opening: () -> Result<Int32, SyscallError>, count: Int,
+                                  fill: (Int32, UnsafeMutableRawBufferPointer) -> Result<Int, SyscallError>)
+        -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
         let fd: Int32
         switch opening() {
         case .success(let opened): fd = opened
         case .failure(let error): return .failure(error)
         }
         defer { Syscall.close(fd) }
-        guard let buffer = allocateForRead(count) else { return .failure(Errno(rawValue: ENOMEM)) }
+        guard let buffer = allocateForRead(count) else { return .failure(SyscallError(rawValue: ENOMEM)) }
         switch fill(fd, buffer) {
         case .success(let read) where read == count:
             return .success(buffer)
@@ -144,7 +144,7 @@ enum FileIO {
 
     /// Reads a whole file (of at most `limit` bytes, and at most ``maximumReadSize``) as an
     /// array; nil content if it is larger or is not a regular file.
-    static func readAll(_ path: String, limit: Int, in directory: CacheDirectory?) -> Result<[UInt8]?, Errno> {
+    static func readAll(_ path: String, limit: Int, in directory: CacheDirectory?) -> Result<[UInt8]?, SyscallError> {
         let fd: Int32
         switch open(path, readFlags, in: directory) {
         case .success(let opened): fd = opened
@@ -156,7 +156,7 @@ enum FileIO {
 
     /// The whole of the open file `fd`, read from offset 0; nil if it is not a regular file or
     /// is larger than `limit`.
-    static func readAll(fd: Int32, limit: Int) -> Result<[UInt8]?, Errno> {
+    static func readAll(fd: Int32, limit: Int) -> Result<[UInt8]?, SyscallError> {
         let size: Int
         switch Syscall.fstat(fd) {
         case .success(let info) where info.st_mode & S_IFMT == S_IFREG: size = Int(info.st_size)
@@ -165,7 +165,7 @@ enum FileIO {
         }
         guard size <= min(limit, maximumReadSize) else { return .success(nil) }
         // Read straight into the array's storage: no zero-fill first (a journal can be tens of MB).
-        var result: Result<Int, Errno> = .success(0)
+        var result: Result<Int, SyscallError> = .success(0)
         let bytes = [UInt8](unsafeUninitializedCapacity: size) { buffer, initialized in
             result = Syscall.preadAll(fd, UnsafeMutableRawBufferPointer(buffer), at: 0)
             if case .success(let read) = result { initialized = read }

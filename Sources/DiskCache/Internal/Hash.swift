@@ -1,5 +1,4 @@
 import CDiskCacheSupport
-import CXXHash
 
 /// A 128-bit key hash (XXH3-128), the name of an entry on disk and its identity in the index.
 struct KeyHash: Hashable, Sendable, Comparable, CustomStringConvertible {
@@ -60,8 +59,9 @@ struct KeyHasher: Sendable {
     static let xxh3: KeyHasher = KeyHasher { key in
         var key = key
         return key.withUTF8 { bytes in
-            let digest = XXH3_128bits(bytes.baseAddress, bytes.count)
-            return KeyHash(high: digest.high64, low: digest.low64)
+            var hash = KeyHash(high: 0, low: 0)
+            cdiskcache_xxh3_128(bytes.baseAddress, bytes.count, &hash.high, &hash.low)
+            return hash
         }
     }
 }

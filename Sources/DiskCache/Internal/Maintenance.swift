@@ -202,7 +202,7 @@ extension DiskCache {
     /// last checkpoint began. A failure leaves the checkpoint due.
     @discardableResult
     func syncFiles(onlyIfNeeded: Bool) throws(DiskCacheError) -> (generation: Int, end: Int64)? {
-        let due = state.withLock { state -> (generation: Int, end: Int64, journal: FileDescriptor)? in
+        let due = state.withLock { state -> (generation: Int, end: Int64, journal: SharedDescriptor)? in
             guard !onlyIfNeeded || (state.needsCheckpoint && !state.isClosed) else { return nil }
             state.needsCheckpoint = false
             return (state.journalGeneration, state.journalLength, state.journal)
@@ -221,7 +221,7 @@ extension DiskCache {
     /// durable after it. When the journal holds PUT+FILE records, a CHECKPOINT record then says
     /// so, naming `due.end` by its distance back from the record (unless a compaction replaced
     /// the file meanwhile).
-    func syncFiles(through due: (generation: Int, end: Int64, journal: FileDescriptor)) throws(DiskCacheError) {
+    func syncFiles(through due: (generation: Int, end: Int64, journal: SharedDescriptor)) throws(DiskCacheError) {
         try Syscall.syncFileSystem(due.journal.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
         try state.withLock { state throws(DiskCacheError) in
             guard state.journalCarriesFiles, !state.isClosed else { return }
@@ -238,7 +238,7 @@ extension DiskCache {
     /// `.batched` mode's group commit, on its own queue: one `syncfs` and one journal fsync make
     /// everything written since the last one durable.
     func groupCommit() {
-        let dirty = state.withLock { state -> (Int, Int64, FileDescriptor)? in
+        let dirty = state.withLock { state -> (Int, Int64, SharedDescriptor)? in
             guard state.isDirty, !state.isClosed else { return nil }
             state.isDirty = false
             return (state.journalGeneration, state.journalLength, state.journal)
@@ -331,7 +331,7 @@ extension DiskCache {
         // Whatever is left at journal.tmp (a file, or a directory someone made) is in the way.
         layout.directory.removeTree(temp)
         let fd = try layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600).get(orThrow: "create journal.tmp", path: temp)
-        let file = FileDescriptor(fd)
+        let file = SharedDescriptor(fd)
         var buffer = Journal.header()
         buffer.reserveCapacity(1 << 20)
         var length: Int64 = 0

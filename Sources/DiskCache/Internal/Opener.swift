@@ -37,7 +37,7 @@ struct Opener {
         var layout: Layout
         var blockSize: Int64
         /// `LOCK` and the cache directory, each `flock`ed: closing them releases the cache.
-        var locks: [FileDescriptor]
+        var locks: [SharedDescriptor]
         var state: CacheState
         var needsOrphanScan: Bool
         /// The application version the cache's mark names (``DiskCache/Configuration/applicationVersion``).
@@ -64,7 +64,7 @@ struct Opener {
     /// Opening a cache other instances have open (shared mode): nothing in the directory is
     /// changed (the first instance recovered it); the journal is read holding the append lock,
     /// so that no record is half written and no compaction swaps files meanwhile.
-    private func join(locks: [FileDescriptor], region: SharedRegion) throws(DiskCacheError) -> Opened {
+    private func join(locks: [SharedDescriptor], region: SharedRegion) throws(DiskCacheError) -> Opened {
         let mark = try checkVersion()
         let blockSize = Self.blockSize(layout)
         let (index, records, journal, generation, carriesFiles) = try region.withLock(.append) { () throws(DiskCacheError) in
@@ -77,7 +77,7 @@ struct Opener {
             let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
             // Up to the last whole record: bytes after it are a dead appender's, which the
             // next append writes over.
-            return (index, summary.records, (FileDescriptor(fd), Int64(summary.validLength)), Int(region[.generation]),
+            return (index, summary.records, (SharedDescriptor(fd), Int64(summary.validLength)), Int(region[.generation]),
                     summary.carriedFiles > 0)
         }
         region.add(.openCount, 1)
@@ -100,7 +100,7 @@ struct Opener {
     /// Opening a cache no other instance has open: checks the mark, cleans up after the last
     /// session, replays the journal (cutting a torn tail), and in shared mode writes the shared
     /// page afresh.
-    private func recover(locks: [FileDescriptor], region: SharedRegion?, sharedPageMovedAside: Bool = false) throws(DiskCacheError) -> Opened {
+    private func recover(locks: [SharedDescriptor], region: SharedRegion?, sharedPageMovedAside: Bool = false) throws(DiskCacheError) -> Opened {
         let mark = try checkVersion()
         let version = mark.format
         // Read (and check the version of) the journal before anything in the directory changes,
@@ -191,7 +191,7 @@ struct Opener {
         }
 
         let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
-        let journal = FileDescriptor(fd)
+        let journal = SharedDescriptor(fd)
         let status = try Syscall.fstat(fd).get(orThrow: "read the journal's size", path: layout.journal)
         let length = status.st_size
         var state = CacheState(index: index, journal: journal, journalLength: Int64(length),
@@ -222,7 +222,7 @@ struct Opener {
     private static func prepareDirectory(_ path: String) throws(DiskCacheError) -> Bool {
         var info = stat()
         if stat(path, &info) != 0 {
-            let error = Errno.current
+            let error = SyscallError.current
             guard error == .noSuchFileOrDirectory else {
                 throw DiskCacheError.io(error, "look at the cache directory", path: path)
             }
@@ -235,7 +235,7 @@ struct Opener {
         guard Syscall.access(path, R_OK | W_OK | X_OK) else {
             throw DiskCacheError(code: .permissionDenied,
                                  message: "The cache directory must be readable, writable and searchable by this process",
-                                 path: path, errno: Errno.current.rawValue)
+                                 path: path, errno: SyscallError.current.rawValue)
         }
         let names = try Syscall.listDirectory(path).get(orThrow: "list the cache directory", path: path)
         // Empty, or what a new cache's first step leaves when it is cut short.
@@ -259,10 +259,10 @@ struct Opener {
             // Another user's cache in a directory this process may write to: its files (0600)
             // cannot be read, which says nothing about whether it is a cache.
             let versionFile = Layout(root: path).versionFile
-            if !Syscall.access(versionFile, R_OK), Errno.current == .permissionDenied {
+            if !Syscall.access(versionFile, R_OK), SyscallError.current == .permissionDenied {
                 throw DiskCacheError(code: .permissionDenied,
                                      message: "The cache's VERSION file cannot be read by this process (the cache's files belong to another user?)",
-                                     path: versionFile, errno: Errno.permissionDenied.rawValue)
+                                     path: versionFile, errno: SyscallError.permissionDenied.rawValue)
             }
             let hint = FormatMarker.isRecognisablyACache(names)
                 ? "; the rest of the directory is a cache's: `diskcache verify --repair` marks it again" : ""
@@ -334,7 +334,7 @@ struct Opener {
     /// Gets something out of the way of one of the cache's own names: a symbolic link is
     /// removed (never its target); a file or directory of the wrong kind is moved into `tmp/`,
     /// which the next open empties. Nothing outside the cache is touched.
-    static func moveAside(_ path: String, _ layout: Layout) -> Result<Void, Errno> {
+    static func moveAside(_ path: String, _ layout: Layout) -> Result<Void, SyscallError> {
         let directory = layout.directory
         switch directory.lstat(path) {
         case .failure(.noSuchFileOrDirectory): return .success(())
@@ -361,11 +361,11 @@ struct Opener {
     /// the cache directory itself. `LOCK` is what older versions of the library lock and what
     /// names the owner; the directory's lock is the one no one can take away by unlinking a
     /// file, so a second opener is refused even after `LOCK` was deleted under an open cache.
-    static func takeLocks(_ layout: Layout) throws(DiskCacheError) -> [FileDescriptor] {
+    static func takeLocks(_ layout: Layout) throws(DiskCacheError) -> [SharedDescriptor] {
         let path = layout.lockFile
-        let lockFile = FileDescriptor(try layout.directory.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600)
+        let lockFile = SharedDescriptor(try layout.directory.open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600)
             .get(orThrow: "open the lock file", path: path))
-        let directory = FileDescriptor(try layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY)
+        let directory = SharedDescriptor(try layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY)
             .get(orThrow: "open the cache directory", path: layout.root))
         try lock(lockFile.fd, optional: false, layout)
         try lock(directory.fd, optional: true, layout)
@@ -388,8 +388,8 @@ struct Opener {
     /// ``DiskCacheError/Code/sharedPageDamaged``. What is not a regular file at `SHARED` (a
     /// directory, link or FIFO) is moved aside once no instance is open.
     static func joinShared(_ layout: Layout, lockTimeout: Duration, logger: Logger) throws(DiskCacheError)
-        -> (directory: FileDescriptor, region: SharedRegion, alone: Bool, movedAside: Bool) {
-        let directory = FileDescriptor(try layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY)
+        -> (directory: SharedDescriptor, region: SharedRegion, alone: Bool, movedAside: Bool) {
+        let directory = SharedDescriptor(try layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY)
             .get(orThrow: "open the cache directory", path: layout.root))
         try lock(directory.fd, optional: true, shared: true, layout)
         let deadline = ContinuousClock.now + lockTimeout
@@ -411,7 +411,7 @@ struct Opener {
 
     /// One try of ``joinShared(_:lockTimeout:logger:)``: a failure is one that waiting for the
     /// open group to close may cure.
-    private static func joinSharedOnce(_ layout: Layout, directory: FileDescriptor, lockTimeout: Duration, logger: Logger,
+    private static func joinSharedOnce(_ layout: Layout, directory: SharedDescriptor, lockTimeout: Duration, logger: Logger,
                                        movedAside: inout Bool) throws(DiskCacheError) -> Result<(region: SharedRegion, alone: Bool), DiskCacheError> {
         let path = layout.root + "/" + SharedRegion.fileName
         let othersOpen = { SharedRegion.isHeld(directory: directory.fd) }
@@ -433,7 +433,7 @@ struct Opener {
         }
         let timeout = lockTimeout.nanoseconds
         if cdiskcache_range_lock_timed(fd, SharedRegion.Lock.opening.rawValue, 1, SharedRegion.Kind.exclusive.rawValue, timeout) != 0 {
-            let error = Errno.current
+            let error = SyscallError.current
             Syscall.close(fd)
             if error.rawValue == ETIMEDOUT {
                 throw DiskCacheError(code: .lockTimeout,

@@ -47,6 +47,8 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     static let fileName = "SHARED"
     static let size = 6 * 4096
     static let magic = Array("DCSHARED".utf8)
+    /// ``magic`` as the one word ``isValid`` compares (in the machine's byte order, as loaded).
+    private static let magicWord = magic.withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
     static let version: UInt64 = 2
     /// Whether the append and stripe locks are robust mutexes in the mapping (else byte ranges).
     static let usesMutexes = (1...64).contains(Int(cdiskcache_shared_mutex_size()))
@@ -138,7 +140,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
 
     /// Opens (creating when missing) `SHARED` in the cache directory. The mapping is made only
     /// by ``map(fd:layout:initialise:)``, once the caller knows whether it is alone.
-    static func openFile(_ layout: Layout) -> Result<Int32, Errno> {
+    static func openFile(_ layout: Layout) -> Result<Int32, SyscallError> {
         layout.directory.open(layout.root + "/" + fileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600)
     }
 
@@ -173,7 +175,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
                                  path: path)
         }
         guard let page = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), page != MAP_FAILED else {
-            let error = Errno.current
+            let error = SyscallError.current
             Syscall.close(fd)
             throw DiskCacheError.io(error, "map the shared page", path: path)
         }
@@ -189,7 +191,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
                     let result = cdiskcache_shared_mutex_init(page.advanced(by: offset))
                     guard result == 0 else {
                         // `region` unmaps the page and closes `fd` as it goes.
-                        throw DiskCacheError.io(Errno(rawValue: result), "set up the shared page's locks", path: path)
+                        throw DiskCacheError.io(SyscallError(rawValue: result), "set up the shared page's locks", path: path)
                     }
                 }
             }
@@ -237,10 +239,10 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     /// `.wouldBlock` when another instance holds a conflicting lock, and a wait fails with
     /// `.timedOut` after ``lockTimeout``.
     @discardableResult
-    func lock(_ lock: Lock, _ kind: Kind, wait: Bool = true) -> Result<Void, Errno> {
+    func lock(_ lock: Lock, _ kind: Kind, wait: Bool = true) -> Result<Void, SyscallError> {
         guard wait, kind != .unlock else { return Self.range(fd, start: lock.rawValue, length: 1, kind, wait: false) }
         return cdiskcache_range_lock_timed(fd, lock.rawValue, 1, kind.rawValue, timeoutNanoseconds) == 0
-            ? .success(()) : .failure(Errno.current)
+            ? .success(()) : .failure(SyscallError.current)
     }
 
     /// Runs `body` holding `lock` exclusively, waiting for it at most ``lockTimeout`` (then
@@ -320,7 +322,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     /// Whether the page is (still) one this library wrote: a page being written afresh by a
     /// first instance is not, until it is done; nor is one zeroed or overwritten from outside.
     var isValid: Bool {
-        Array(UnsafeRawBufferPointer(start: page, count: 8)) == Self.magic
+        UnsafeRawPointer(page).loadUnaligned(as: UInt64.self) == Self.magicWord
             && cdiskcache_atomic_load(page.advanced(by: 8).assumingMemoryBound(to: UInt64.self)) == Self.version
     }
 
@@ -429,7 +431,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     /// without mapping it or taking a lock.
     static func isShared(_ layout: Layout) -> Bool {
         guard case .success(let fd) = layout.directory.open(layout.root + "/" + fileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) else { return false }
-        let file = FileDescriptor(fd)
+        let file = SharedDescriptor(fd)
         guard case .success(let info) = Syscall.fstat(file.fd), Int(info.st_size) >= size else { return false }
         var header = [UInt8](repeating: 0, count: 16)
         guard case .success(16) = header.withUnsafeMutableBytes({ Syscall.preadAll(file.fd, $0, at: 0) }) else { return false }
@@ -448,8 +450,8 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         }
     }
 
-    static func range(_ fd: Int32, start: Int64, length: Int64, _ kind: Kind, wait: Bool) -> Result<Void, Errno> {
-        cdiskcache_range_lock(fd, start, length, kind.rawValue, wait ? 1 : 0) == 0 ? .success(()) : .failure(Errno.current)
+    static func range(_ fd: Int32, start: Int64, length: Int64, _ kind: Kind, wait: Bool) -> Result<Void, SyscallError> {
+        cdiskcache_range_lock(fd, start, length, kind.rawValue, wait ? 1 : 0) == 0 ? .success(()) : .failure(SyscallError.current)
     }
 
     /// Waits for an exclusive lock on a byte range, at most ``lockTimeout`` (polling: see
@@ -457,7 +459,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     /// since going on without the lock would give up the guarantee it stands for.
     private func waitFor(start: Int64, length: Int64, _ what: String) throws(DiskCacheError) {
         guard cdiskcache_range_lock_timed(fd, start, length, Kind.exclusive.rawValue, timeoutNanoseconds) != 0 else { return }
-        let error = Errno.current
+        let error = SyscallError.current
         if error.rawValue == ETIMEDOUT { throw timeoutError(what) }
         throw DiskCacheError.io(error, "lock the shared page", path: path)
     }

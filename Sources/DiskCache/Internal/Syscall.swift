@@ -9,26 +9,27 @@ import CDiskCacheSupport
 import DiskCacheLocking
 import Synchronization
 
-/// An `errno` value, named the POSIX way.
-struct Errno: Error, Hashable, CustomStringConvertible {
+/// An `errno` value from a ``Syscall`` call, named the POSIX way. (Not swift-system's `Errno`:
+/// this package does not depend on swift-system.)
+struct SyscallError: Error, Hashable, CustomStringConvertible {
     var rawValue: Int32
 
-    static var current: Errno { Errno(rawValue: errno) }
+    static var current: SyscallError { SyscallError(rawValue: errno) }
 
-    static let interrupted = Errno(rawValue: EINTR)
-    static let noSuchFileOrDirectory = Errno(rawValue: ENOENT)
-    static let fileExists = Errno(rawValue: EEXIST)
-    static let noSpace = Errno(rawValue: ENOSPC)
-    static let quotaExceeded = Errno(rawValue: EDQUOT)
-    static let wouldBlock = Errno(rawValue: EWOULDBLOCK)
-    static let permissionDenied = Errno(rawValue: EACCES)
-    static let notPermitted = Errno(rawValue: EPERM)
-    static let notDirectory = Errno(rawValue: ENOTDIR)
-    static let isDirectory = Errno(rawValue: EISDIR)
-    static let tooManySymbolicLinks = Errno(rawValue: ELOOP)
-    static let readOnlyFileSystem = Errno(rawValue: EROFS)
-    static let notSupported = Errno(rawValue: EOPNOTSUPP)
-    static let notImplemented = Errno(rawValue: ENOSYS)
+    static let interrupted = SyscallError(rawValue: EINTR)
+    static let noSuchFileOrDirectory = SyscallError(rawValue: ENOENT)
+    static let fileExists = SyscallError(rawValue: EEXIST)
+    static let noSpace = SyscallError(rawValue: ENOSPC)
+    static let quotaExceeded = SyscallError(rawValue: EDQUOT)
+    static let wouldBlock = SyscallError(rawValue: EWOULDBLOCK)
+    static let permissionDenied = SyscallError(rawValue: EACCES)
+    static let notPermitted = SyscallError(rawValue: EPERM)
+    static let notDirectory = SyscallError(rawValue: ENOTDIR)
+    static let isDirectory = SyscallError(rawValue: EISDIR)
+    static let tooManySymbolicLinks = SyscallError(rawValue: ELOOP)
+    static let readOnlyFileSystem = SyscallError(rawValue: EROFS)
+    static let notSupported = SyscallError(rawValue: EOPNOTSUPP)
+    static let notImplemented = SyscallError(rawValue: ENOSYS)
 
     /// True for the errors that mean "no room left": the caller gets `.diskFull`.
     var isOutOfSpace: Bool { self == .noSpace || self == .quotaExceeded }
@@ -125,21 +126,21 @@ enum FaultInjection {
 
 /// The syscalls the store makes, in one place, each retried on EINTR where a retry is safe.
 ///
-/// Everything returns `Result<_, Errno>` so that call sites decide what an error means
+/// Everything returns `Result<_, SyscallError>` so that call sites decide what an error means
 /// (a missing file on read is a miss, on open of the cache it is a problem).
 enum Syscall {
     @inline(__always)
-    private static func retrying<T: BinaryInteger>(_ body: () -> T) -> Result<T, Errno> {
+    private static func retrying<T: BinaryInteger>(_ body: () -> T) -> Result<T, SyscallError> {
         while true {
             let result = body()
             if result >= 0 { return .success(result) }
-            let error = Errno.current
+            let error = SyscallError.current
             if error == .interrupted { continue }
             return .failure(error)
         }
     }
 
-    static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, Errno> {
+    static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, SyscallError> {
         guard FileSystemObservers.isObserved else { return retrying { Glibc_open(path, flags | O_CLOEXEC, mode) } }
         // Whether O_CREAT made the file, for the observer: only an exclusive create says for sure,
         // so look first otherwise.
@@ -151,7 +152,7 @@ enum Syscall {
         return result
     }
 
-    static func openat(_ directory: Int32, _ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, Errno> {
+    static func openat(_ directory: Int32, _ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, SyscallError> {
         retrying { Glibc_openat(directory, path, flags | O_CLOEXEC, mode) }
     }
 
@@ -164,7 +165,7 @@ enum Syscall {
     }
 
     /// Writes all of `buffer` at the current offset, looping over short writes.
-    static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Result<Void, Errno> {
+    static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Result<Void, SyscallError> {
         let start = FileSystemObservers.isObserved ? Int64(lseek(fd, 0, SEEK_CUR)) : 0
         defer { reportWrite(fd, buffer, at: start) }
         var offset = 0
@@ -179,8 +180,8 @@ enum Syscall {
     }
 
     /// Writes all of `buffer` at `position`, looping over short writes.
-    static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at position: Int64) -> Result<Void, Errno> {
-        if FaultInjection.isActive, FaultInjection.writeFails(fd) { return .failure(Errno(rawValue: EIO)) }
+    static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at position: Int64) -> Result<Void, SyscallError> {
+        if FaultInjection.isActive, FaultInjection.writeFails(fd) { return .failure(SyscallError(rawValue: EIO)) }
         defer { reportWrite(fd, buffer, at: position) }
         var offset = 0
         while offset < buffer.count {
@@ -197,7 +198,7 @@ enum Syscall {
 
     /// Writes `parts` one after the other from offset 0 with as few `pwritev(2)` calls as the
     /// kernel allows (one, for a fresh file in practice), looping over short writes.
-    static func pwritevAll(_ fd: Int32, _ parts: [UnsafeRawBufferPointer]) -> Result<Void, Errno> {
+    static func pwritevAll(_ fd: Int32, _ parts: [UnsafeRawBufferPointer]) -> Result<Void, SyscallError> {
         if FileSystemObservers.isObserved {
             var position: Int64 = 0
             for part in parts {
@@ -243,7 +244,7 @@ enum Syscall {
     /// end of file). `read` is `pread` unless an entry file is read (`cdiskcache_pread_entry`,
     /// which may refuse to wait for the disk, see ``DiskCache/withoutWaitingForDisk(_:)``).
     static func preadAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at position: Int64,
-                         read: (Int32, UnsafeMutableRawPointer, Int, off_t) -> Int = Glibc_pread) -> Result<Int, Errno> {
+                         read: (Int32, UnsafeMutableRawPointer, Int, off_t) -> Int = Glibc_pread) -> Result<Int, SyscallError> {
         var offset = 0
         while offset < buffer.count {
             let result = retrying {
@@ -258,19 +259,19 @@ enum Syscall {
         return .success(offset)
     }
 
-    static func fstat(_ fd: Int32) -> Result<stat, Errno> {
+    static func fstat(_ fd: Int32) -> Result<stat, SyscallError> {
         var info = stat()
         return retrying { Glibc_fstat(fd, &info) }.map { _ in info }
     }
 
     /// `lstat`: never follows a symbolic link.
-    static func lstat(_ path: String) -> Result<stat, Errno> {
+    static func lstat(_ path: String) -> Result<stat, SyscallError> {
         var info = stat()
         return retrying { Glibc_lstat(path, &info) }.map { _ in info }
     }
 
     /// `stat` (following links, as the path the user gave is followed when the cache opens).
-    static func statPath(_ path: String) -> Result<stat, Errno> {
+    static func statPath(_ path: String) -> Result<stat, SyscallError> {
         var info = stat()
         return retrying { Glibc_stat(path, &info) }.map { _ in info }
     }
@@ -278,14 +279,14 @@ enum Syscall {
     /// `fsync(2)`, or with `dataOnly` `fdatasync(2)`: the file's data, and its size when that
     /// changed, made durable, not its times. Observers see either as an fsync, which
     /// `fdatasync` is for everything the store reads back.
-    static func fsync(_ fd: Int32, dataOnly: Bool = false) -> Result<Void, Errno> {
-        if FaultInjection.isActive, FaultInjection.fsyncFails(fd) { return .failure(Errno(rawValue: EIO)) }
+    static func fsync(_ fd: Int32, dataOnly: Bool = false) -> Result<Void, SyscallError> {
+        if FaultInjection.isActive, FaultInjection.fsyncFails(fd) { return .failure(SyscallError(rawValue: EIO)) }
         return observed(retrying { dataOnly ? Glibc_fdatasync(fd) : Glibc_fsync(fd) }, .fsync(fd: fd))
     }
 
     /// Passes a successful result's event to the observers.
     @inline(__always)
-    private static func observed<T>(_ result: Result<T, Errno>, _ event: @autoclosure () -> FileSystemEvent) -> Result<Void, Errno> {
+    private static func observed<T>(_ result: Result<T, SyscallError>, _ event: @autoclosure () -> FileSystemEvent) -> Result<Void, SyscallError> {
         switch result {
         case .success:
             FileSystemObservers.report(event())
@@ -296,68 +297,68 @@ enum Syscall {
     }
 
     /// Opens a directory and fsyncs it, so that renames and creations inside it are durable.
-    static func fsyncDirectory(_ path: String) -> Result<Void, Errno> {
+    static func fsyncDirectory(_ path: String) -> Result<Void, SyscallError> {
         open(path, O_RDONLY | O_DIRECTORY).flatMap { fd in
             defer { close(fd) }
             return fsync(fd)
         }
     }
 
-    static func rename(_ from: String, _ to: String) -> Result<Void, Errno> {
+    static func rename(_ from: String, _ to: String) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_rename(from, to) }, .rename(from: from, to: to))
     }
 
     /// A second name for a file (`link(2)`): how a metadata update keeps the body without copying it.
-    static func link(_ existing: String, _ new: String) -> Result<Void, Errno> {
+    static func link(_ existing: String, _ new: String) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_link(existing, new) }, .link(existing: existing, new: new))
     }
 
-    static func unlink(_ path: String) -> Result<Void, Errno> {
+    static func unlink(_ path: String) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_unlink(path) }, .unlink(path: path))
     }
 
-    static func rmdir(_ path: String) -> Result<Void, Errno> {
+    static func rmdir(_ path: String) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_rmdir(path) }, .rmdir(path: path))
     }
 
-    static func mkdir(_ path: String, _ mode: mode_t = 0o700) -> Result<Void, Errno> {
+    static func mkdir(_ path: String, _ mode: mode_t = 0o700) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_mkdir(path, mode) }, .mkdir(path: path))
     }
 
-    static func chmod(_ path: String, _ mode: mode_t) -> Result<Void, Errno> {
+    static func chmod(_ path: String, _ mode: mode_t) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_chmod(path, mode) }, .chmod(path: path, mode: UInt32(mode)))
     }
 
-    static func ftruncate(_ fd: Int32, _ length: Int64) -> Result<Void, Errno> {
+    static func ftruncate(_ fd: Int32, _ length: Int64) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_ftruncate(fd, off_t(length)) }, .truncate(fd: fd, length: length))
     }
 
     /// `flock(LOCK_EX | LOCK_NB)`: fails with `.wouldBlock` when another open file description holds it.
-    static func lockExclusive(_ fd: Int32) -> Result<Void, Errno> {
+    static func lockExclusive(_ fd: Int32) -> Result<Void, SyscallError> {
         retrying { Glibc_flock(fd, LOCK_EX | LOCK_NB) }.map { _ in () }
     }
 
-    static func lockShared(_ fd: Int32) -> Result<Void, Errno> {
+    static func lockShared(_ fd: Int32) -> Result<Void, SyscallError> {
         retrying { Glibc_flock(fd, LOCK_SH | LOCK_NB) }.map { _ in () }
     }
 
     /// Reserves disk blocks past the end of a file without changing its size.
-    static func reserve(_ fd: Int32, offset: Int64, length: Int64) -> Result<Void, Errno> {
+    static func reserve(_ fd: Int32, offset: Int64, length: Int64) -> Result<Void, SyscallError> {
         retrying { cdiskcache_reserve(fd, off_t(offset), off_t(length)) }.map { _ in () }
     }
 
     /// Makes every write to the filesystem holding `fd` durable (`syncfs(2)` on Linux, `fsync` elsewhere).
-    static func syncFileSystem(_ fd: Int32) -> Result<Void, Errno> {
+    static func syncFileSystem(_ fd: Int32) -> Result<Void, SyscallError> {
         observed(retrying { cdiskcache_syncfs(fd) }, .syncFileSystem(fd: fd))
     }
 
-    static func statvfs(_ path: String) -> Result<Glibc_statvfs_t, Errno> {
+    static func statvfs(_ path: String) -> Result<Glibc_statvfs_t, SyscallError> {
         var info = Glibc_statvfs_t()
         return retrying { Glibc_statvfs(path, &info) }.map { _ in info }
     }
 
     /// Names in a directory, without "." and "..". Symbolic links are reported with their type so callers can skip them.
-    static func listDirectory(_ path: String) -> Result<[(name: String, type: UInt8)], Errno> {
+    static func listDirectory(_ path: String) -> Result<[(name: String, type: UInt8)], SyscallError> {
         guard let dir = Glibc_opendir(path) else { return .failure(.current) }
         return .success(readEntries(dir))
     }
@@ -385,7 +386,7 @@ enum Syscall {
     /// `cdiskcache_open_beneath`: `path` relative to `directory`, no link followed at any
     /// component. Reported to observers as an open of `reportingAs` when that is given.
     static func openBeneath(_ directory: Int32, _ path: String, _ flags: Int32, _ mode: mode_t,
-                            reportingAs fullPath: String?) -> Result<Int32, Errno> {
+                            reportingAs fullPath: String?) -> Result<Int32, SyscallError> {
         guard let fullPath, FileSystemObservers.isObserved else {
             return retrying { cdiskcache_open_beneath(directory, path, flags, mode) }
         }
@@ -401,7 +402,7 @@ enum Syscall {
     /// ``openBeneath(_:_:_:_:reportingAs:)`` of a C string (the read path builds it on the
     /// stack); `fullPath` is made only for an observer.
     static func openBeneath(_ directory: Int32, _ path: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t,
-                            reportingAs fullPath: () -> String) -> Result<Int32, Errno> {
+                            reportingAs fullPath: () -> String) -> Result<Int32, SyscallError> {
         guard FileSystemObservers.isObserved else {
             return retrying { cdiskcache_open_beneath(directory, path, flags, mode) }
         }
@@ -409,41 +410,41 @@ enum Syscall {
     }
 
     /// `unlinkat(2)` of a name in `directory` (`AT_REMOVEDIR` for a directory).
-    static func unlinkat(_ directory: Int32, _ name: String, directory isDirectory: Bool, reportingAs path: String) -> Result<Void, Errno> {
+    static func unlinkat(_ directory: Int32, _ name: String, directory isDirectory: Bool, reportingAs path: String) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_unlinkat(directory, name, isDirectory ? AT_REMOVEDIR : 0) },
                  isDirectory ? .rmdir(path: path) : .unlink(path: path))
     }
 
-    static func mkdirat(_ directory: Int32, _ name: String, _ mode: mode_t, reportingAs path: String) -> Result<Void, Errno> {
+    static func mkdirat(_ directory: Int32, _ name: String, _ mode: mode_t, reportingAs path: String) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_mkdirat(directory, name, mode) }, .mkdir(path: path))
     }
 
     static func renameat(_ fromDirectory: Int32, _ from: String, _ toDirectory: Int32, _ to: String,
-                         reportingAs paths: (from: String, to: String)) -> Result<Void, Errno> {
+                         reportingAs paths: (from: String, to: String)) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_renameat(fromDirectory, from, toDirectory, to) }, .rename(from: paths.from, to: paths.to))
     }
 
     /// `linkat(2)` without `AT_SYMLINK_FOLLOW`: a link at `existing` is linked, never its target.
     static func linkat(_ existingDirectory: Int32, _ existing: String, _ newDirectory: Int32, _ new: String,
-                       reportingAs paths: (existing: String, new: String)) -> Result<Void, Errno> {
+                       reportingAs paths: (existing: String, new: String)) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_linkat(existingDirectory, existing, newDirectory, new, 0) },
                  .link(existing: paths.existing, new: paths.new))
     }
 
     /// `fstatat(2)` with `AT_SYMLINK_NOFOLLOW`.
-    static func fstatat(_ directory: Int32, _ name: String) -> Result<stat, Errno> {
+    static func fstatat(_ directory: Int32, _ name: String) -> Result<stat, SyscallError> {
         var info = stat()
         return retrying { Glibc_fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) }.map { _ in info }
     }
 
-    static func fchmod(_ fd: Int32, _ mode: mode_t, reportingAs path: String) -> Result<Void, Errno> {
+    static func fchmod(_ fd: Int32, _ mode: mode_t, reportingAs path: String) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_fchmod(fd, mode) }, .chmod(path: path, mode: UInt32(mode)))
     }
 
     /// Names in the directory open at `fd` (which this call takes over and closes), without "." and "..".
-    static func listDirectory(fd: Int32) -> Result<[(name: String, type: UInt8)], Errno> {
+    static func listDirectory(fd: Int32) -> Result<[(name: String, type: UInt8)], SyscallError> {
         guard let dir = Glibc_fdopendir(fd) else {
-            let error = Errno.current
+            let error = SyscallError.current
             Glibc_close_quietly(fd)
             return .failure(error)
         }
