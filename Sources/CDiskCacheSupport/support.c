@@ -293,24 +293,50 @@ int cdiskcache_shared_mutex_size(void) {
     return (int)sizeof(pthread_mutex_t);
 }
 
+#if defined(__GLIBC__)
+/// A held mutex names its holder twice: the thread id in the lock word (the futex) and in
+/// `__owner`, which glibc writes right after taking the lock (and clears right before
+/// releasing it). A lock word naming a thread `__owner` does not name, seen twice a pause apart,
+/// was written by something other than a locker: a damaged page. (Both are the holder's thread
+/// id in its own PID namespace, so this holds for processes in different containers too.)
+static int holder_words_disagree(pthread_mutex_t *mutex) {
+    int lock = __atomic_load_n(&mutex->__data.__lock, __ATOMIC_RELAXED) & 0x3fffffff;  // FUTEX_TID_MASK
+    int owner = __atomic_load_n(&mutex->__data.__owner, __ATOMIC_RELAXED);
+    return lock != 0 && lock != owner;
+}
+#endif
+
+/// The wait is made in steps of at most this long, checking the holder's words between them.
+static const int64_t holder_check_interval_ns = 50 * 1000000;
+
 int cdiskcache_shared_mutex_timedlock(void *address, int64_t timeout_ns) {
     pthread_mutex_t *mutex = (pthread_mutex_t *)address;
     int result = pthread_mutex_trylock(mutex);
     if (result != EBUSY) return shared_mutex_taken(mutex, result);
-    struct timespec deadline;
 #if defined(__GLIBC__)
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    const clockid_t clock = CLOCK_MONOTONIC;
 #else
-    clock_gettime(CLOCK_REALTIME, &deadline);
+    const clockid_t clock = CLOCK_REALTIME;
 #endif
-    int64_t nanoseconds = (int64_t)deadline.tv_nsec + (timeout_ns > 0 ? timeout_ns : 0);
-    deadline.tv_sec += (time_t)(nanoseconds / 1000000000);
-    deadline.tv_nsec = (long)(nanoseconds % 1000000000);
+    struct timespec now;
+    clock_gettime(clock, &now);
+    const int64_t start = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+    const int64_t end = start + (timeout_ns > 0 ? timeout_ns : 0);
+    int disagreements = 0;
+    for (int64_t step_end = start;;) {
+        step_end = step_end + holder_check_interval_ns < end ? step_end + holder_check_interval_ns : end;
+        struct timespec deadline = { .tv_sec = (time_t)(step_end / 1000000000), .tv_nsec = (long)(step_end % 1000000000) };
 #if defined(__GLIBC__)
-    return shared_mutex_taken(mutex, pthread_mutex_clocklock(mutex, CLOCK_MONOTONIC, &deadline));
+        result = pthread_mutex_clocklock(mutex, clock, &deadline);
 #else
-    return shared_mutex_taken(mutex, pthread_mutex_timedlock(mutex, &deadline));
+        result = pthread_mutex_timedlock(mutex, &deadline);
 #endif
+        if (result != ETIMEDOUT || step_end >= end) return shared_mutex_taken(mutex, result);
+#if defined(__GLIBC__)
+        disagreements = holder_words_disagree(mutex) ? disagreements + 1 : 0;
+        if (disagreements >= 2) return EINVAL;
+#endif
+    }
 }
 
 #if defined(__GLIBC__)

@@ -129,6 +129,31 @@ struct HostileSharedPageTests {
         try other.close()
     }
 
+    /// A thread id written over the append lock's lock word (a stray write, a tool), naming a
+    /// thread that holds nothing: the mutex's owner word does not agree, so the next writer
+    /// reports the page damaged within a tenth of a second instead of waiting out its lock
+    /// timeout (two minutes here, which would end in `lockTimeout`); what was stored before
+    /// reads back from the next open.
+    @Test func aLockWordNamingAThreadThatHoldsNothingIsDamageNotAWait() throws {
+        guard SharedRegion.usesMutexes else { return }
+        let dir = TemporaryDirectory()
+        var configuration = DiskCache.Configuration.testing()
+        configuration.sweepInterval = nil
+        configuration.lockTimeout = .seconds(120)
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration)
+        try cache.store(Data("before".utf8), for: "k")
+        let fd = open(dir.cache.path + "/" + SharedRegion.fileName, O_WRONLY | O_CLOEXEC)
+        try #require(fd >= 0)
+        var tid: Int32 = 0x3fff_fff0  // above any pid_max: no thread has it
+        #expect(pwrite(fd, &tid, 4, off_t(SharedRegion.appendMutexOffset)) == 4)
+        close(fd)
+        #expect { try cache.store(Data("during".utf8), for: "k") } throws: { ($0 as? DiskCacheError)?.code == .sharedPageDamaged }
+        try? cache.close()
+        let reopened = try DiskCache(directory: dir.cache, configuration: configuration)
+        #expect(reopened.data(for: "k") == Data("before".utf8))
+        try reopened.close()
+    }
+
     /// An inspector's verify of a cache whose open instances lost their `SHARED` reports it,
     /// and says the cache is open (the directory's presence byte), though `SHARED` says nothing.
     @Test func verifyReportsASharedPageRemovedUnderOpenInstances() throws {

@@ -141,7 +141,8 @@ int cdiskcache_shared_mutex_trylock(void *address);
 int cdiskcache_shared_mutex_size(void);
 /// `cdiskcache_shared_mutex_lock` waiting at most `timeout_ns` nanoseconds (a `trylock` first,
 /// so the uncontended case reads no clock): 0, 1 as there, ETIMEDOUT when the wait ran out,
-/// or another errno.
+/// EINVAL when the mutex's words say it is held by a thread they do not agree on (written
+/// over from outside: checked every 50 ms of the wait, two checks in a row), or another errno.
 int cdiskcache_shared_mutex_timedlock(void *address, int64_t timeout_ns);
 /// 1 when the memory at `address` still holds a mutex `cdiskcache_shared_mutex_init` made (its
 /// type word is a process-shared robust mutex's: zeros or garbage written over it are not), 0
