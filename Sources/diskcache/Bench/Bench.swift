@@ -14,7 +14,7 @@ import Darwin
 struct Bench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
-        abstract: "Measure put, get, mixed, open and sweep against the raw-file floor and SQLite.",
+        abstract: "Measure put, get, mixed, churn at capacity, open and sweep against the raw-file floor and SQLite.",
         discussion: """
         For each body size and operation, prints ops/s, MB/s and latency percentiles (p50, p99, \
         max) of the store, of the raw-file floor and of SQLite, all measured in the same run on \
