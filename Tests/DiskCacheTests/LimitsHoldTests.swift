@@ -35,7 +35,7 @@ struct LimitsHoldTests {
         configuration.countLimit = 500
         let cache = try DiskCache(directory: dir.cache, configuration: configuration)
         let writers = 4
-        let largest = try Self.largest({ Int64(cache.count) }) {
+        let largest = Self.largest({ Int64(cache.count) }) {
             let failures = PthreadMutex(0)
             DispatchQueue.concurrentPerform(iterations: writers) { writer in
                 for i in 0..<1_000 where (try? cache.store(bytes("value \(i)"), for: "w\(writer)-\(i)")) == nil {
