@@ -392,25 +392,33 @@ extension DiskCache {
     static let pieceSize = 1 << 20
 
     /// Copies all of `source` to the empty file `destination`: a shared-block clone where the
-    /// filesystem offers one, else an in-kernel copy, else `pread`/`pwrite`. While the file
-    /// system is observed (the power-loss tests) only the last, whose writes are reported.
+    /// filesystem offers one, else an in-kernel copy, else `pread`/`pwrite`. Observers (the
+    /// power-loss tests) are told of an in-kernel copy's bytes as writes.
     static func copyFile(from source: Int32, to destination: Int32) -> Result<Void, SyscallError> {
         var sourceOffset: Int64 = 0, destinationOffset: Int64 = 0
-        if !FileSystemObservers.isObserved {
-            if cdiskcache_clone(destination, source) == 0 { return .success(()) }
-            while true {
-                let copied = cdiskcache_copy_range(source, &sourceOffset, destination, &destinationOffset, 1 << 30)
-                if copied > 0 { continue }
-                // 0 is the end of the source, or a filesystem that copies nothing this way: the
-                // loop below finds which (its first read returns 0 at the end).
-                if copied == 0 { break }
-                let error = SyscallError.current
-                if error == .interrupted { continue }
-                // Not possible for this pair (another filesystem on an old kernel, a special file
-                // system): the plain copy below goes on from where this one stopped.
-                guard [EXDEV, ENOSYS, EINVAL, EOPNOTSUPP, EBADF, ETXTBSY].contains(error.rawValue) else { return .failure(error) }
-                break
+        if cdiskcache_clone(destination, source) == 0 {
+            var info = stat()
+            if FileSystemObservers.isObserved, fstat(source, &info) == 0 {
+                Syscall.reportCopy(from: source, to: destination, at: 0, count: Int64(info.st_size))
             }
+            return .success(())
+        }
+        while true {
+            let start = destinationOffset
+            let copied = cdiskcache_copy_range(source, &sourceOffset, destination, &destinationOffset, 1 << 30)
+            if copied > 0 {
+                Syscall.reportCopy(from: source, to: destination, at: start, count: Int64(copied))
+                continue
+            }
+            // 0 is the end of the source, or a filesystem that copies nothing this way: the
+            // loop below finds which (its first read returns 0 at the end).
+            if copied == 0 { break }
+            let error = SyscallError.current
+            if error == .interrupted { continue }
+            // Not possible for this pair (another filesystem on an old kernel, a special file
+            // system): the plain copy below goes on from where this one stopped.
+            guard [EXDEV, ENOSYS, EINVAL, EOPNOTSUPP, EBADF, ETXTBSY].contains(error.rawValue) else { return .failure(error) }
+            break
         }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: pieceSize, alignment: 64)
         defer { buffer.deallocate() }

@@ -234,6 +234,22 @@ enum Syscall {
         return .success(())
     }
 
+    /// Reports to observers, as writes to `destination`, what an in-kernel copy (a clone,
+    /// `copy_file_range`) put there: `count` bytes at `offset` of both files, read back from
+    /// `source`. So the power-loss tests follow the copy that production makes.
+    static func reportCopy(from source: Int32, to destination: Int32, at offset: Int64, count: Int64) {
+        guard FileSystemObservers.isObserved, count > 0 else { return }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Int(min(count, 1 << 20)), alignment: 16)
+        defer { buffer.deallocate() }
+        var done: Int64 = 0
+        while done < count {
+            let piece = UnsafeMutableRawBufferPointer(rebasing: buffer[..<Int(min(count - done, Int64(buffer.count)))])
+            guard case .success(let read) = preadAll(source, piece, at: offset + done), read > 0 else { return }
+            reportWrite(destination, UnsafeRawBufferPointer(rebasing: piece[..<read]), at: offset + done)
+            done += Int64(read)
+        }
+    }
+
     /// Reports a write to observers: the whole buffer, even if the call failed part way (a
     /// power-loss model must assume a failed write may have changed the file).
     private static func reportWrite(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at position: Int64) {
