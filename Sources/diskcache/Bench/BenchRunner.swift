@@ -254,7 +254,8 @@ final class BenchRunner {
         }
 
         // Get: uniformly random entries; cold, the page cache dropped before every turn.
-        for (operation, cold) in [("get", plan.coldReads), ("cold", true)] where ops.contains(BenchOperation(rawValue: operation)!) {
+        for (phase, cold) in [(BenchOperation.get, plan.coldReads), (.cold, true)] where ops.contains(phase) {
+            let operation = phase.rawValue
             let trees = [storeDir, floorDir, sqliteDir]
             var coldNote: String?
             progress.phase("\(label): \(operation == "cold" ? "cold get" : "get") (\(subjects), in turns)")
