@@ -26,37 +26,20 @@ extension DiskCache {
         case explicit
     }
 
-    enum ReadResult {
-        case found(EntryMetadata, Data?)
-        /// The files belong to a key with the same hash.
-        case otherKey
-        /// Missing, short, not what the journal vouches for, or failing the checksum.
-        case damaged
-        /// The read failed for a reason that says nothing about the files (out of descriptors,
-        /// out of memory, a transient I/O error): a miss, and the entry is left alone.
-        case unavailable
-    }
+    /// An entry's metadata as read, with the body when one was read.
+    typealias EntryRead = (meta: EntryMetadata, body: Data?)
 
-    /// An entry file's bytes (and their XXH3-64, when asked for), or why there are none: a
-    /// missing or short file, a symbolic link (which `O_NOFOLLOW` refuses) or anything that is
-    /// not a regular file is damage; any other failure is not the file's fault.
-    private enum EntryFile {
-        case bytes(UnsafeMutableRawBufferPointer, checksum: UInt64?)
-        case failed(ReadResult)
-    }
-
-    private func readEntryFile(_ hash: KeyHash, slot: UInt8, body: Bool, count: Int, hashing: Bool = false) -> EntryFile {
+    /// Reads an entry file whole (and its XXH3-64, when `hashing`); the caller owns the buffer
+    /// (``EntryBytes``). A short file is damage, as ``ReadOutcome/init(opening:)`` says of an open.
+    private func readEntryFile(_ hash: KeyHash, slot: UInt8, body: Bool, count: Int,
+                               hashing: Bool = false) -> ReadOutcome<(buffer: UnsafeMutableRawBufferPointer, checksum: UInt64?)> {
         let opening = { self.layout.openEntryFileToRead(hash, slot: slot, body: body) }
         let result = hashing ? FileIO.readHashing(opening: opening, count: count).map { $0.map { ($0.0, Optional($0.1)) } }
                              : FileIO.read(opening: opening, count: count).map { $0.map { ($0, UInt64?.none) } }
         switch result {
-        case .success(let (buffer, checksum)?): return .bytes(buffer, checksum: checksum)
-        case .success(nil): return .failed(.damaged)
-        case .failure(let error) where error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks
-                                        || FileIO.isNotAFile(error):
-            return .failed(.damaged)
-        case .failure:
-            return .failed(.unavailable)
+        case .success(let (buffer, checksum)?): return .found((buffer, checksum))
+        case .success(nil): return .damaged
+        case .failure(let error): return ReadOutcome<Int32>(opening: .failure(error)).withoutValue()
         }
     }
 
@@ -118,7 +101,7 @@ extension DiskCache {
     }
 
     /// The entry for a read, counted as a hit and its access time noted, all under one lock:
-    /// a read that then fails takes the hit back with ``undoHit()``. Nil (a miss) when absent.
+    /// a read that then fails takes the hit back with ``takeBackHit(countingMiss:)``. Nil (a miss) when absent.
     /// An entry that has surely expired is returned uncounted; the caller removes it.
     func lookupForRead(_ hash: KeyHash, at now: Int64) -> IndexEntry? {
         state.withLock { state in
@@ -144,30 +127,9 @@ extension DiskCache {
         }
     }
 
-    /// How one attempt of ``openBody(for:reading:_:)`` ended.
-    enum ReadAttempt<T> {
-        case done(T?)
-        /// Damaged: removed once confirmed (a miss), else looked at again.
-        case damaged(IndexEntry)
-        case expired(IndexEntry)
-        /// A writer replaced the entry between the lookup and the read: look again.
-        case again
-    }
-
-    /// What a reader made of an entry's body (see ``openBody(for:reading:_:)``).
-    enum BodyOpening<T> {
-        case opened(T)
-        /// The files do not match what the index vouches for: removed, a miss.
-        case damaged
-        /// The index moved on between the lookup and the open: look again.
-        case replaced
-        /// Failed for a reason that says nothing about the files: a miss, the entry kept.
-        case unavailable
-    }
-
     /// ``openBody(for:reading:_:)`` reading the entry's metadata file (and an inline body with it).
     func openBody<T>(for key: String,
-                     _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> BodyOpening<T>)
+                     _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> ReadOutcome<T>)
         throws(DiskCacheError) -> T? {
         try openBody(for: key, reading: { hash, entry in readEntry(hash, key: key, expected: entry, wantBody: entry.isInline) }, open)
     }
@@ -182,72 +144,61 @@ extension DiskCache {
     /// Both closures are non-escaping, so a read allocates no closure context and retains
     /// nothing for them.
     func openBody<T>(for key: String,
-                     reading: (KeyHash, IndexEntry) -> ReadResult,
-                     _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> BodyOpening<T>)
+                     reading: (KeyHash, IndexEntry) -> ReadOutcome<EntryRead>,
+                     _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> ReadOutcome<T>)
         throws(DiskCacheError) -> T? {
         let hash = configuration.keyHasher.hash(key)
-        func takeBackHit() {
-            let counted = !Self.readGaveUpWaiting
-            state.withLock {
-                $0.statistics.hits -= 1
-                if counted { $0.statistics.misses += 1 }
-            }
-        }
-        func once() throws(DiskCacheError) -> ReadAttempt<T> {
+        /// One attempt; `seen` is the entry it looked up.
+        func once(_ seen: inout IndexEntry?) throws(DiskCacheError) -> ReadOutcome<T> {
             let now = configuration.clock()
-            guard let entry = lookupForRead(hash, at: now) else { return .done(nil) }
-            if entry.hasExpired(atMilliseconds: now) { return .expired(entry) }
+            guard let entry = lookupForRead(hash, at: now) else { return .absent }
+            seen = entry
+            // Not counted as a hit by the lookup: nothing to take back.
+            if entry.hasExpired(atMilliseconds: now) { return .expired }
+            let outcome: ReadOutcome<T>
             switch reading(hash, entry) {
-            case .found(let meta, let inline):
-                if let expires = meta.expires, expires <= now {
-                    undoHit()
-                    return .expired(entry)
-                }
-                let opening: BodyOpening<T>
+            case .found(let read) where read.meta.expires.map({ $0 <= now }) ?? false:
+                outcome = .expired
+            case .found(let read):
                 do throws(DiskCacheError) {
-                    opening = try open(hash, entry, meta, inline)
+                    outcome = try open(hash, entry, read.meta, read.body)
                 } catch {
-                    takeBackHit()
+                    takeBackHit(countingMiss: true)
                     throw error
                 }
-                switch opening {
-                case .opened(let value): return .done(value)
-                case .damaged:
-                    undoHit()
-                    return .damaged(entry)
-                case .replaced:
-                    undoHit()
-                    return .again
-                case .unavailable:
-                    takeBackHit()
-                    return .done(nil)
-                }
-            case .otherKey:
-                takeBackHit()
-                state.withLock { $0.statistics.hashCollisions += 1 }
-                return .done(nil)
-            case .damaged:
-                undoHit()
-                return .damaged(entry)
-            case .unavailable:
-                takeBackHit()
-                return .done(nil)
+            case let other:
+                outcome = other.withoutValue()
             }
+            switch outcome {
+            case .found, .absent: break
+            case .otherKey:
+                takeBackHit(countingMiss: true)
+                state.withLock { $0.statistics.hashCollisions += 1 }
+            case .unavailable:
+                takeBackHit(countingMiss: true)
+            case .expired, .damaged, .replaced:
+                // The removal, or the next attempt, counts what the read ends as.
+                takeBackHit(countingMiss: false)
+            }
+            return outcome
         }
         // Without the key's lock first; a reader that a writer of the key (in any instance)
         // overtook four times tries once more holding it, which no writer of the key can
         // overtake: a key that always had a value never reads as a miss.
         for attempt in 0..<5 {
-            let outcome = attempt < 4 ? try once() : try withStripe(hash) { () throws(DiskCacheError) in try once() }
-            switch outcome {
-            case .done(let value): return value
-            case .expired(let entry):
+            var seen: IndexEntry?
+            let outcome = attempt < 4 ? try once(&seen) : try withStripe(hash) { () throws(DiskCacheError) in try once(&seen) }
+            switch (outcome, seen) {
+            case (.found(let value), _): return value
+            case (.expired, let entry?):
                 removeExpired(hash, entry, key: key)
                 return nil
-            case .damaged(let entry):
+            case (.damaged, let entry?):
                 if removeIfUnchanged(hash, entry, key: key) { return nil }
-            case .again:
+            case (.replaced, _):
                 continue
+            default:
+                return nil
             }
         }
         countMiss()
@@ -273,100 +224,83 @@ extension DiskCache {
     }
 
     /// A missing body file is damage if the entry is still the one looked up, else a replacement.
-    func missing<T>(_ hash: KeyHash, _ entry: IndexEntry) -> BodyOpening<T> {
+    func missing<T>(_ hash: KeyHash, _ entry: IndexEntry) -> ReadOutcome<T> {
         isCurrent(hash, entry) ? .damaged : .replaced
     }
 
     /// Takes back the hit ``lookupForRead(_:at:)`` counted, for a read that found nothing.
-    func undoHit() {
-        state.withLock { $0.statistics.hits -= 1 }
+    /// `countingMiss`: the read ends here, as a miss (uncounted when it gave up rather than wait
+    /// for the disk, see ``withoutWaitingForDisk(_:)``); otherwise what ends it counts it (a
+    /// removal, or the next attempt's lookup).
+    func takeBackHit(countingMiss: Bool) {
+        let miss = countingMiss && !Self.readGaveUpWaiting
+        state.withLock {
+            $0.statistics.hits -= 1
+            if miss { $0.statistics.misses += 1 }
+        }
     }
 
     /// Reads and checks an entry's files against what the index vouches for.
-    func readEntry(_ hash: KeyHash, key: String, expected: IndexEntry, wantBody: Bool) -> ReadResult {
-        let metaBuffer: UnsafeMutableRawBufferPointer
+    func readEntry(_ hash: KeyHash, key: String, expected: IndexEntry, wantBody: Bool) -> ReadOutcome<EntryRead> {
+        let file: EntryBytes
         switch readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize)) {
-        case .bytes(let buffer, _): metaBuffer = buffer
-        case .failed(let result): return result
+        case .found(let read): file = EntryBytes(read.buffer)
+        case let other: return other.withoutValue()
         }
-        let decoded = EntryMetadata.decode(UnsafeRawBufferPointer(metaBuffer))
-        metaBuffer.deallocate()
-        guard var meta = decoded else { return .damaged }
+        guard var meta = file.withBytes(EntryMetadata.decode) else { return .damaged }
         guard meta.key == key else { return .otherKey }
         guard meta.checksum == expected.checksum, meta.size == expected.size,
               (meta.inlineBody != nil) == expected.isInline else { return .damaged }
         if let inline = meta.inlineBody {
             meta.inlineBody = nil
-            guard wantBody else { return .found(meta, nil) }
+            guard wantBody else { return .found((meta, nil)) }
             if configuration.verifiesChecksums, inline.withUnsafeBytes({ Checksum.xxh3($0) }) != meta.checksum {
                 return .damaged
             }
-            return .found(meta, Data(inline))
+            return .found((meta, Data(inline)))
         }
-        guard wantBody else { return .found(meta, nil) }
+        guard wantBody else { return .found((meta, nil)) }
         return readBody(hash, meta: meta, slot: expected.slot)
     }
 
     /// ``readEntry(_:key:expected:wantBody:)`` for a read that wants only the value: the metadata
     /// file is read in place, and an inline body is handed out without a copy. The result's
     /// metadata carries only the key, size, checksum and expiry.
-    func readValue(_ hash: KeyHash, key: String, expected: IndexEntry) -> ReadResult {
-        let metaBuffer: UnsafeMutableRawBufferPointer
+    func readValue(_ hash: KeyHash, key: String, expected: IndexEntry) -> ReadOutcome<EntryRead> {
+        let file: EntryBytes
         switch readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize)) {
-        case .bytes(let buffer, _): metaBuffer = buffer
-        case .failed(let result): return result
+        case .found(let read): file = EntryBytes(read.buffer)
+        case let other: return other.withoutValue()
         }
-        let bytes = UnsafeRawBufferPointer(metaBuffer)
-        guard let view = EntryMetadata.ReadView.parse(bytes), view.hasKey(key, in: bytes) else {
+        let view = file.withBytes { bytes in
+            EntryMetadata.ReadView.parse(bytes).flatMap { $0.hasKey(key, in: bytes) ? $0 : nil }
+        }
+        guard let view else {
             // Not the layout this library writes, or another key: the full decoder decides.
-            metaBuffer.deallocate()
             return readEntry(hash, key: key, expected: expected, wantBody: true)
         }
         let meta = EntryMetadata(key: key, size: view.size, checksum: view.checksum, created: expected.created,
                                  accessed: expected.accessedMilliseconds, expires: view.expires, metadata: [:], inlineBody: nil)
         guard view.checksum == expected.checksum, view.size == expected.size,
-              (view.inlineBody != nil) == expected.isInline else {
-            metaBuffer.deallocate()
+              (view.inlineBody != nil) == expected.isInline else { return .damaged }
+        guard let inline = view.inlineBody else { return readBody(hash, meta: meta, slot: expected.slot) }
+        if configuration.verifiesChecksums,
+           file.withBytes({ Checksum.xxh3(UnsafeRawBufferPointer(rebasing: $0[inline])) }) != view.checksum {
             return .damaged
         }
-        guard let inline = view.inlineBody else {
-            metaBuffer.deallocate()
-            return readBody(hash, meta: meta, slot: expected.slot)
-        }
-        let body = UnsafeRawBufferPointer(rebasing: bytes[inline])
-        if configuration.verifiesChecksums, Checksum.xxh3(body) != view.checksum {
-            metaBuffer.deallocate()
-            return .damaged
-        }
-        guard !inline.isEmpty else {
-            metaBuffer.deallocate()
-            return .found(meta, Data())
-        }
-        let offset = inline.lowerBound
-        let data = Data(bytesNoCopy: metaBuffer.baseAddress! + offset, count: inline.count,
-                        deallocator: .custom { pointer, _ in (pointer - offset).deallocate() })
-        return .found(meta, data)
+        return .found((meta, file.data(inline)))
     }
 
     /// Reads and checks a body file of exactly `meta.size` bytes.
-    private func readBody(_ hash: KeyHash, meta: EntryMetadata, slot: UInt8) -> ReadResult {
-        let size = Int(meta.size)
-        let bodyBuffer: UnsafeMutableRawBufferPointer
-        switch readEntryFile(hash, slot: slot, body: true, count: size, hashing: configuration.verifiesChecksums) {
-        case .bytes(let buffer, let checksum):
-            if let checksum, checksum != meta.checksum {
-                buffer.deallocate()
-                return .damaged
-            }
-            bodyBuffer = buffer
-        case .failed(let result):
-            return result
+    private func readBody(_ hash: KeyHash, meta: EntryMetadata, slot: UInt8) -> ReadOutcome<EntryRead> {
+        switch readEntryFile(hash, slot: slot, body: true, count: Int(meta.size), hashing: configuration.verifiesChecksums) {
+        case .found(let read):
+            let file = EntryBytes(read.buffer)
+            if let checksum = read.checksum, checksum != meta.checksum { return .damaged }
+            return .found((meta, file.data(0..<Int(meta.size))))
+        case let other:
+            return other.withoutValue()
         }
-        guard size > 0 else {
-            bodyBuffer.deallocate()
-            return .found(meta, Data())
-        }
-        return .found(meta, Data(bytesNoCopy: bodyBuffer.baseAddress!, count: size, deallocator: .custom { pointer, _ in pointer.deallocate() }))
     }
 
     /// Removes a damaged entry if the index still holds what the reader saw and its files are
@@ -403,9 +337,10 @@ extension DiskCache {
     /// nothing about the file: false.
     private func bodyFileIsDamaged(_ hash: KeyHash, _ entry: IndexEntry) -> Bool {
         let fd: Int32
-        switch layout.openEntryFileToRead(hash, slot: entry.slot, body: true) {
-        case .success(let value): fd = value
-        case .failure(let error): return error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || FileIO.isNotAFile(error)
+        switch ReadOutcome(opening: layout.openEntryFileToRead(hash, slot: entry.slot, body: true)) {
+        case .found(let value): fd = value
+        case .damaged: return true
+        default: return false
         }
         defer { Syscall.close(fd) }
         if case .damaged = checkBodyFile(fd, hash, entry) { return true }
@@ -433,7 +368,7 @@ extension DiskCache {
         if key == nil, configuration.onEviction != nil, let entry = state.withLock({ $0.index[hash] }) {
             key = keyOfEntry(hash, entry)
         }
-        let position: (generation: Int, end: Int64, size: Int64)? = try withStripe(hash) { () throws(DiskCacheError) in
+        let position: (journal: Journal.Position, size: Int64)? = try withStripe(hash) { () throws(DiskCacheError) in
             if let confirming {
                 guard let entry = state.withLock({ $0.index[hash] }), predicate(entry), confirming(entry) else { return nil }
             }
@@ -459,83 +394,110 @@ extension DiskCache {
                 return removed
             }
             guard let removed else { return nil }
-            let entry = removed.result
-            _ = layout.directory.unlink(layout.metaFile(hash, slot: entry.slot))
-            if !entry.isInline { _ = layout.directory.unlink(layout.bodyFile(hash, slot: entry.slot)) }
-            return (removed.position.generation, removed.position.end, entry.size)
+            unlinkFiles(hash, of: removed.result)
+            return (removed.position, removed.result.size)
         }
         guard let position else {
             try syncForRetriedRemove()
             return false
         }
         configuration.onEviction?(Eviction(key: key, size: position.size, reason: reason))
-        if configuration.durability.mode == .immediate { try syncJournal(through: (position.generation, position.end)) }
+        if configuration.durability.mode == .immediate { try syncJournal(through: position.journal) }
         return true
     }
 
-    /// The first step of every write of `hash`, holding its stripe: throws `closed` when the
-    /// cache is, reserves room for its journal record (`recordSize` bytes: one PUT unless
-    /// told) so that a full disk fails the write before anything is written, and returns the
-    /// committed entry, whose slot the new files must not use.
-    func beginWrite(_ hash: KeyHash, recordSize: Int = Journal.putRecordSize) throws(DiskCacheError) -> IndexEntry? {
-        try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
-            guard !state.isClosed else { throw DiskCacheError.closed() }
-            // Behind the journal, the committed entry (whose slot the new files must not use)
-            // is not known.
-            guard !state.isBehind else { throw state.behindError() }
-            try state.reserveJournalSpace(recordSize, path: layout.journal)
-            return state.index[hash]
-        }
+    /// A write's new files, placed in the slot the committed entry does not use, and the PUT
+    /// record that commits them (see ``commitWrite(_:recordSize:counting:placing:)``).
+    struct PlacedFiles {
+        var put: Journal.Put
+        /// In `.immediate` only: a PUT+FILE record of `put` holding the whole `.meta` file (an
+        /// inline entry), written but not synced. It is appended instead of the PUT, and the
+        /// journal's one fsync makes the write durable; the file and its directory entry become
+        /// durable at the next checkpoint (``checkpoint()``), and a power cut before that is
+        /// repaired at open from the record (`Opener.restoreCarriedFiles`).
+        var carryingRecord: [UInt8]? = nil
     }
 
-    /// Commits a write whose files are in place in `put.slot`, the slot `current` (the committed
-    /// entry, if any) does not use: in `.immediate` syncs the shard directory first; appends the
-    /// PUT record and updates the index under one lock; in `.immediate` makes the record durable;
-    /// then unlinks `current`'s files. A failure before the append removes the new files and
-    /// leaves `current` committed. Called holding the key's stripe.
+    /// What a committed write counts as in ``DiskCache/Statistics``.
+    enum WriteKind { case value, metadata }
+
+    /// The put transaction: every write of an entry (``store(_:for:metadata:expires:)-3d9hu``,
+    /// the streamed commit, ``updateMetadata(_:for:)-7s2ej``) goes through it. Holding the key's
+    /// stripe, it
+    /// 1. throws `closed` when the cache is, refuses while this instance is behind the journal
+    ///    (the committed entry, whose slot the new files must not use, is not known), and
+    ///    reserves `recordSize` bytes of journal so that a full disk fails the write before
+    ///    anything is written;
+    /// 2. calls `place` with the committed entry, if any, and the slot it does not use: `place`
+    ///    writes the new files there and returns their PUT, or nil to commit nothing;
+    /// 3. in `.immediate` (unless the record carries the file) syncs the shard directory;
+    ///    appends the record and updates the index under one lock; in `.immediate` makes the
+    ///    record durable before the earlier value's files go, so that power loss cannot leave
+    ///    neither value;
+    /// 4. unlinks the committed entry's files, garbage now.
     ///
-    /// `carryingRecord`, in `.immediate` only, is a PUT+FILE record of `put` holding the whole
-    /// `.meta` file (an inline entry), written but not synced: it is appended instead of the
-    /// PUT, and the journal's one fsync makes the write durable. The file and its directory
-    /// entry become durable at the next checkpoint (``checkpoint()``); a power cut before
-    /// that is repaired at open from the record (`Opener.restoreCarriedFiles`).
-    func commitPut(_ put: Journal.Put, replacing current: IndexEntry?, metaPath: String, bodyPath: String?,
-                   carryingRecord: [UInt8]? = nil) throws(DiskCacheError) {
+    /// A failure before the append removes the new slot's files and leaves the committed entry.
+    /// Returns whether a record was committed.
+    @discardableResult
+    func commitWrite(_ hash: KeyHash, recordSize: Int = Journal.putRecordSize, counting kind: WriteKind = .value,
+                     placing place: (_ current: IndexEntry?, _ slot: UInt8) throws(DiskCacheError) -> PlacedFiles?)
+        throws(DiskCacheError) -> Bool {
         let immediate = configuration.durability.mode == .immediate
-        let position: (generation: Int, end: Int64)
-        do throws(DiskCacheError) {
-            if immediate && carryingRecord == nil {
-                let shard = layout.shardDirectory(put.hash)
-                try layout.directory.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
+        let committed = try withStripe(hash) { () throws(DiskCacheError) -> Bool in
+            let current = try state.withLock { state throws(DiskCacheError) -> IndexEntry? in
+                guard !state.isClosed else { throw DiskCacheError.closed() }
+                guard !state.isBehind else { throw state.behindError() }
+                try state.reserveJournalSpace(recordSize, path: layout.journal)
+                return state.index[hash]
             }
-            // Append and index update under one lock: a compaction snapshots the index and
-            // collects later appends, so it must never see one without the other.
-            position = try state.withLock { state throws(DiskCacheError) in
-                let position = try state.append(carryingRecord ?? Journal.encode(.put(put)), records: 1, path: layout.journal)
-                if carryingRecord != nil {
-                    state.journalCarriesFiles = true
-                    state.needsCheckpoint = true
+            let slot: UInt8 = current?.slot == 0 ? 1 : 0
+            let position: Journal.Position
+            do throws(DiskCacheError) {
+                guard let placed = try place(current, slot) else { return false }
+                if immediate && placed.carryingRecord == nil {
+                    let shard = layout.shardDirectory(hash)
+                    try layout.directory.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
                 }
-                let entry = IndexEntry(put)
-                state.index.insert(entry, for: put.hash)
-                state.noteExpiry(entry)
-                state.statistics.writes += 1
-                return position
+                // Append and index update under one lock: a compaction snapshots the index and
+                // collects later appends, so it must never see one without the other.
+                position = try state.withLock { state throws(DiskCacheError) in
+                    let record = placed.carryingRecord ?? Journal.encode(.put(placed.put))
+                    let position = try state.append(record, records: 1, path: layout.journal)
+                    if placed.carryingRecord != nil {
+                        state.journalCarriesFiles = true
+                        state.needsCheckpoint = true
+                    }
+                    let entry = IndexEntry(placed.put)
+                    state.index.insert(entry, for: hash)
+                    state.noteExpiry(entry)
+                    switch kind {
+                    case .value: state.statistics.writes += 1
+                    case .metadata: state.statistics.metadataUpdates += 1
+                    }
+                    return position
+                }
+            } catch {
+                // Not committed: the new slot's files go, the committed entry stays.
+                unlinkFiles(hash, slot: slot, body: true)
+                throw error
             }
-        } catch {
-            // Not committed: the new slot's files go, the committed entry stays.
-            _ = layout.directory.unlink(metaPath)
-            if let bodyPath { _ = layout.directory.unlink(bodyPath) }
-            throw error
+            if immediate { try syncJournal(through: position) }
+            if let current { unlinkFiles(hash, of: current) }
+            return true
         }
-        // In `.immediate` mode the commit is made durable before the earlier value's files
-        // go, so that power loss cannot leave neither value.
-        if immediate { try syncJournal(through: position) }
-        // Committed: the other slot's files are garbage now.
-        if let current {
-            _ = layout.directory.unlink(layout.metaFile(put.hash, slot: current.slot))
-            if !current.isInline { _ = layout.directory.unlink(layout.bodyFile(put.hash, slot: current.slot)) }
-        }
+        if committed { maintenance.noteWrite(owner: self) }
+        return committed
+    }
+
+    /// Unlinks the files of `entry`, which no record vouches for any more.
+    func unlinkFiles(_ hash: KeyHash, of entry: IndexEntry) {
+        unlinkFiles(hash, slot: entry.slot, body: !entry.isInline)
+    }
+
+    /// Unlinks the `.meta` file of `slot`, and its `.body` file when `body`.
+    func unlinkFiles(_ hash: KeyHash, slot: UInt8, body: Bool) {
+        _ = layout.directory.unlink(layout.metaFile(hash, slot: slot))
+        if body { _ = layout.directory.unlink(layout.bodyFile(hash, slot: slot)) }
     }
 
     /// Creates an entry file in a slot no record vouches for (see `FileIO.writeEntryFile`). A
@@ -566,28 +528,26 @@ extension DiskCache {
     /// synced through its end, so the retry finishes the job. Costs nothing when it is synced.
     func syncForRetriedRemove() throws(DiskCacheError) {
         guard configuration.durability.mode == .immediate else { return }
-        let end = state.withLock { ($0.journalGeneration, $0.journalLength) }
-        try syncJournal(through: end)
+        try syncJournal(through: state.withLock { $0.journalEnd })
     }
 
     /// Group commit: returns once the journal is durable through `position`. Concurrent
-    /// callers queue on `syncState`; the first syncs everything written so far, and the rest
+    /// callers queue on `journalSynced`; the first syncs everything written so far, and the rest
     /// find their records already covered.
-    func syncJournal(through position: (generation: Int, end: Int64)) throws(DiskCacheError) {
-        try syncState.withLock { synced throws(DiskCacheError) in
-            if synced.generation > position.generation { return }
-            if synced.generation == position.generation && synced.syncedLength >= position.end { return }
-            let (journal, generation, length) = state.withLock { ($0.journal, $0.journalGeneration, $0.journalLength) }
+    func syncJournal(through position: Journal.Position) throws(DiskCacheError) {
+        try journalSynced.withLock { synced throws(DiskCacheError) in
+            if synced.covers(position) { return }
+            let (journal, end) = state.withLock { ($0.journal, $0.journalEnd) }
             // A compaction since `position` wrote and synced a new journal holding the record.
-            if generation > position.generation {
-                synced = SyncState(generation: generation, syncedLength: 0)
+            if end.generation > position.generation {
+                synced = Journal.Position(generation: end.generation, end: 0)
                 return
             }
             // Data only: the records, and the size when an append grew the file. Appends
             // overwrite zeros written ahead (`CacheState.writeAhead(for:)`), so as a rule this
             // flushes no metadata at all.
             try Syscall.fsync(journal.fd, dataOnly: true).get(orThrow: "sync the journal", path: layout.journal)
-            synced = SyncState(generation: generation, syncedLength: length)
+            synced = end
         }
     }
 

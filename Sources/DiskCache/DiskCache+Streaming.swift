@@ -143,11 +143,7 @@ extension DiskCache {
         let parts = meta.encodedParts(inlineBodyCount: nil)
         // Sizes, checksums and dates are written at a fixed width: only the expiry date can add
         // to this (a date object and its key, well under 64 bytes).
-        let metaSize = parts.head.count + parts.tail.count + 64
-        guard metaSize <= IndexEntry.maximumMetaSize else {
-            throw DiskCacheError(code: .invalidArgument,
-                                 message: "The key and metadata take about \(metaSize) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
-        }
+        try EntryMetadata.checkFits(parts.head.count + parts.tail.count + 64, about: true)
     }
 
     /// Stores the chunks `chunks` yields, one after the other, as `key`'s value, holding one
@@ -346,46 +342,38 @@ extension DiskCache {
         return (Int64(read), checksum)
     }
 
-    /// What a body file, open as `fd`, is against what the index vouches for.
-    enum BodyFileCheck {
-        /// A regular file of the entry's size whose bytes match its checksum (when checksums
-        /// are verified).
-        case whole
-        /// Whole, and copied into memory as it was hashed (``BodyCopying``): the copy, of the
-        /// entry's size, allocated with `cdiskcache_copy_allocate`.
-        case copied(UnsafeMutableRawPointer)
-        case damaged
-        /// It could not be read: nothing is known about it.
-        case unreadable
-    }
-
     /// Checks the body file open as `fd`, `hash`'s in `entry`'s slot, against `entry`: its type
     /// and size, then (with checksums on) its XXH3-64, hashed from its mapping when the cache
     /// keeps body files mapped (``MappedBodies``), else read through a 64 KiB buffer; either
     /// way a body of any size is checked in bounded memory. A body hashed from its mapping is
     /// copied into memory as it is hashed when `copying` allows it (``BodyCopying``).
-    func checkBodyFile(_ fd: Int32, _ hash: KeyHash, _ entry: IndexEntry, copying: BodyCopying? = nil) -> BodyFileCheck {
-        guard case .success(let info) = Syscall.fstat(fd) else { return .unreadable }
+    ///
+    /// Found: a regular file of the entry's size whose bytes match its checksum (when checksums
+    /// are verified), with its copy when one was made (of the entry's size, allocated with
+    /// `cdiskcache_copy_allocate`). Unavailable: it could not be read, so nothing is known of it.
+    func checkBodyFile(_ fd: Int32, _ hash: KeyHash, _ entry: IndexEntry, copying: BodyCopying? = nil)
+        -> ReadOutcome<UnsafeMutableRawPointer?> {
+        guard case .success(let info) = Syscall.fstat(fd) else { return .unavailable }
         guard info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == entry.size else { return .damaged }
-        guard configuration.verifiesChecksums else { return .whole }
+        guard configuration.verifiesChecksums else { return .found(nil) }
         var checksum: UInt64 = 0
         let mappedBodies = layout.directory.mappedBodies
         if let mapping = mappedBodies.mapping(of: fd, info, size: entry.size, path: { layout.bodyFile(hash, slot: entry.slot) }) {
             let copy = copying.flatMap { $0.allocate(entry.size) }
             let result = copy.map { cdiskcache_copy_hash_mapped(mapping.bytes, mapping.size, $0, &checksum) }
                 ?? cdiskcache_hash_mapped(mapping.bytes, mapping.size, &checksum)
-            if result == 0, checksum == entry.checksum { return copy.map { .copied($0) } ?? .whole }
+            if result == 0, checksum == entry.checksum { return .found(copy) }
             let error = errno
             cdiskcache_copy_free(copy)
             // EFAULT: cut short since it was mapped. EAGAIN: not all in the page cache, on a
             // thread that must not wait for the disk. ENOMEM: no memory for the hash's state.
-            if result != 0, error != EFAULT { return .unreadable }
+            if result != 0, error != EFAULT { return .unavailable }
             mappedBodies.drop(mapping.id)
             return .damaged
         }
         let read = cdiskcache_hash_file(fd, 0, Int(entry.size), &checksum)
-        if read < 0 { return .unreadable }
-        return read == entry.size && checksum == entry.checksum ? .whole : .damaged
+        if read < 0 { return .unavailable }
+        return read == entry.size && checksum == entry.checksum ? .found(nil) : .damaged
     }
 
     /// How much a copy, a hash or a streamed read moves at a time.
@@ -448,36 +436,24 @@ extension DiskCache {
                                  expires: expires?.milliseconds, metadata: metadata, inlineBody: nil)
         let parts = meta.encodedParts(inlineBodyCount: nil)
         let metaSize = parts.head.count + parts.tail.count
-        guard metaSize <= IndexEntry.maximumMetaSize else {
-            throw DiskCacheError(code: .invalidArgument,
-                                 message: "The key and metadata take \(metaSize) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
-        }
+        try EntryMetadata.checkFits(metaSize)
         let immediate = configuration.durability.mode == .immediate
         // The bytes are durable before the name that makes them part of an entry can be.
         if immediate { try Syscall.fsync(fd).get(orThrow: "sync the body", path: temp) }
-        try withStripe(hash) { () throws(DiskCacheError) in
-            let current = try beginWrite(hash)
-            let slot: UInt8 = current?.slot == 0 ? 1 : 0
+        try commitWrite(hash) { _, slot throws(DiskCacheError) in
+            try moveIntoSlot(temp, layout.bodyFile(hash, slot: slot), hash: hash)
             let metaPath = layout.metaFile(hash, slot: slot)
-            let bodyPath = layout.bodyFile(hash, slot: slot)
-            try moveIntoSlot(temp, bodyPath, hash: hash)
-            do throws(DiskCacheError) {
-                try parts.head.withUnsafeBytes { head in
-                    parts.tail.withUnsafeBytes { tail in
-                        Result { () throws(DiskCacheError) in
-                            try writeEntryFile(metaPath, [head, tail], hash: hash, sync: immediate, action: "write the metadata")
-                        }
+            try parts.head.withUnsafeBytes { head in
+                parts.tail.withUnsafeBytes { tail in
+                    Result { () throws(DiskCacheError) in
+                        try writeEntryFile(metaPath, [head, tail], hash: hash, sync: immediate, action: "write the metadata")
                     }
-                }.get()
-            } catch {
-                _ = layout.directory.unlink(bodyPath)
-                throw error
-            }
-            let put = Journal.Put(hash: hash, size: size, metaSize: UInt32(metaSize), isInline: false, slot: slot,
-                                  checksum: checksum, created: now, accessed: now, expires: meta.expires)
-            try commitPut(put, replacing: current, metaPath: metaPath, bodyPath: bodyPath)
+                }
+            }.get()
+            return PlacedFiles(put: Journal.Put(hash: hash, size: size, metaSize: UInt32(metaSize), isInline: false,
+                                                slot: slot, checksum: checksum, created: now, accessed: now,
+                                                expires: meta.expires))
         }
-        maintenance.noteWrite(owner: self)
     }
 
     /// Renames `temp` to the entry file `path` in a slot no record vouches for, replacing what an
@@ -537,10 +513,10 @@ extension DiskCache {
     /// Prepares the file ``withFile(for:_:)`` hands out: a second name in `tmp/` for the entry's
     /// `.body` file, checked against the entry; or, for an inline body, a new file holding it.
     private func openHandout(for key: String) throws(DiskCacheError) -> File? {
-        try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> BodyOpening<File> in
+        try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> ReadOutcome<File> in
             let handout = temporaryFile("handout")
-            func opened(_ fd: Int32) -> BodyOpening<File> {
-                .opened(File(url: URL(fileURLWithPath: handout), fileDescriptor: fd, size: entry.size, metadata: meta.metadata))
+            func opened(_ fd: Int32) -> ReadOutcome<File> {
+                .found(File(url: URL(fileURLWithPath: handout), fileDescriptor: fd, size: entry.size, metadata: meta.metadata))
             }
             if let inline {
                 let fd = try createTemporaryFile(handout)
@@ -578,7 +554,7 @@ extension DiskCache {
                 _ = layout.directory.unlink(handout)
                 return error == .tooManySymbolicLinks || FileIO.isNotAFile(error) ? .damaged : .unavailable
             }
-            let verdict: BodyOpening<File>
+            let verdict: ReadOutcome<File>
             switch Syscall.fstat(fd) {
             case .success(let info) where info.st_mode & S_IFMT != S_IFREG || Int64(info.st_size) != entry.size:
                 verdict = .damaged
@@ -627,33 +603,24 @@ extension DiskCache {
         }
     }
 
-    /// An entry's body file opened to read, or how the reader's opening ends instead.
-    private enum BodyFile<T> {
-        case opened(Int32)
-        case failed(BodyOpening<T>)
-    }
-
-    /// Opens `entry`'s body file to read, for an opening of `T`: missing is damage (or a
-    /// replacement, if the index moved on), a link or anything not a regular file is damage, any
-    /// other failure says nothing about the file.
-    private func openBodyFile<T>(_ hash: KeyHash, _ entry: IndexEntry, for _: T.Type) -> BodyFile<T> {
+    /// Opens `entry`'s body file to read: see ``ReadOutcome/init(opening:)``; a missing file
+    /// is a replacement instead of damage if the index moved on.
+    private func openBodyFile(_ hash: KeyHash, _ entry: IndexEntry) -> ReadOutcome<Int32> {
         switch layout.openEntryFileToRead(hash, slot: entry.slot, body: true) {
-        case .success(let fd): return .opened(fd)
-        case .failure(.noSuchFileOrDirectory): return .failed(missing(hash, entry))
-        case .failure(let error) where error == .tooManySymbolicLinks || FileIO.isNotAFile(error): return .failed(.damaged)
-        case .failure: return .failed(.unavailable)
+        case .failure(.noSuchFileOrDirectory): return missing(hash, entry)
+        case let result: return ReadOutcome(opening: result)
         }
     }
 
     /// Opens the reader behind ``chunks(for:chunkSize:)``: the body file, open (or, inline,
     /// the body already in memory).
     private func openChunks(for key: String, chunkSize: Int) throws(DiskCacheError) -> Chunks? {
-        try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> BodyOpening<Chunks> in
-            if let inline { return .opened(Chunks(inline, metadata: meta.metadata, chunkSize: chunkSize)) }
+        try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> ReadOutcome<Chunks> in
+            if let inline { return .found(Chunks(inline, metadata: meta.metadata, chunkSize: chunkSize)) }
             let fd: Int32
-            switch openBodyFile(hash, entry, for: Chunks.self) {
-            case .opened(let value): fd = value
-            case .failed(let opening): return opening
+            switch openBodyFile(hash, entry) {
+            case .found(let value): fd = value
+            case let other: return other.withoutValue()
             }
             guard isCurrent(hash, entry),
                   let pieces = BodyPieces(fd: fd, size: entry.size, checksum: configuration.verifiesChecksums ? entry.checksum : nil)
@@ -661,7 +628,7 @@ extension DiskCache {
                 Syscall.close(fd)
                 return isCurrent(hash, entry) ? .unavailable : .replaced
             }
-            return .opened(Chunks(ChunkReader(cache: self, hash: hash, key: key, entry: entry, metadata: meta.metadata,
+            return .found(Chunks(ChunkReader(cache: self, hash: hash, key: key, entry: entry, metadata: meta.metadata,
                                               pieces: pieces, chunkSize: chunkSize)))
         }
     }
@@ -759,25 +726,22 @@ extension DiskCache {
     /// the size of the body is used, unless `copying` asks for a copy made as it is hashed.
     /// Blocking: call it on an I/O thread.
     package func checkedBody(for key: String, copying: BodyCopying? = nil) throws(DiskCacheError) -> CheckedBody? {
-        try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> BodyOpening<CheckedBody> in
-            if let inline { return .opened(CheckedBody(source: .bytes(inline), size: entry.size, metadata: meta.metadata)) }
+        try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> ReadOutcome<CheckedBody> in
+            if let inline { return .found(CheckedBody(source: .bytes(inline), size: entry.size, metadata: meta.metadata)) }
             let fd: Int32
-            switch openBodyFile(hash, entry, for: CheckedBody.self) {
-            case .opened(let value): fd = value
-            case .failed(let opening): return opening
+            switch openBodyFile(hash, entry) {
+            case .found(let value): fd = value
+            case let other: return other.withoutValue()
             }
-            let verdict: BodyOpening<CheckedBody>
-            switch isCurrent(hash, entry) ? checkBodyFile(fd, hash, entry, copying: copying) : nil {
-            case .whole?: return .opened(CheckedBody(source: .file(descriptor: fd), size: entry.size, metadata: meta.metadata))
-            case .copied(let bytes)?:
+            switch isCurrent(hash, entry) ? checkBodyFile(fd, hash, entry, copying: copying) : .replaced {
+            case .found(nil): return .found(CheckedBody(source: .file(descriptor: fd), size: entry.size, metadata: meta.metadata))
+            case .found(let bytes?):
                 Syscall.close(fd)
-                return .opened(CheckedBody(source: .copy(CopiedBody(bytes: bytes)), size: entry.size, metadata: meta.metadata))
-            case .damaged?: verdict = .damaged
-            case .unreadable?: verdict = .unavailable
-            case nil: verdict = .replaced
+                return .found(CheckedBody(source: .copy(CopiedBody(bytes: bytes)), size: entry.size, metadata: meta.metadata))
+            case let other:
+                Syscall.close(fd)
+                return other.withoutValue()
             }
-            Syscall.close(fd)
-            return verdict
         }
     }
 
@@ -907,7 +871,7 @@ extension DiskCache {
                              _ key: String, _ entry: IndexEntry, _ what: String) -> DiskCacheError {
             finish(&state, &pieces)
             // The open counted a hit; the removal (if any) counts the miss, as for `data(for:)`.
-            cache.undoHit()
+            cache.takeBackHit(countingMiss: false)
             let path = cache.layout.bodyFile(hash, slot: entry.slot)
             if cache.removeIfUnchanged(hash, entry, key: key) {
                 return DiskCacheError(code: .corruptEntry, message: "The stored body \(what); the entry was removed", path: path)

@@ -71,7 +71,7 @@ public final class DiskCache: Sendable {
     /// How deep ``asHousekeeper(wait:_:)`` calls are nested (they all run on the maintenance
     /// queue, so nesting is the only way two overlap).
     let housekeepingDepth = PthreadMutex(0)
-    let syncState = PthreadMutex(SyncState())
+    let journalSynced = PthreadMutex(Journal.Position(generation: 0, end: 0))
     let stripes: [StripeLock] = (0..<SharedRegion.stripeCount).map { _ in StripeLock() }
     /// `LOCK` and the directory, `flock`ed while the cache is open; emptied by `close()`.
     let locks: PthreadMutex<[SharedDescriptor]>
@@ -110,7 +110,7 @@ public final class DiskCache: Sendable {
         self.locks = PthreadMutex(opened.locks)
         self.state = StateLock(opened.state)
         self.sharedRegion = opened.state.shared?.region
-        self.syncState.withLock { $0 = SyncState(generation: opened.state.journalGeneration, syncedLength: opened.state.journalLength) }
+        self.journalSynced.withLock { $0 = opened.state.journalEnd }
         self.maintenance = Maintenance(interval: configuration.maintenanceInterval)
         self.maintenance.start(owner: self, scanForOrphans: opened.needsOrphanScan)
         if let wanted = configuration.applicationVersion, opened.applicationVersion != wanted {
@@ -197,7 +197,7 @@ public final class DiskCache: Sendable {
                       : readValue(hash, key: key, expected: expected)
         }) { _, entry, meta, body in
             guard let body else { return .replaced }  // the files had no body this time: look again
-            return .opened((body, withEntry ? Entry(meta, entry) : nil))
+            return .found((body, withEntry ? Entry(meta, entry) : nil))
         }
     }
 
@@ -208,10 +208,10 @@ public final class DiskCache: Sendable {
         guard let indexEntry = state.withLock({ $0.isClosed ? nil : $0.index[hash] }) else { return nil }
         let now = configuration.clock()
         guard !indexEntry.hasExpired(atMilliseconds: now),
-              case .found(let meta, _) = readEntry(hash, key: key, expected: indexEntry, wantBody: false),
-              meta.expires.map({ $0 > now }) ?? true
+              case .found(let read) = readEntry(hash, key: key, expected: indexEntry, wantBody: false),
+              read.meta.expires.map({ $0 > now }) ?? true
         else { return nil }
-        return Entry(meta, indexEntry)
+        return Entry(read.meta, indexEntry)
     }
 
     /// True if a value is stored for `key` (by the index alone: no file is read, so a
@@ -330,48 +330,32 @@ public final class DiskCache: Sendable {
             parts = meta.encodedParts(inlineBodyCount: nil)
             metaSize = parts.head.count + parts.tail.count
         }
-        guard metaSize <= IndexEntry.maximumMetaSize else {
-            throw DiskCacheError(code: .invalidArgument,
-                                 message: "The key and metadata take \(metaSize) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
-        }
+        try EntryMetadata.checkFits(metaSize)
         let immediate = configuration.durability.mode == .immediate
         // `.immediate` with an inline body: the journal record carries the `.meta` file and is
-        // the one flush; the file is left to the next checkpoint (see `commitPut`).
+        // the one flush; the file is left to the next checkpoint (see `PlacedFiles`).
         let carriesFile = immediate && isInline && metaSize <= Journal.maximumCarriedFile
-
-        try withStripe(hash) { () throws(DiskCacheError) in
-            // The new files go to the slot the current entry does not use, so the committed
-            // value stays intact until the journal record below replaces it.
-            let current = try beginWrite(hash, recordSize: Journal.putRecordSize + (carriesFile ? metaSize : 0))
-            let slot: UInt8 = current?.slot == 0 ? 1 : 0
-            let metaPath = layout.metaFile(hash, slot: slot)
-            let bodyPath = isInline ? nil : layout.bodyFile(hash, slot: slot)
+        try commitWrite(hash, recordSize: Journal.putRecordSize + (carriesFile ? metaSize : 0)) { _, slot throws(DiskCacheError) in
             let put = Journal.Put(hash: hash, size: Int64(data.count), metaSize: UInt32(metaSize),
                                   isInline: isInline, slot: slot, checksum: checksum, created: now, accessed: now,
                                   expires: meta.expires)
-            let written = parts.head.withUnsafeBytes { head in
+            return try parts.head.withUnsafeBytes { head in
                 parts.tail.withUnsafeBytes { tail in
                     data.withUnsafeBytes { body in
-                        Result { () throws(DiskCacheError) -> [UInt8]? in
-                            if let bodyPath {
-                                try writeEntryFile(bodyPath, [body], hash: hash, sync: immediate, action: "write the body")
+                        Result { () throws(DiskCacheError) -> PlacedFiles in
+                            if !isInline {
+                                try writeEntryFile(layout.bodyFile(hash, slot: slot), [body], hash: hash, sync: immediate,
+                                                   action: "write the body")
                             }
                             let file = isInline ? [head, body, tail] : [head, tail]
-                            do throws(DiskCacheError) {
-                                try writeEntryFile(metaPath, file, hash: hash, sync: immediate && !carriesFile,
-                                                   action: "write the metadata")
-                            } catch {
-                                if let bodyPath { _ = layout.directory.unlink(bodyPath) }
-                                throw error
-                            }
-                            return carriesFile ? Journal.encodePut(put, carrying: file) : nil
+                            try writeEntryFile(layout.metaFile(hash, slot: slot), file, hash: hash,
+                                               sync: immediate && !carriesFile, action: "write the metadata")
+                            return PlacedFiles(put: put, carryingRecord: carriesFile ? Journal.encodePut(put, carrying: file) : nil)
                         }
                     }
                 }
-            }
-            try commitPut(put, replacing: current, metaPath: metaPath, bodyPath: bodyPath, carryingRecord: written.get())
+            }.get()
         }
-        maintenance.noteWrite(owner: self)
     }
 
     /// Removes the value stored for `key`, if any.
@@ -399,7 +383,7 @@ public final class DiskCache: Sendable {
     public func removeAll() throws {
         let immediate = configuration.durability.mode == .immediate
         let trash = temporaryFile("trash")
-        let position: (generation: Int, end: Int64) = try withAllStripes { () throws(DiskCacheError) in
+        let position: Journal.Position = try withAllStripes { () throws(DiskCacheError) in
             let position = try state.withLock { state throws(DiskCacheError) in
                 guard !state.isClosed else { throw DiskCacheError.closed() }
                 let position = try state.append(Journal.encode(.clear), records: 1, path: layout.journal)
@@ -515,14 +499,11 @@ extension DiskCache {
         let hash = configuration.keyHasher.hash(key)
         let now = configuration.clock()
         let immediate = configuration.durability.mode == .immediate
-        let committed: (generation: Int, end: Int64)? = try withStripe(hash) { () throws(DiskCacheError) in
-            let current = try beginWrite(hash)
+        return try commitWrite(hash, counting: .metadata) { current, slot throws(DiskCacheError) -> PlacedFiles? in
             guard let current,
                   case .success(let buffer?) = FileIO.read(layout.metaFile(hash, slot: current.slot), count: Int(current.metaSize), in: layout.directory)
             else { return nil }
-            let decoded = EntryMetadata.decode(UnsafeRawBufferPointer(buffer))
-            buffer.deallocate()
-            guard var meta = decoded, meta.key == key, meta.checksum == current.checksum, meta.size == current.size,
+            guard var meta = EntryBytes(buffer).withBytes(EntryMetadata.decode), meta.key == key, meta.checksum == current.checksum, meta.size == current.size,
                   (meta.inlineBody != nil) == current.isInline,
                   meta.expires.map({ $0 > now }) ?? true
             else { return nil }
@@ -535,12 +516,7 @@ extension DiskCache {
             meta.created = now
             meta.accessed = now
             let bytes = meta.encoded()
-            guard bytes.count <= IndexEntry.maximumMetaSize else {
-                throw DiskCacheError(code: .invalidArgument,
-                                     message: "The key and metadata take \(bytes.count) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
-            }
-            let slot: UInt8 = current.slot == 0 ? 1 : 0
-            let metaPath = layout.metaFile(hash, slot: slot)
+            try EntryMetadata.checkFits(bytes.count)
             if !current.isInline {
                 let body = layout.bodyFile(hash, slot: slot)
                 _ = layout.directory.unlink(body)  // a leftover of an interrupted write, if any
@@ -550,35 +526,15 @@ extension DiskCache {
                 case .failure(let error): throw DiskCacheError.io(error, "link the body", path: body)
                 }
             }
-            do throws(DiskCacheError) {
-                try bytes.withUnsafeBytes { raw in
-                    Result { () throws(DiskCacheError) in
-                        try writeEntryFile(metaPath, [raw], hash: hash, sync: immediate, action: "write the metadata")
-                    }
-                }.get()
-                if immediate {
-                    let shard = layout.shardDirectory(hash)
-                    try layout.directory.fsyncDirectory(shard).get(orThrow: "sync the shard directory", path: shard)
+            try bytes.withUnsafeBytes { raw in
+                Result { () throws(DiskCacheError) in
+                    try writeEntryFile(layout.metaFile(hash, slot: slot), [raw], hash: hash, sync: immediate,
+                                       action: "write the metadata")
                 }
-            } catch {
-                if !current.isInline { _ = layout.directory.unlink(layout.bodyFile(hash, slot: slot)) }
-                throw error
-            }
-            let put = Journal.Put(hash: hash, size: meta.size, metaSize: UInt32(bytes.count), isInline: current.isInline,
-                                  slot: slot, checksum: meta.checksum, created: now, accessed: now, expires: meta.expires)
-            let position = try state.withLock { state throws(DiskCacheError) in
-                let position = try state.append(Journal.encode(.put(put)), records: 1, path: layout.journal)
-                state.index.insert(IndexEntry(put), for: hash)
-                state.statistics.metadataUpdates += 1
-                return position
-            }
-            if immediate { try syncJournal(through: position) }
-            _ = layout.directory.unlink(layout.metaFile(hash, slot: current.slot))
-            if !current.isInline { _ = layout.directory.unlink(layout.bodyFile(hash, slot: current.slot)) }
-            return position
+            }.get()
+            return PlacedFiles(put: Journal.Put(hash: hash, size: meta.size, metaSize: UInt32(bytes.count),
+                                                isInline: current.isInline, slot: slot, checksum: meta.checksum,
+                                                created: now, accessed: now, expires: meta.expires))
         }
-        guard committed != nil else { return false }
-        maintenance.noteWrite(owner: self)
-        return true
     }
 }

@@ -14,8 +14,16 @@ final class StripeLock: Sendable {
     let mutex = PthreadMutex(())
 }
 
-/// Everything the store mutates, behind one lock. Only short work happens under it:
-/// index updates and journal appends (one `pwrite`), never an fsync.
+/// Everything the store mutates, behind one lock (``StateLock``). What runs under it:
+/// - index updates and journal appends (a `pwrite` each, and the zeros written ahead of them,
+///   see ``writeAhead(for:)``);
+/// - in shared mode, at every acquisition, following the journal: `pread` of the records other
+///   instances appended since the last call, applied to the index; after another instance's
+///   compaction, taking the cross-process append lock (waiting at most
+///   `Configuration.lockTimeout`) and opening and reading the new journal file whole.
+///
+/// Never an fsync: durability work (group commit, checkpoints, `.immediate` syncs) runs
+/// outside it.
 struct CacheState {
     var index: Index
     var journal: SharedDescriptor
@@ -33,6 +41,8 @@ struct CacheState {
     var journalRecords: Int
     /// Bumped by each compaction, which replaces the journal file.
     var journalGeneration = 0
+    /// Where the next record goes: the end of the records appended so far.
+    var journalEnd: Journal.Position { Journal.Position(generation: journalGeneration, end: journalLength) }
     /// Access times waiting to be journaled as one ACCESS record, in the order of the reads
     /// (an array, not a dictionary: a hit appends without hashing; duplicates go at the flush).
     var pendingAccess: [(KeyHash, Int64)] = []
@@ -115,7 +125,7 @@ struct CacheState {
     /// Appends encoded records; returns the journal generation and its length after them.
     /// In shared mode the append holds the append lock, first applies what others appended, and
     /// goes at the file's true end.
-    mutating func append(_ bytes: [UInt8], records: Int, path: String) throws(DiskCacheError) -> (generation: Int, end: Int64) {
+    mutating func append(_ bytes: [UInt8], records: Int, path: String) throws(DiskCacheError) -> Journal.Position {
         try append(path: path) { _ in (bytes, records, ()) }!.position
     }
 
@@ -123,7 +133,7 @@ struct CacheState {
     /// append lock after following the journal, so it sees every record appended before its own
     /// (what a removal checks must still be there when its record goes in).
     mutating func append<T>(path: String, deciding decide: (inout CacheState) throws(DiskCacheError) -> (bytes: [UInt8], records: Int, result: T)?)
-        throws(DiskCacheError) -> (position: (generation: Int, end: Int64), result: T)? {
+        throws(DiskCacheError) -> (position: Journal.Position, result: T)? {
         // After close the lock is released: another owner may be appending to this file.
         guard !isClosed else { throw DiskCacheError.closed() }
         return try withAppendLock { state throws(DiskCacheError) in
@@ -151,7 +161,7 @@ struct CacheState {
         }
     }
 
-    private mutating func appendAtEnd(_ bytes: [UInt8], records: Int, path: String) throws(DiskCacheError) -> (generation: Int, end: Int64) {
+    private mutating func appendAtEnd(_ bytes: [UInt8], records: Int, path: String) throws(DiskCacheError) -> Journal.Position {
         writeAhead(for: bytes.count)
         let result = bytes.withUnsafeBytes { Syscall.pwriteAll(journal.fd, $0, at: journalLength) }
         if case .failure(let error) = result {
@@ -162,7 +172,7 @@ struct CacheState {
         journalLength += Int64(bytes.count)
         journalRecords += records
         isDirty = true
-        return (journalGeneration, journalLength)
+        return journalEnd
     }
 
     /// What the state takes from the configuration at open: the limits the sweeper keeps, the
@@ -434,8 +444,3 @@ struct StateLock: Sendable {
     }
 }
 
-/// The group-commit state: how much of which journal is known to be on stable storage.
-struct SyncState {
-    var generation = 0
-    var syncedLength: Int64 = 0
-}

@@ -45,6 +45,14 @@ struct EntryMetadata: Equatable, Sendable {
         return Int64(((seconds + secondsFrom1970To2001) * 1000).rounded())
     }
 
+    /// Throws `invalidArgument` when a `.meta` file of `size` bytes (`about` that many, when only
+    /// estimated) cannot be an entry's: the index keeps the size in 20 bits.
+    static func checkFits(_ size: Int, about: Bool = false) throws(DiskCacheError) {
+        guard size > IndexEntry.maximumMetaSize else { return }
+        throw DiskCacheError(code: .invalidArgument,
+                             message: "The key and metadata take \(about ? "about " : "")\(size) bytes; an entry's metadata may take at most \(IndexEntry.maximumMetaSize)")
+    }
+
     /// The whole file: ``encodedParts(inlineBodyCount:)`` with the inline body, if any, between them.
     func encoded() -> [UInt8] {
         let (head, tail) = encodedParts(inlineBodyCount: inlineBody?.count)

@@ -23,7 +23,7 @@
 ///   expires   i64 LE      ms since 1970 (0 when flag bit 1 is clear)
 /// PUT+FILE payload (61 + metaSize bytes): a PUT payload, then the whole `.meta` file it commits
 ///   (`.immediate` puts of an inline body: the record is made durable, the file is not; see
-///   `DiskCache.commitPut`). After an unclean shutdown the open rewrites the file from here
+///   `DiskCache.PlacedFiles`). After an unclean shutdown the open rewrites the file from here
 ///   when it does not match (`Opener.restoreCarriedFiles`).
 /// CHECKPOINT payload: back u64 LE. Every PUT+FILE record that starts before the offset `back`
 ///   bytes before this record has its files durable (a `syncfs` finished after they were
@@ -42,6 +42,21 @@
 /// 0000005a  00 00 00 00 05 <8 checksum bytes>
 /// ```
 enum Journal {
+    /// A point in the journal: the end of the records appended so far to the file of one
+    /// generation (each compaction writes a new file, the next generation). A write's record is
+    /// durable once the journal is synced through the position its append returned.
+    struct Position: Sendable, Equatable {
+        var generation: Int
+        var end: Int64
+
+        /// Whether a journal synced through `self` holds the record ending at `position`: the
+        /// same file synced at least that far, or a later file (a compaction writes and syncs the
+        /// new file whole, every record appended before it included).
+        func covers(_ position: Position) -> Bool {
+            generation > position.generation || (generation == position.generation && end >= position.end)
+        }
+    }
+
     static let journalFileName = "journal"
     static let journalTempFileName = "journal.tmp"
     /// Where a journal whose header cannot be read is moved before the recovery scan, for inspection.
@@ -66,7 +81,7 @@ enum Journal {
     }
 
     /// The largest `.meta` file a PUT+FILE record carries; a larger inline entry is committed
-    /// with its files synced instead (see `DiskCache.commitPut`).
+    /// with its files synced instead (see `DiskCache.PlacedFiles`).
     static let maximumCarriedFile = 256 << 10
 
     static let putPayloadSize = 61

@@ -201,28 +201,28 @@ extension DiskCache {
     /// `onlyIfNeeded`, nothing (nil) unless this instance appended a PUT+FILE record since the
     /// last checkpoint began. A failure leaves the checkpoint due.
     @discardableResult
-    func syncFiles(onlyIfNeeded: Bool) throws(DiskCacheError) -> (generation: Int, end: Int64)? {
-        let due = state.withLock { state -> (generation: Int, end: Int64, journal: SharedDescriptor)? in
+    func syncFiles(onlyIfNeeded: Bool) throws(DiskCacheError) -> Journal.Position? {
+        let due = state.withLock { state -> (position: Journal.Position, journal: SharedDescriptor)? in
             guard !onlyIfNeeded || (state.needsCheckpoint && !state.isClosed) else { return nil }
             state.needsCheckpoint = false
-            return (state.journalGeneration, state.journalLength, state.journal)
+            return (state.journalEnd, state.journal)
         }
         guard let due else { return nil }
         do throws(DiskCacheError) {
-            try syncFiles(through: due)
+            try syncFiles(through: due.position, journal: due.journal)
         } catch {
             state.withLock { $0.needsCheckpoint = true }
             throw error
         }
-        return (due.generation, due.end)
+        return due.position
     }
 
     /// One `syncfs`: every file written before the records up to `due.end` were appended is
     /// durable after it. When the journal holds PUT+FILE records, a CHECKPOINT record then says
     /// so, naming `due.end` by its distance back from the record (unless a compaction replaced
     /// the file meanwhile).
-    func syncFiles(through due: (generation: Int, end: Int64, journal: SharedDescriptor)) throws(DiskCacheError) {
-        try Syscall.syncFileSystem(due.journal.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
+    func syncFiles(through due: Journal.Position, journal: SharedDescriptor) throws(DiskCacheError) {
+        try Syscall.syncFileSystem(journal.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
         try state.withLock { state throws(DiskCacheError) in
             guard state.journalCarriesFiles, !state.isClosed else { return }
             _ = try state.append(path: layout.journal) { state -> (bytes: [UInt8], records: Int, result: Void)? in
@@ -238,16 +238,16 @@ extension DiskCache {
     /// `.batched` mode's group commit, on its own queue: one `syncfs` and one journal fsync make
     /// everything written since the last one durable.
     func groupCommit() {
-        let dirty = state.withLock { state -> (Int, Int64, SharedDescriptor)? in
+        let dirty = state.withLock { state -> (Journal.Position, SharedDescriptor)? in
             guard state.isDirty, !state.isClosed else { return nil }
             state.isDirty = false
-            return (state.journalGeneration, state.journalLength, state.journal)
+            return (state.journalEnd, state.journal)
         }
-        guard let (generation, length, journal) = dirty else { return }
+        guard let (end, journal) = dirty else { return }
         do {
             // One syncfs covers every body, metadata file and directory written in the interval.
             try Syscall.syncFileSystem(journal.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
-            try syncJournal(through: (generation, length))
+            try syncJournal(through: end)
         } catch {
             state.withLock { $0.isDirty = true }
             logger.error("Group commit failed; will retry", metadata: ["error": "\(error)"])
