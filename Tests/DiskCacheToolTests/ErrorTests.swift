@@ -226,14 +226,14 @@ struct SnapshotTests {
         var failure: (any Error)?
         try cache.withStripe(hash) { () throws(DiskCacheError) in
             do {
-                FileManager.default.createFile(atPath: pending, contents: Data("not committed yet".utf8))
+                _ = FileManager.default.createFile(atPath: pending, contents: Data("not committed yet".utf8))
                 Thread.detachNewThread { verified.set(Result { try runTool(["verify", path]) }) }
                 // The verify holds the opening lock only while it tries the stripe: look for it.
                 var seen = false
                 let deadline = Date().addingTimeInterval(60)
                 while !seen && Date() < deadline && !verified.isSet {
                     switch SharedRegion.range(shared, start: SharedRegion.Lock.opening.rawValue, length: 1, .exclusive, wait: false) {
-                    case .success: SharedRegion.range(shared, start: SharedRegion.Lock.opening.rawValue, length: 1, .unlock, wait: false)
+                    case .success: _ = SharedRegion.range(shared, start: SharedRegion.Lock.opening.rawValue, length: 1, .unlock, wait: false)
                     case .failure: seen = true
                     }
                     usleep(100)
