@@ -11,6 +11,12 @@
 /// Layout: "bplist00", the objects, an offset table, and a 32-byte trailer
 /// (offset size, reference size, object count, top object, offset table offset),
 /// all big-endian.
+///
+/// `.meta` files have one writer (`EntryMetadata.encodedParts`) and one reader
+/// (`EntryMetadata.ReadView.parse`, which `EntryMetadata.decode` builds on), both over the
+/// ``Reader`` and the helpers here. The general ``encodeSplit(_:)`` and ``decode(_:)`` of a
+/// whole ``Value`` tree are not on any path of the store: they are the reference the tests and
+/// the fuzzer (FuzzMetadata) check that codec against.
 enum BinaryPropertyList {
     indirect enum Value: Equatable, Sendable {
         case integer(Int64)

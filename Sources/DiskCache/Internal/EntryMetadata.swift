@@ -133,52 +133,41 @@ struct EntryMetadata: Equatable, Sendable {
         return (out, tail)
     }
 
-    /// The top dictionary's keys that this version reads.
-    static let fieldNames: Set<String> = ["format", "key", "size", "checksum", "created", "accessed", "expires", "metadata", "body"]
-
     /// Parses a `.meta` file; nil if it is not a well-formed entry of a format this version reads.
     ///
-    /// A file that names one of the fields twice is rejected, as ``ReadView/parse(_:)`` rejects
-    /// it: neither occurrence is more believable, and the two readers must not each pick one.
+    /// The one reader of the format: ``ReadView/parse(_:)`` finds and checks every field (a
+    /// read of the value stops there), and this decodes the key, the dates and the caller's
+    /// metadata it found. So a rebuild, `verify` and a read can never disagree on what a file
+    /// says. Fields this version does not know are not looked at.
     static func decode(_ bytes: UnsafeRawBufferPointer) -> EntryMetadata? {
-        guard let root = BinaryPropertyList.decode(bytes), case .dictionary(let pairs) = root else { return nil }
-        let names = pairs.lazy.map(\.0).filter(fieldNames.contains)
-        guard Set(names).count == names.count else { return nil }
-        guard case .integer(let format)? = root["format"], format >= 1, format <= formatVersion,
-              case .string(let key)? = root["key"],
-              case .integer(let size)? = root["size"], size >= 0,
-              case .integer(let checksum)? = root["checksum"],
-              let created = milliseconds(root["created"]),
-              let accessed = milliseconds(root["accessed"])
+        guard let view = ReadView.parse(bytes), let created = view.created, let accessed = view.accessed else { return nil }
+        var reader = BinaryPropertyList.Reader(bytes: bytes)
+        guard reader.readTrailer() != nil,
+              case .string(let key)? = reader.object(view.key),
+              let created = reader.date(created).flatMap({ milliseconds(.date($0)) }),
+              let accessed = reader.date(accessed).flatMap({ milliseconds(.date($0)) })
         else { return nil }
-        var expires: Int64?
-        if let value = root["expires"] {
-            guard let ms = milliseconds(value) else { return nil }
-            expires = ms
-        }
         var metadata: [String: String] = [:]
-        if case .dictionary(let pairs)? = root["metadata"] {
-            for (k, v) in pairs {
-                guard case .string(let s) = v else { return nil }
-                metadata[k] = s
+        if let index = view.metadata {
+            guard case .dictionary(let pairs)? = reader.object(index) else { return nil }
+            for (name, value) in pairs {
+                guard case .string(let text) = value else { return nil }
+                metadata[name] = text
             }
         }
-        var inlineBody: [UInt8]?
-        if let body = root["body"] {
-            guard case .data(let bytes) = body, bytes.count == size else { return nil }
-            inlineBody = bytes
-        }
-        return EntryMetadata(key: key, size: size, checksum: UInt64(bitPattern: checksum),
-                             created: created, accessed: accessed, expires: expires,
-                             metadata: metadata, inlineBody: inlineBody)
+        return EntryMetadata(key: key, size: view.size, checksum: view.checksum, created: created, accessed: accessed,
+                             expires: view.expires, metadata: metadata, inlineBody: view.inlineBody.map { Array(bytes[$0]) })
     }
 }
 
 extension EntryMetadata {
-    /// What a read of the value needs from a `.meta` file (the key, size, checksum, exact expiry
-    /// and inline body), found in place: no strings, arrays or dictionaries are built, so a read
-    /// does not pay for decoding the caller's metadata.
+    /// Every field of a `.meta` file, found and checked in place: the key, size, checksum, exact
+    /// expiry and inline body a read of the value needs, and where the dates and the caller's
+    /// metadata are, for ``EntryMetadata/decode(_:)``. No strings, arrays or dictionaries are
+    /// built, so a read does not pay for decoding the caller's metadata.
     struct ReadView {
+        /// The key's object index.
+        var key: Int
         /// The key's string object, marker through payload, compared as bytes with the encoding
         /// of the key asked for (the encoder writes one canonical form for each string).
         var keyObject: Range<Int>
@@ -187,14 +176,20 @@ extension EntryMetadata {
         var expires: Int64?
         /// The inline body's bytes.
         var inlineBody: Range<Int>?
+        /// The object indexes of the creation and access dates and of the metadata dictionary,
+        /// when present (checked by ``EntryMetadata/decode(_:)``, which needs them).
+        var created: Int?
+        var accessed: Int?
+        var metadata: Int?
 
         /// Which field a dictionary key names, as the bits `parse` uses (key 1, size 2,
-        /// checksum 4, format 8, expires 16, body 32), or 0 for a name this view does not read.
+        /// checksum 4, format 8, expires 16, body 32, created 64, accessed 128, metadata 256),
+        /// or 0 for a name this version does not know.
         /// `name` is the key's whole string object, marker first (`"key"` is 0x53 k e y), and is
         /// compared as little-endian words loaded from it: no stored names, so no lazy global to
         /// check on every read.
         @inline(__always)
-        static func field(named name: UnsafeRawBufferPointer) -> UInt8 {
+        static func field(named name: UnsafeRawBufferPointer) -> UInt16 {
             func word(_ a: UInt8, _ b: Unicode.Scalar, _ c: Unicode.Scalar, _ d: Unicode.Scalar) -> UInt32 {
                 UInt32(a) | UInt32(UInt8(ascii: b)) << 8 | UInt32(UInt8(ascii: c)) << 16 | UInt32(UInt8(ascii: d)) << 24
             }
@@ -212,10 +207,14 @@ extension EntryMetadata {
                 return head == word(0x56, "f", "o", "r") && tail == word(UInt8(ascii: "r"), "m", "a", "t") ? 8 : 0
             case 8:
                 let whole = UInt64(littleEndian: name.loadUnaligned(as: UInt64.self))
-                return whole == word(word(0x57, "e", "x", "p"), word(UInt8(ascii: "i"), "r", "e", "s")) ? 16 : 0
+                if whole == word(word(0x57, "e", "x", "p"), word(UInt8(ascii: "i"), "r", "e", "s")) { return 16 }
+                return whole == word(word(0x57, "c", "r", "e"), word(UInt8(ascii: "a"), "t", "e", "d")) ? 64 : 0
             case 9:
+                guard name[0] == 0x58 else { return 0 }
                 let rest = UInt64(littleEndian: name.loadUnaligned(fromByteOffset: 1, as: UInt64.self))
-                return name[0] == 0x58 && rest == word(word(UInt8(ascii: "c"), "h", "e", "c"), word(UInt8(ascii: "k"), "s", "u", "m")) ? 4 : 0
+                if rest == word(word(UInt8(ascii: "c"), "h", "e", "c"), word(UInt8(ascii: "k"), "s", "u", "m")) { return 4 }
+                if rest == word(word(UInt8(ascii: "a"), "c", "c", "e"), word(UInt8(ascii: "s"), "s", "e", "d")) { return 128 }
+                return rest == word(word(UInt8(ascii: "m"), "e", "t", "a"), word(UInt8(ascii: "d"), "a", "t", "a")) ? 256 : 0
             default:
                 return 0
             }
@@ -225,17 +224,21 @@ extension EntryMetadata {
         static func parse(_ bytes: UnsafeRawBufferPointer) -> ReadView? {
             var reader = BinaryPropertyList.Reader(bytes: bytes)
             guard let top = reader.readTrailer() else { return nil }
+            var key: Int?
             var keyObject: Range<Int>?
             var size: Int64?
             var checksum: Int64?
             var format: Int64?
             var expires: Int64??
             var body: Range<Int>??
-            // A field this reads named twice makes the file invalid (as for `decode`): neither
-            // occurrence wins. Fields it does not read are not looked at. A plain loop, not a
-            // closure: the fields it sets would otherwise be boxed and checked for exclusive
-            // access at run time, a tenth of a small read's time in user space.
-            var seen: UInt8 = 0
+            var created: Int?
+            var accessed: Int?
+            var metadata: Int?
+            // A field named twice makes the file invalid: neither occurrence wins. Fields this
+            // version does not know are not looked at. A plain loop, not a closure: the fields
+            // it sets would otherwise be boxed and checked for exclusive access at run time, a
+            // tenth of a small read's time in user space.
+            var seen: UInt16 = 0
             var repeated = false
             guard let dictionary = reader.dictionary(top) else { return nil }
             for i in 0..<dictionary.count {
@@ -246,15 +249,20 @@ extension EntryMetadata {
                 seen |= field
                 guard !repeated else { continue }
                 switch field {
-                case 1: keyObject = reader.objectRange(value)
+                case 1:
+                    key = value
+                    keyObject = reader.objectRange(value)
                 case 2: size = reader.integer(value)
                 case 4: checksum = reader.integer(value)
                 case 8: format = reader.integer(value)
                 case 16: expires = .some(reader.date(value).flatMap { EntryMetadata.milliseconds(.date($0)) })
-                default: body = .some(reader.dataPayload(value))
+                case 32: body = .some(reader.dataPayload(value))
+                case 64: created = value
+                case 128: accessed = value
+                default: metadata = value
                 }
             }
-            guard !repeated, let keyObject, let size, size >= 0, let checksum,
+            guard !repeated, let key, let keyObject, let size, size >= 0, let checksum,
                   let format, format >= 1, format <= EntryMetadata.formatVersion,
                   BinaryPropertyList.isStringObject(bytes[keyObject.lowerBound])
             else { return nil }
@@ -262,8 +270,9 @@ extension EntryMetadata {
             if case .some(nil) = body { return nil }  // present but not data
             let inline = body ?? nil
             if let inline, inline.count != Int(size) { return nil }
-            return ReadView(keyObject: keyObject, size: size, checksum: UInt64(bitPattern: checksum),
-                            expires: expires ?? nil, inlineBody: inline)
+            return ReadView(key: key, keyObject: keyObject, size: size, checksum: UInt64(bitPattern: checksum),
+                            expires: expires ?? nil, inlineBody: inline, created: created, accessed: accessed,
+                            metadata: metadata)
         }
 
         func hasKey(_ encodedKey: [UInt8], in bytes: UnsafeRawBufferPointer) -> Bool {
