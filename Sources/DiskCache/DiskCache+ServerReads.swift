@@ -1,0 +1,120 @@
+package import Foundation
+import CDiskCacheSupport
+
+// The interface the caching server (CacheServer) reads the store through, and nothing else
+// does: `package` access, so no user of the library sees it. A body checked whole and handed
+// out as a file to send (`sendfile`) or as a copy made as it was hashed; body files kept mapped
+// so that the check reads the page cache in place; reads that must not wait for the disk.
+extension DiskCache {
+    /// A stored body checked whole against its checksum, then handed out as an open file (or,
+    /// for a body inline in its `.meta` file, as the bytes already read): for a server that
+    /// passes the file to the kernel (`sendfile`) instead of reading the bytes itself.
+    package struct CheckedBody: Sendable {
+        package enum Source: Sendable {
+            /// The body, read and checked with the entry's `.meta` file.
+            case bytes(Data)
+            /// The `.body` file, open for reading; the caller closes it. Its bytes were checked
+            /// just before it was handed out, and the store never writes a committed file again
+            /// (a new value goes to a new file), so they are the bytes checked.
+            case file(descriptor: Int32)
+            /// The body copied from its file's mapping as it was checked (``BodyCopying``): the
+            /// bytes hashed are these very bytes. The caller frees it with
+            /// `cdiskcache_copy_free`, or hands it to something that will.
+            case copy(CopiedBody)
+        }
+
+        package let source: Source
+        package let size: Int64
+        /// The metadata stored with the value, read together with the body's file.
+        package let metadata: [String: String]
+
+        /// Lets go of what the body holds, for a caller that will not send it: closes the file
+        /// or frees the copy.
+        package func discard() {
+            switch source {
+            case .bytes: break
+            case .file(let descriptor): Syscall.close(descriptor)
+            case .copy(let copy): cdiskcache_copy_free(copy.bytes)
+            }
+        }
+    }
+
+    /// A body copied into memory allocated with `cdiskcache_copy_allocate`.
+    package struct CopiedBody: @unchecked Sendable {  // unchecked: the memory has one owner at a time
+        package let bytes: UnsafeMutableRawPointer
+    }
+
+    /// When ``checkedBody(for:copying:)`` copies a body checked through its file's mapping into
+    /// memory as it hashes it (so that what is sent is what was hashed, and written from memory
+    /// rather than sent from the file): bodies of at most `limit` bytes, while the copies
+    /// allocated in the whole process (`cdiskcache_copies_in_flight`) stay within `budget`;
+    /// any other body is handed out as its file.
+    package struct BodyCopying: Sendable {
+        package var limit: Int64
+        package var budget: Int
+
+        package init(limit: Int64, budget: Int) {
+            self.limit = limit
+            self.budget = budget
+        }
+
+        /// Memory for a copy of `size` bytes, or nil when it is above the limit or over budget.
+        func allocate(_ size: Int64) -> UnsafeMutableRawPointer? {
+            guard size <= limit, budget > 0 else { return nil }
+            return cdiskcache_copy_allocate(Int(size), budget)
+        }
+    }
+
+    /// Runs `body` with every read of an entry file on this thread taking only what the page
+    /// cache holds: a read that would wait for the disk (or on a system that cannot tell) fails
+    /// at once instead, and the read it was part of ends as a plain miss that leaves the entry
+    /// alone and counts nothing in the statistics. `waited` says whether that happened; the
+    /// value is then incomplete and should be thrown away (after closing any file it holds), and
+    /// the work done again where waiting is allowed. For a caller that must not block, such as
+    /// an event loop answering from the page cache. Not to be nested.
+    package static func withoutWaitingForDisk<T>(_ body: () throws -> T) rethrows -> (value: T, waited: Bool) {
+        cdiskcache_set_reads_without_waiting(1)
+        defer { cdiskcache_set_reads_without_waiting(0) }
+        let value = try body()
+        return (value, readGaveUpWaiting)
+    }
+
+    /// A read on this thread inside ``withoutWaitingForDisk(_:)`` gave up rather than wait:
+    /// the miss it ends in is not counted.
+    static var readGaveUpWaiting: Bool { cdiskcache_read_would_have_waited() != 0 }
+
+    /// How many bytes of body files may be kept mapped so that ``checkedBody(for:)`` hashes
+    /// them straight from the page cache instead of reading them into a buffer first (see
+    /// `MappedBodies`); 0, the default, maps nothing and unmaps what is mapped. For a server
+    /// that sends checked bodies with `sendfile`: the mapped pages are the page cache's,
+    /// counted in the process's resident size but never copied.
+    package var mappedBodyCapacity: Int64 {
+        get { layout.directory.mappedBodies.capacity }
+        set { layout.directory.mappedBodies.capacity = newValue }
+    }
+
+    /// `key`'s value as a ``CheckedBody``; nil on a miss, an expired entry, or a body that fails
+    /// its checksum (the entry is then removed, as a read removes it). The check hashes the
+    /// file's mapping (``mappedBodyCapacity``) or reads it through a 64 KiB buffer, so no memory
+    /// the size of the body is used, unless `copying` asks for a copy made as it is hashed.
+    /// Blocking: call it on an I/O thread.
+    package func checkedBody(for key: String, copying: BodyCopying? = nil) throws(DiskCacheError) -> CheckedBody? {
+        try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> ReadOutcome<CheckedBody> in
+            if let inline { return .found(CheckedBody(source: .bytes(inline), size: entry.size, metadata: meta.metadata)) }
+            let fd: Int32
+            switch openBodyFile(hash, entry) {
+            case .found(let value): fd = value
+            case let other: return other.withoutValue()
+            }
+            switch isCurrent(hash, entry) ? checkBodyFile(fd, hash, entry, copying: copying) : .replaced {
+            case .found(nil): return .found(CheckedBody(source: .file(descriptor: fd), size: entry.size, metadata: meta.metadata))
+            case .found(let bytes?):
+                Syscall.close(fd)
+                return .found(CheckedBody(source: .copy(CopiedBody(bytes: bytes)), size: entry.size, metadata: meta.metadata))
+            case let other:
+                Syscall.close(fd)
+                return other.withoutValue()
+            }
+        }
+    }
+}
