@@ -24,7 +24,7 @@ extension ProxyHandler {
     /// Nil for every other request (it takes the connection's task: the disk, the origin, a body
     /// to read, the server's own endpoints). Counted as the task would count it. In shared mode
     /// the journal records other processes appended since are read, as by every call into the store.
-    func answerOnEventLoop(_ head: HTTPRequestHead, sentFiles: SentFiles) -> (parts: [HTTPServerResponsePart], outcome: Outcome)? {
+    func answerOnEventLoop(_ head: HTTPRequestHead, sentFiles: SentFiles) -> ReadyResponse? {
         guard head.method == .GET || head.method == .HEAD, head.isKeepAlive, !head.uri.hasPrefix("/_cache/"),
               head.headers.first(name: "Content-Length").map({ $0 == "0" }) ?? true,
               !head.headers.contains(name: "Transfer-Encoding")
@@ -55,7 +55,7 @@ extension ProxyHandler {
         default: return nil
         }
         guard let chosen = Self.variant(holding: decision.storedResponse, among: variants) else { return nil }
-        let answer: (parts: [HTTPServerResponsePart], outcome: Outcome)?
+        let answer: ReadyResponse?
         // Prepared only when it can be kept: otherwise every hit would prepare it again.
         if case .fresh = decision, preparable, chosen.isLoaded, prepared.fits(bodySize: chosen.entry.body.count),
            let hit = prepare(chosen, key: key, url: url, at: now) {
@@ -75,7 +75,7 @@ extension ProxyHandler {
     /// written), or a 304 without reading it. Nil when its files are not all in the page cache,
     /// are gone or damaged, or the body is above ``eventLoopCheckLimit``.
     private func pageCacheResponse(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange,
-                                   sentFiles: SentFiles) -> (parts: [HTTPServerResponsePart], outcome: Outcome)? {
+                                   sentFiles: SentFiles) -> ReadyResponse? {
         let response = variant.entry.response
         let headers = servedHeaders(response, status: "HIT")
         if let parts = notModified(response, exchange, headers) { return (parts, Outcome(status: 304, cacheStatus: "HIT")) }

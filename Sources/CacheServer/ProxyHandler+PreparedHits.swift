@@ -9,7 +9,7 @@ extension ProxyHandler {
     /// The answer prepared for `target` (see ``PreparedHits``), when the memory tier still holds
     /// the response it was made from and that response is still fresh; nil otherwise (the
     /// answer is dropped then, and the full path prepares a new one).
-    func preparedAnswer(for target: PreparedHits.Target) -> (parts: [HTTPServerResponsePart], outcome: Outcome)? {
+    func preparedAnswer(for target: PreparedHits.Target) -> ReadyResponse? {
         guard let (hit, now) = currentPreparedHit(for: target) else { return nil }
         return preparedResponse(hit, isHEAD: target.isHEAD, at: now)
     }
@@ -62,7 +62,7 @@ extension ProxyHandler {
     }
 
     /// The parts of `hit`'s answer at `now` (its `Age` then).
-    func preparedResponse(_ hit: PreparedHits.Hit, isHEAD: Bool, at now: Date) -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
+    func preparedResponse(_ hit: PreparedHits.Hit, isHEAD: Bool, at now: Date) -> ReadyResponse {
         let headers = hit.headers(age: Self.ageField(hit.age(at: now)))
         let body = hit.body
         return wholeResponse(hit.status, headers, isHEAD: isHEAD, status: "HIT", range: .whole, size: Int64(hit.size)) { _ in

@@ -43,7 +43,7 @@ extension ProxyHandler {
     /// when the client's conditions hold for it, a 206 or 416 for a range, no body for HEAD),
     /// written together, and what they answer.
     func inMemoryResponse(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange,
-                          status: String) -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
+                          status: String) -> ReadyResponse {
         let response = variant.entry.response
         var headers = servedHeaders(response, status: status)
         if let parts = notModified(response, exchange, headers) { return (parts, Outcome(status: 304, cacheStatus: status)) }
@@ -60,7 +60,7 @@ extension ProxyHandler {
     /// makes it from its bounds; nothing for HEAD, a 416 or an empty range), and its end.
     func wholeResponse(_ code: HTTPResponseStatus, _ headers: HTTPHeaders, isHEAD: Bool, status: String,
                                range: ByteRange, size: Int64, body: (Range<Int64>) -> IOData)
-        -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
+        -> ReadyResponse {
         var parts: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
         var sent: Int64 = 0
         if !isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty {
@@ -77,13 +77,13 @@ extension ProxyHandler {
     /// written, or here when none of it is sent).
     func checkedResponse(_ checked: DiskCache.CheckedBody, _ response: StoredResponse, _ headers: HTTPHeaders,
                                  _ exchange: Exchange, status: String,
-                                 sentFiles: SentFiles) -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
+                                 sentFiles: SentFiles) -> ReadyResponse {
         var headers = headers
         let size = checked.size
         let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
         // The body's part made from `part`; `release` lets go of what the body holds when no
         // part is made (HEAD, a range not satisfied), since nothing will send it then.
-        func answer(releasing release: () -> Void, _ part: (Range<Int64>) -> IOData) -> (parts: [HTTPServerResponsePart], outcome: Outcome) {
+        func answer(releasing release: () -> Void, _ part: (Range<Int64>) -> IOData) -> ReadyResponse {
             var made = false
             let answer = wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
                 made = true
