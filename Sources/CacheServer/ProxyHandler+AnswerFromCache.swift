@@ -57,7 +57,7 @@ extension ProxyHandler {
                 let fallback = Self.variant(holding: fallbackResponse, among: variants)
                 // One fetch per resource at a time: the others wait for it, then look again.
                 if fallback == nil, exchange.head.method == .GET, !waited {
-                    if await gate.enter(stored.key) {
+                    if case .leads = try await gate.enter(stored.key) {
                         defer { gate.finish(stored.key) }
                         let result = try await fetch(exchange, key: stored.key, adding: additional, validating: nil, fallback: nil, writer: writer)
                         if let outcome = result.outcome { return outcome }
