@@ -15,7 +15,7 @@ final class EventLoopHitResponder: ChannelInboundHandler, RemovableChannelHandle
     typealias OutboundOut = HTTPServerResponsePart
 
     private let activity: ConnectionActivity
-    private let answer: (HTTPRequestHead) -> (parts: [HTTPServerResponsePart], outcome: Outcome)?
+    private let answer: (HTTPRequestHead) -> ReadyResponse?
     private let answered: (HTTPRequestHead, Outcome, ContinuousClock.Instant) -> Void
     /// The rest of a request answered here (its `.end`) is not passed on.
     private var swallowing = false
@@ -27,7 +27,7 @@ final class EventLoopHitResponder: ChannelInboundHandler, RemovableChannelHandle
 
     /// `answer` answers a request head or declines (nil); `answered` is told of each answer
     /// given (the access log). `activity` counts the answers not yet written to the socket.
-    init(activity: ConnectionActivity, answer: @escaping (HTTPRequestHead) -> (parts: [HTTPServerResponsePart], outcome: Outcome)?,
+    init(activity: ConnectionActivity, answer: @escaping (HTTPRequestHead) -> ReadyResponse?,
          answered: @escaping (HTTPRequestHead, Outcome, ContinuousClock.Instant) -> Void) {
         self.activity = activity
         self.answer = answer

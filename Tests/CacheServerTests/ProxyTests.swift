@@ -1,5 +1,6 @@
 import DiskCacheLocking
 import Foundation
+import HTTPCache
 import HTTPTestOrigin
 import Logging
 import NIOCore
@@ -399,7 +400,7 @@ struct ProxyTests {
         }
         await fixture.origin.waitForRequests(1)
         let key = "GET " + fixture.origin.url("/same").absoluteString
-        while fixture.server.handler.gate.waiterCount(key) < 4 { try await Task.sleep(for: .milliseconds(10)) }
+        while fixture.server.handler.gate.waiterCount(for: key) < 4 { try await Task.sleep(for: .milliseconds(10)) }
         fixture.origin.release()
         let all = try await replies.value
         #expect(all.count == 5 && all.allSatisfy { $0.text == "shared" })

@@ -1,0 +1,4 @@
+/// The client went away (or sent something that ends the exchange) part way: the connection closes.
+struct ClientGone: Error {
+    let underlying: (any Error)?
+}

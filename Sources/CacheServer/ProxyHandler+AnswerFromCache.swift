@@ -1,0 +1,160 @@
+import DiskCache
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import HTTPCache
+import NIOCore
+import NIOHTTP1
+
+// GET and HEAD on the connection's task: the stored responses looked up, the policy's decision
+// acted on, a stored response sent (from memory, a checked file, or streamed in chunks).
+extension ProxyHandler {
+    /// The responses stored for `request`, a single small one with its body: from the memory
+    /// tier on this thread when it holds it (no file read, no thread hop), else on the I/O threads.
+    private func lookup(_ exchange: Exchange) async throws -> (key: String, variants: [HTTPURLCache.StoredVariant])? {
+        let cache = self.cache
+        guard let key = cache.key(method: exchange.cacheRequest.method, url: exchange.cacheRequest.url, request: { exchange.urlRequest })
+        else { return nil }
+        if let variants = cache.storedVariantsInMemory(forKey: key) { return (key, variants) }
+        let limit = memoryBodyLimit
+        return try await BlockingIOPool.shared.run { (key, cache.storedVariants(forKey: key, bodyLimit: limit)) }
+    }
+
+    /// The largest body a lookup reads with the stored response (so that the memory tier can
+    /// hold it and answer the next request): 256 KiB, or a twentieth of the memory tier.
+    var memoryBodyLimit: Int64 { Int64(min(256 << 10, configuration.memoryCapacity / 20)) }
+
+    func answerFromCache(_ exchange: Exchange, writer: ClientWriter) async throws -> Outcome {
+        guard let stored = try await lookup(exchange) else {
+            return try await fetch(exchange, key: nil, adding: [:], validating: nil, fallback: nil, writer: writer).outcome!
+        }
+        var variants = stored.variants
+        var waited = false
+        // Each pass leaves out a variant whose body could not be read, so this ends.
+        while true {
+            let decision = engine.decision(for: exchange.cacheRequest, storedResponses: variants.map(\.entry.response), at: Date())
+            let chosen = Self.variant(holding: decision.storedResponse, among: variants)
+            switch decision {
+            case .fresh, .stale:
+                if let outcome = try await serveStored(chosen!, exchange, status: "HIT", writer: writer) {
+                    note(.hits)
+                    return outcome
+                }
+                variants.removeAll { $0.recordKey == chosen!.recordKey }
+            case .staleWhileRevalidate(_, let conditional):
+                if let outcome = try await serveStored(chosen!, exchange, status: "STALE", writer: writer) {
+                    note(.hits)
+                    refreshInBackground(exchange, key: stored.key, validating: chosen!, adding: conditional)
+                    return outcome
+                }
+                variants.removeAll { $0.recordKey == chosen!.recordKey }
+            case .revalidate(_, let conditional):
+                let result = try await fetch(exchange, key: stored.key, adding: conditional, validating: chosen, fallback: chosen, writer: writer)
+                if let outcome = result.outcome { return outcome }
+                variants = try await lookup(exchange)?.variants ?? []
+            case .mustFetch(let additional, let fallbackResponse):
+                let fallback = Self.variant(holding: fallbackResponse, among: variants)
+                // One fetch per resource at a time: the others wait for it, then look again.
+                if fallback == nil, exchange.head.method == .GET, !waited {
+                    if case .leads = try await gate.enter(stored.key) {
+                        defer { gate.finish(stored.key) }
+                        let result = try await fetch(exchange, key: stored.key, adding: additional, validating: nil, fallback: nil, writer: writer)
+                        if let outcome = result.outcome { return outcome }
+                        return try await respond(.badGateway, "The origin's answer could not be used", writer: writer, head: exchange.head)
+                    }
+                    waited = true
+                    note(.coalesced)
+                    variants = try await lookup(exchange)?.variants ?? []
+                    continue
+                }
+                let result = try await fetch(exchange, key: stored.key, adding: additional, validating: nil, fallback: fallback, writer: writer)
+                if let outcome = result.outcome { return outcome }
+                variants = try await lookup(exchange)?.variants ?? []
+            case .gatewayTimeout, .unavailableOffline:
+                return try await respond(.gatewayTimeout, "Nothing stored satisfies only-if-cached", writer: writer, head: exchange.head)
+            }
+        }
+    }
+
+    /// Sends a stored response (or a 304 when the client's conditions hold for it); nil when
+    /// its body is gone or fails its checksum before anything was sent.
+    func serveStored(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange, status: String,
+                             writer: ClientWriter) async throws -> Outcome? {
+        if variant.isLoaded {
+            let answer = inMemoryResponse(variant, exchange, status: status)
+            try await started { try await writer.write(contentsOf: answer.parts) }
+            note(.bytesServed(answer.outcome.bytes))
+            return answer.outcome
+        }
+        let response = variant.entry.response
+        var headers = servedHeaders(response, status: status)
+        if let parts = notModified(response, exchange, headers) {
+            try await started { try await writer.write(contentsOf: parts) }
+            return Outcome(status: 304, cacheStatus: status)
+        }
+        // The body from disk: checked whole, then sent (a file by the kernel), or (above the
+        // limit) chunks read as they are sent, the first before the head.
+        if let checked = try await checkedBody(of: variant) {
+            let answer = checkedResponse(checked, response, headers, exchange, status: status, sentFiles: writer.sentFiles)
+            do {
+                try await started { try await writer.write(contentsOf: answer.parts) }
+            } catch {
+                // Nothing of it reached the channel: its file is closed here.
+                for case .body(.fileRegion(let region)) in answer.parts { writer.sentFiles.close(region.fileHandle) }
+                throw error
+            }
+            note(.bytesServed(answer.outcome.bytes))
+            return answer.outcome
+        }
+        guard let chunks = try await cache.body(of: variant) else { return nil }
+        var iterator = chunks.makeAsyncIterator()
+        let first: Data?
+        do { first = try await iterator.next() } catch { return nil }
+        let size = chunks.size
+        let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
+        // Once anything is written, a failure cannot be answered any more (see `started(_:)`).
+        let sent: Int64 = try await started {
+            // Parts go out together (one flush) until the next chunk has to be waited for.
+            var pending: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
+            var sent: Int64 = 0
+            if !exchange.isHEAD, range != .unsatisfiable {
+                // Of a range, the last piece goes only after the whole body matched its checksum
+                // (a whole body's last chunk comes only then anyway).
+                var next = first, offset: Int64 = 0, held: ByteBuffer?
+                while let chunk = next {
+                    if let piece = range.slice(ByteBuffer(bytes: chunk), at: offset), piece.readableBytes > 0 {
+                        if let previous = held { pending.append(.body(.byteBuffer(previous))) }
+                        held = piece
+                        sent += Int64(piece.readableBytes)
+                    }
+                    offset += Int64(chunk.count)
+                    try await writer.write(contentsOf: pending)
+                    pending.removeAll()
+                    // A later chunk that fails its checksum throws here: the connection closes short of the length.
+                    next = try await iterator.next()
+                }
+                if let held { pending.append(.body(.byteBuffer(held))) }
+            }
+            pending.append(.end(nil))
+            try await writer.write(contentsOf: pending)
+            return sent
+        }
+        note(.bytesServed(sent))
+        return Outcome(status: code.code, bytes: sent, cacheStatus: status)
+    }
+
+    /// A stored body from disk, checked whole, when it may be sent that way: nil when it is
+    /// gone or damaged, or larger than ``ServerConfiguration/wholeCheckLimit`` (then it is
+    /// streamed in chunks instead).
+    private func checkedBody(of variant: HTTPURLCache.StoredVariant) async throws -> DiskCache.CheckedBody? {
+        let cache = self.cache, limit = configuration.wholeCheckLimit, copying = self.copying
+        return try await BlockingIOPool.shared.run { try cache.checkedBody(of: variant, sizeLimit: limit, copying: copying) }
+    }
+
+    /// Runs `body`, which writes a response to the client: whatever it throws is a
+    /// ``ResponseStarted`` (the connection must close; no other answer may follow).
+    private func started<T>(_ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch { throw ResponseStarted(underlying: error) }
+    }
+}

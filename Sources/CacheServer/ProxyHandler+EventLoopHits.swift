@@ -1,0 +1,92 @@
+import DiskCache
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import HTTPCache
+import NIOCore
+import NIOHTTP1
+
+// Hits answered on the connection's event loop, without a task: from memory, or from files the
+// page cache holds.
+extension ProxyHandler {
+    /// The largest body the event loop checks before sending it from the page cache (hashing
+    /// it through its mapping takes about 35 µs of CPU a MiB, reading and hashing it about
+    /// 105, `Benchmarks/c/mapped-check.c`); a larger one is checked on the store's I/O threads.
+    static let eventLoopCheckLimit: Int64 = 2 << 20
+
+    /// The answer to `head`, when it can be given at once on the event loop: a GET or HEAD
+    /// without a body, on a connection kept alive, for which a stored response may be served as
+    /// it is, and either the memory tier holds it with its body, or the page cache holds its
+    /// files (read with ``DiskCache/withoutWaitingForDisk(_:)``: a read that would wait for the
+    /// disk gives the request to the task instead) and its body is at most
+    /// ``eventLoopCheckLimit`` bytes: checked whole, then sent from its file by the kernel.
+    /// Nil for every other request (it takes the connection's task: the disk, the origin, a body
+    /// to read, the server's own endpoints). Counted as the task would count it. In shared mode
+    /// the journal records other processes appended since are read, as by every call into the store.
+    func answerOnEventLoop(_ head: HTTPRequestHead, sentFiles: SentFiles) -> ReadyResponse? {
+        guard head.method == .GET || head.method == .HEAD, head.isKeepAlive, !head.uri.hasPrefix("/_cache/"),
+              head.headers.first(name: "Content-Length").map({ $0 == "0" }) ?? true,
+              !head.headers.contains(name: "Transfer-Encoding")
+        else { return nil }
+        let preparable = PreparedHits.canAnswer(head.headers)
+        let target = PreparedHits.Target(isHEAD: head.method == .HEAD, uri: head.uri)
+        if preparable, let answer = preparedAnswer(for: target) {
+            noteHit(bytes: answer.outcome.bytes, prepared: true)
+            return answer
+        }
+        guard let (originTarget, url) = originURL(of: head.uri) else { return nil }
+        let exchange = Exchange(head: head, target: originTarget, url: url)
+        guard let key = cache.key(method: exchange.cacheRequest.method, url: url, request: { exchange.urlRequest }) else { return nil }
+        let variants: [HTTPURLCache.StoredVariant]
+        if let found = cache.storedVariantsInMemory(forKey: key) {
+            variants = found
+        } else {
+            let cache = self.cache, limit = memoryBodyLimit
+            let (stored, waited) = DiskCache.withoutWaitingForDisk { cache.storedVariants(forKey: key, bodyLimit: limit) }
+            guard !waited else { return nil }
+            variants = stored
+        }
+        guard !variants.isEmpty else { return nil }
+        let now = Date()
+        let decision = engine.decision(for: exchange.cacheRequest, storedResponses: variants.map(\.entry.response), at: now)
+        switch decision {
+        case .fresh, .stale: break
+        default: return nil
+        }
+        guard let chosen = Self.variant(holding: decision.storedResponse, among: variants) else { return nil }
+        let answer: ReadyResponse?
+        // Prepared only when it can be kept: otherwise every hit would prepare it again.
+        if case .fresh = decision, preparable, chosen.isLoaded, prepared.fits(bodySize: chosen.entry.body.count),
+           let hit = prepare(chosen, key: key, url: url, at: now) {
+            prepared.keep(hit, for: target)
+            answer = preparedResponse(hit, isHEAD: exchange.isHEAD, at: now)
+        } else {
+            answer = chosen.isLoaded ? inMemoryResponse(chosen, exchange, status: "HIT")
+                                     : pageCacheResponse(chosen, exchange, sentFiles: sentFiles)
+        }
+        guard let answer else { return nil }
+        noteHit(bytes: answer.outcome.bytes)
+        return answer
+    }
+
+    /// A stored response whose body is on disk, answered from the page cache: the body file
+    /// checked whole and sent with `sendfile` (its descriptor taken by `sentFiles`, closed once
+    /// written), or a 304 without reading it. Nil when its files are not all in the page cache,
+    /// are gone or damaged, or the body is above ``eventLoopCheckLimit``.
+    private func pageCacheResponse(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange,
+                                   sentFiles: SentFiles) -> ReadyResponse? {
+        let response = variant.entry.response
+        let headers = servedHeaders(response, status: "HIT")
+        if let parts = notModified(response, exchange, headers) { return (parts, Outcome(status: 304, cacheStatus: "HIT")) }
+        let cache = self.cache, limit = min(configuration.wholeCheckLimit, Self.eventLoopCheckLimit)
+        let copying = self.copying
+        let (found, waited) = DiskCache.withoutWaitingForDisk { try? cache.checkedBody(of: variant, sizeLimit: limit, copying: copying) }
+        guard let checked = found else { return nil }
+        if waited {
+            checked.discard()
+            return nil
+        }
+        return checkedResponse(checked, response, headers, exchange, status: "HIT", sentFiles: sentFiles)
+    }
+}

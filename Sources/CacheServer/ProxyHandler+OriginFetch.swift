@@ -1,0 +1,140 @@
+import DiskCache
+import DiskCacheLocking
+import Foundation
+import HTTPCache
+import Logging
+import NIOCore
+import NIOHTTP1
+
+// GET and HEAD sent to the origin: the request made, the answer stored, revalidated or relayed,
+// stale served where an error allows it.
+extension ProxyHandler {
+    /// What a fetch did: an answer sent, or nothing sent and the cache should be asked again
+    /// (a 304 for a response that was replaced meanwhile).
+    struct FetchResult {
+        var outcome: Outcome?
+    }
+
+    /// Sends the request to the origin (with `adding`'s fields; about `validating` when it
+    /// revalidates) and answers the client: from the cache after a 304, stale where an error
+    /// allows it, else with what the origin sent, stored as it passes when it may be.
+    func fetch(_ exchange: Exchange, key: String?, adding: HTTPHeaderFields, validating: HTTPURLCache.StoredVariant?,
+                       fallback: HTTPURLCache.StoredVariant?, writer: ClientWriter) async throws -> FetchResult {
+        var headers = Fields.endToEnd(exchange.head.headers)
+        if validating != nil { for name in Fields.conditional { headers.remove(name: name) } }
+        // A range of something that may be stored: the whole body is fetched (and stored), the
+        // range cut out of it on the way.
+        if key != nil, exchange.head.method == .GET {
+            headers.remove(name: "Range")
+            headers.remove(name: "If-Range")
+        }
+        for field in adding { headers.replaceOrAdd(name: field.name, value: field.value) }
+        let head = originHead(exchange, headers: headers)
+        let requestTime = Date()
+        // Set once anything was sent to the client: an error after that cannot be answered.
+        let started = PthreadMutex(false)
+        do {
+            return try await origin.exchangeReusing(head, informational: { [self] interim in
+                // Passed on (an answer may still follow it), never stored.
+                var headers = Fields.endToEnd(interim.headers)
+                headers.add(name: "Via", value: via)
+                try await send(.head(HTTPResponseHead(version: .http1_1, status: interim.status, headers: headers)), writer)
+            }) { [self] responseHead, body in
+                let responseTime = Date()
+                note(.originResponse(seconds: responseTime.timeIntervalSince(requestTime)))
+                let code = Int(responseHead.status.code)
+                let fields = policyFields(responseHead.headers)
+                if code == 304, let validating, let key {
+                    while try await body.next() != nil {}
+                    let cache = self.cache
+                    let merged = try await BlockingIOPool.shared.run {
+                        cache.applyNotModified(fields, validated: validating, key: key, requestTime: requestTime, responseTime: responseTime)
+                    }
+                    guard let outcome = try await serveStored(HTTPURLCache.StoredVariant(entry: merged, recordKey: validating.recordKey),
+                                                              exchange, status: "REVALIDATED", writer: writer)
+                    else { return FetchResult(outcome: nil) }
+                    note(.revalidations)
+                    return FetchResult(outcome: outcome)
+                }
+                if code == 200, exchange.isHEAD, let key {
+                    // What the HEAD says of the stored GET responses (RFC 9111 §4.3.5), before it is answered.
+                    let (cache, request) = (self.cache, exchange.cacheRequest)
+                    try await BlockingIOPool.shared.run {
+                        cache.freshenAfterHEAD(fields, request: request, key: key, requestTime: requestTime, responseTime: responseTime)
+                    }
+                }
+                if CachePolicyEngine.staleIfErrorStatusCodes.contains(code), let stale = validating ?? fallback,
+                   engine.canServeStale(stale.entry.response, for: exchange.cacheRequest, at: responseTime, after: .errorStatus(code)),
+                   let outcome = try await serveStored(stale, exchange, status: "STALE", writer: writer) {
+                    note(.staleOnError)
+                    return FetchResult(outcome: outcome)
+                }
+                let storable = key != nil && exchange.head.method == .GET && code != 304 && code != 206
+                    && isStorable(exchange.cacheRequest, status: code, fields: fields, sent: responseHead.headers)
+                let stored = storable ? StoredResponse(request: exchange.cacheRequest, status: code, headers: fields,
+                                                       requestTime: requestTime, responseTime: responseTime) : nil
+                started.withLock { $0 = true }
+                note(.misses)
+                return FetchResult(outcome: try await relay(responseHead, &body, exchange, storing: stored, writer: writer))
+            }
+        } catch {
+            guard !started.withLock({ $0 }), !(error is ClientGone), !(error is ResponseStarted) else { throw error }
+            note(.originErrors)
+            logger.warning("The origin failed", metadata: ["target": "\(exchange.target)", "error": "\(error)"])
+            if let stale = validating ?? fallback,
+               engine.canServeStale(stale.entry.response, for: exchange.cacheRequest, at: Date(), after: .disconnected),
+               let outcome = try await serveStored(stale, exchange, status: "STALE", writer: writer) {
+                note(.staleOnError)
+                return FetchResult(outcome: outcome)
+            }
+            return FetchResult(outcome: try await respond(Self.status(after: error), "The origin did not answer: \(error)", writer: writer, head: exchange.head))
+        }
+    }
+
+    /// A response's end-to-end fields as this cache decides by them and stores them
+    /// (``Fields/targeted(_:)`` on a CDN), without `Set-Cookie`: a stored cookie would reach
+    /// every client after (see ``isStorable(_:status:fields:sent:)``; a 304's cookies are not
+    /// merged into the stored response either).
+    func policyFields(_ headers: HTTPHeaders) -> HTTPHeaderFields {
+        var fields = Fields.fields(Fields.endToEnd(headers))
+        fields.removeAll(named: "Set-Cookie")
+        return configuration.isCDN ? Fields.targeted(fields) : fields
+    }
+
+    /// Whether a response of `status` may be stored for `request`: RFC 9111's rules over its
+    /// ``policyFields(_:)`` `fields`, and the node's ``ServerConfiguration/setCookie`` policy
+    /// over the fields as the origin `sent` them.
+    func isStorable(_ request: CacheRequest, status: Int, fields: HTTPHeaderFields, sent: HTTPHeaders) -> Bool {
+        if configuration.setCookie == .doNotStore, sent.contains(name: "Set-Cookie") { return false }
+        return engine.storability(ofStatus: status, headers: fields, for: request).isStorable
+    }
+
+    /// The head sent to the origin for `exchange`, with `headers`. A GET or HEAD goes without a
+    /// body and without its framing: a body the client sent with one was read and dropped (as
+    /// Varnish does), and a `Content-Length` sent without its bytes would make the origin read
+    /// the start of the next request on a kept-alive connection as this one's body, and answer
+    /// the rest as a request of the client's making (stored under the next request's target).
+    func originHead(_ exchange: Exchange, headers: HTTPHeaders) -> HTTPRequestHead {
+        var headers = headers
+        if exchange.head.method == .GET || exchange.head.method == .HEAD {
+            headers.remove(name: "Content-Length")
+            headers.remove(name: "Transfer-Encoding")
+        }
+        headers.replaceOrAdd(name: "Host", value: configuration.origin.authority)
+        headers.add(name: "Via", value: via)
+        return HTTPRequestHead(version: .http1_1, method: Self.originMethod(exchange.head.method), uri: exchange.target, headers: headers)
+    }
+
+    /// The method as the client spelled it: NIO names `M-SEARCH` `.MSEARCH`, whose raw value
+    /// has no hyphen.
+    static func originMethod(_ method: HTTPMethod) -> HTTPMethod {
+        method == .MSEARCH ? .RAW(value: "M-SEARCH") : method
+    }
+
+    /// The status sent when the origin gave no answer: 504 when it stayed silent for the read
+    /// timeout, 502 otherwise (it could not be reached, or closed the connection).
+    static func status(after originFailure: any Error) -> HTTPResponseStatus {
+        if case OriginError.timedOut = originFailure { return .gatewayTimeout }
+        return .badGateway
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import HTTPCache
+import Logging
+import NIOCore
+import NIOHTTP1
+
+// The origin's response passed on to the client as it arrives, spooled into the cache when it
+// may be stored.
+extension ProxyHandler {
+    /// Sends the origin's response on to the client as it arrives, and into the cache when
+    /// `storing` is set (the body spooled to a file in the cache's `tmp/`, then stored whole).
+    func relay(_ responseHead: HTTPResponseHead, _ body: inout OriginClient.ResponseBody, _ exchange: Exchange,
+                       storing: StoredResponse?, writer: ClientWriter) async throws -> Outcome {
+        var headers = Fields.endToEnd(responseHead.headers)
+        headers.add(name: "Via", value: "\(responseHead.version.major).\(responseHead.version.minor) \(configuration.viaName)")
+        headers.replaceOrAdd(name: "X-Cache", value: storing == nil ? "BYPASS" : "MISS")
+        // A client's range of a whole body the origin sends (the range was not forwarded, so that
+        // the whole body could be stored) is cut out as the body passes.
+        var range = ByteRange.whole
+        var status = responseHead.status
+        if exchange.head.method == .GET, responseHead.status == .ok, exchange.head.headers.contains(name: "Range"),
+           let length = headers.first(name: "Content-Length").flatMap({ Int64($0) }) {
+            range = ByteRange(request: exchange.head.headers, response: Fields.fields(headers), size: length)
+            status = range.apply(to: &headers, status: status, size: length)
+        }
+        var spool: BodySpool?
+        if storing != nil, let directory = cache.temporaryDirectory { spool = BodySpool(in: directory) }
+        var sent: Int64 = 0
+        do {
+            try await send(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)), writer)
+            // Each piece goes to the client when the next has come, the last only after the
+            // store: a client that has the whole body finds it in the cache.
+            var held: ByteBuffer?
+            var offset: Int64 = 0
+            while let buffer = try await body.next() {
+                if !exchange.isHEAD, range != .unsatisfiable, let piece = range.slice(buffer, at: offset), piece.readableBytes > 0 {
+                    if let previous = held { try await send(.body(.byteBuffer(previous)), writer) }
+                    held = piece
+                    sent += Int64(piece.readableBytes)
+                }
+                offset += Int64(buffer.readableBytes)
+                if let current = spool {
+                    do { try await current.append(buffer) } catch {
+                        logger.warning("Cannot spool a response into the cache", metadata: ["error": "\(error)"])
+                        await current.remove()
+                        spool = nil
+                    }
+                }
+            }
+            if let spool, let storing {
+                await store(storing, exchange, spool: spool)
+            }
+            try await send(held.map { [.body(.byteBuffer($0)), .end(nil)] } ?? [.end(nil)], writer)
+        } catch {
+            await spool?.remove()
+            throw error
+        }
+        note(.bytesServed(sent))
+        return Outcome(status: UInt(status.code), bytes: sent, cacheStatus: storing == nil ? "BYPASS" : "MISS")
+    }
+
+    /// Writes to the client; a failure is the client's going (``ClientGone``), not the origin's.
+    func send(_ part: HTTPServerResponsePart, _ writer: ClientWriter) async throws {
+        do { try await writer.write(part) } catch { throw ClientGone(underlying: error) }
+    }
+
+    /// Writes `parts` to the client together.
+    func send(_ parts: [HTTPServerResponsePart], _ writer: ClientWriter) async throws {
+        do { try await writer.write(contentsOf: parts) } catch { throw ClientGone(underlying: error) }
+    }
+}

@@ -1,0 +1,33 @@
+import DiskCache
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import HTTPCache
+import Logging
+import NIOCore
+import NIOHTTP1
+
+// A spooled response stored in the cache.
+extension ProxyHandler {
+    func store(_ response: StoredResponse, _ exchange: Exchange, spool: BodySpool) async {
+        let cache = self.cache
+        let entry = CachedHTTPResponse(url: exchange.cacheRequest.url, response: response, body: Data(),
+                                       mimeType: response.headers["Content-Type"].map { String($0.prefix { $0 != ";" }) })
+        let request = exchange.urlRequest
+        do {
+            switch try await spool.finish() {
+            case .bytes(let body):
+                var whole = entry
+                whole.body = body
+                try await BlockingIOPool.shared.run { [whole] in try cache.storeWhole(whole, for: request) }
+            case .file(let url):
+                try await BlockingIOPool.shared.run { try cache.store(entry, bodyFile: url, for: request) }
+            }
+            note(.stores)
+        } catch {
+            logger.warning("Cannot store a response", metadata: ["target": "\(exchange.target)", "error": "\(error)"])
+        }
+        await spool.remove()
+    }
+}
