@@ -21,7 +21,7 @@ final class ProxyHandler: Sendable {
     /// One origin fetch per resource at a time when nothing stored can answer: the others wait
     /// for it, then look in the cache again (nginx's `proxy_cache_lock`). A waiter whose task is
     /// cancelled stops at once with `CancellationError` (its connection closes).
-    let gate = _Coalescer<Void>()
+    let gate = Coalescer<Void>()
     let statistics = PthreadMutex(ServerStatistics())
     let metrics = ServerMetrics()
     /// Answers prepared for hits held in memory (``ServerConfiguration/preparedCapacity`` bytes).

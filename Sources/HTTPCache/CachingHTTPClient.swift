@@ -52,7 +52,7 @@ public final class CachingHTTPClient: Sendable {
     public let transport: any HTTPTransport
     private let clock: @Sendable () -> Date
     private let state = PthreadMutex(State())
-    private let fetches = _Coalescer<Response>()
+    private let fetches = Coalescer<Response>()
 
     private struct State {
         var statistics = Statistics()

@@ -21,7 +21,7 @@ struct CoalescerTests {
     }
 
     @Test func aCancelledWaiterStopsWhileTheLeaderAndTheOtherWaiterGoOn() async throws {
-        let gate = _Coalescer<Int>()
+        let gate = Coalescer<Int>()
         let (leaderEntered, entered) = AsyncStream<Void>.makeStream()
         let (goes, go) = AsyncStream<Void>.makeStream()
         let leader = Task {
@@ -58,7 +58,7 @@ struct CoalescerTests {
     }
 
     @Test func aCancelledCallerOfASharedOperationStopsWhileTheOperationAndTheOtherCallerGoOn() async throws {
-        let coalescer = _Coalescer<Int>()
+        let coalescer = Coalescer<Int>()
         let runs = PthreadMutex(0)
         let (goes, go) = AsyncStream<Void>.makeStream()
         let operation: @Sendable () async throws -> Int = {

@@ -22,7 +22,7 @@ struct MetadataJSONTests {
               userInfo: Data((0..<300).map { UInt8($0 & 0xFF) }), isHTTP: false),
         .init(url: URL(string: "page?x=1", relativeTo: URL(string: "https://example.com/dir/")!)!,
               response: StoredResponse(status: 599, headers: HTTPHeaderFields(),
-                                       requestTime: Date(timeIntervalSinceReferenceDate: 1e16), responseTime: Date(timeIntervalSinceReferenceDate: 5e-324)),
+                                       requestTime: Date(timeIntervalSinceReferenceDate: 1e16), responseTime: Date(timeIntervalSinceReferenceDate: .leastNonzeroMagnitude)),
               mimeType: nil, textEncodingName: nil, storagePolicy: .notAllowed, userInfo: Data(), isHTTP: true),
     ]
 

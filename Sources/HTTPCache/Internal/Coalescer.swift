@@ -15,7 +15,7 @@ import DiskCacheLocking
 ///
 /// Either way a waiting caller whose task is cancelled stops waiting at once, with
 /// `CancellationError`; the work and the other waiters go on.
-package final class _Coalescer<Value: Sendable>: Sendable {
+package final class Coalescer<Value: Sendable>: Sendable {
     /// What ``enter(_:)`` made of its caller.
     package enum Entry: Sendable {
         /// The caller leads the work for the key, and must end it with ``finish(_:with:)``.
@@ -155,7 +155,7 @@ package final class _Coalescer<Value: Sendable>: Sendable {
     }
 }
 
-extension _Coalescer where Value == Void {
+extension Coalescer where Value == Void {
     /// Ends the work the caller leads for `key`, waking those waiting for it.
     package func finish(_ key: String) {
         finish(key, with: .success(()))
