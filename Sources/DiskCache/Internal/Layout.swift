@@ -8,7 +8,8 @@
 ///   journal       append-only, checksummed records (see `Journal`)
 ///   journal.tmp   only while compacting
 ///   tmp/          emptied at every open: `removeAll`'s trash, bodies being streamed or
-///                 copied in, bodies handed out as files (see `DiskCache+Streaming.swift`)
+///                 copied in (`DiskCache+Streaming.swift`), bodies handed out as files
+///                 (`DiskCache+StreamingReads.swift`)
 ///   00/ … ff/     256 shard directories, all made when the cache is created
 ///   ab/<32 hex digits>.meta     binary property list (see `EntryMetadata`), slot 0; holds
 ///                               the body too when it is at most the inline threshold
