@@ -101,18 +101,17 @@ extension DiskCache {
     package func checkedBody(for key: String, copying: BodyCopying? = nil) throws(DiskCacheError) -> CheckedBody? {
         try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> ReadOutcome<CheckedBody> in
             if let inline { return .found(CheckedBody(source: .bytes(inline), size: entry.size, metadata: meta.metadata)) }
-            let fd: Int32
+            let file: OpenFile
             switch openBodyFile(hash, entry) {
-            case .found(let value): fd = value
+            case .found(let value): file = OpenFile(value)
             case let other: return other.withoutValue()
             }
-            switch isCurrent(hash, entry) ? checkBodyFile(fd, hash, entry, copying: copying) : .replaced {
-            case .found(nil): return .found(CheckedBody(source: .file(descriptor: fd), size: entry.size, metadata: meta.metadata))
+            switch isCurrent(hash, entry) ? checkBodyFile(file.fd, hash, entry, copying: copying) : .replaced {
+            case .found(nil):
+                return .found(CheckedBody(source: .file(descriptor: file.release()), size: entry.size, metadata: meta.metadata))
             case .found(let bytes?):
-                Syscall.close(fd)
                 return .found(CheckedBody(source: .copy(CopiedBody(bytes: bytes)), size: entry.size, metadata: meta.metadata))
             case let other:
-                Syscall.close(fd)
                 return other.withoutValue()
             }
         }

@@ -55,9 +55,9 @@ extension DiskCache {
                 .found(File(url: URL(fileURLWithPath: handout), fileDescriptor: fd, size: entry.size, metadata: meta.metadata))
             }
             if let inline {
-                let fd = try createTemporaryFile(handout)
-                let written = inline.withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 0) }
-                Syscall.close(fd)
+                let written = try OpenFile(createTemporaryFile(handout)).withFD { fd in
+                    inline.withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 0) }
+                }
                 // Handed out read-only, as a body file is.
                 let reopened = written.flatMap { layout.directory.open(handout, FileIO.readFlags) }
                 guard case .success(let readOnly) = reopened else {
@@ -83,29 +83,30 @@ extension DiskCache {
                 _ = layout.directory.unlink(handout)
                 return .replaced
             }
-            let fd: Int32
+            let file: OpenFile
             switch layout.directory.open(handout, FileIO.readFlags) {
-            case .success(let value): fd = value
+            case .success(let value): file = OpenFile(value)
             case .failure(let error):
                 _ = layout.directory.unlink(handout)
                 return error == .tooManySymbolicLinks || FileIO.isNotAFile(error) ? .damaged : .unavailable
             }
+            let fd = file.fd  // for the closure below, which may not capture `file`
             let verdict: ReadOutcome<File>
             switch Syscall.fstat(fd) {
             case .success(let info) where info.st_mode & S_IFMT != S_IFREG || Int64(info.st_size) != entry.size:
                 verdict = .damaged
             case .success where !configuration.verifiesChecksums:
-                return opened(fd)
+                return opened(file.release())
             case .success:
                 switch Result(catching: { () throws(DiskCacheError) in try Self.hashFile(fd, path: handout) }) {
-                case .success(let (_, checksum)) where checksum == entry.checksum: return opened(fd)
+                case .success(let (_, checksum)) where checksum == entry.checksum: return opened(file.release())
                 case .success: verdict = .damaged
                 case .failure: verdict = .unavailable
                 }
             case .failure:
                 verdict = .unavailable
             }
-            Syscall.close(fd)
+            _ = consume file
             _ = layout.directory.unlink(handout)
             return verdict
         }

@@ -20,6 +20,18 @@ struct CoalescerTests {
         return true
     }
 
+    /// Cancels `waiter` and returns how it ended. The guard yields `go`, letting the held work
+    /// go, if it has not ended within 30 s.
+    func cancel<T>(_ waiter: Task<T, any Error>, guardedBy go: AsyncStream<Void>.Continuation) async -> Result<T, any Error> {
+        waiter.cancel()
+        let timeoutGuard = Task {
+            try await Task.sleep(for: .seconds(30))
+            go.yield()
+        }
+        defer { timeoutGuard.cancel() }
+        return await waiter.result
+    }
+
     @Test func aCancelledWaiterStopsWhileTheLeaderAndTheOtherWaiterGoOn() async throws {
         let gate = Coalescer<Int>()
         let (leaderEntered, entered) = AsyncStream<Void>.makeStream()
@@ -37,13 +49,7 @@ struct CoalescerTests {
         let cancelled = Task { try await gate.enter("k") }
         #expect(try await reach(2) { gate.waiterCount(for: "k") })
 
-        cancelled.cancel()
-        let timeoutGuard = Task {
-            try await Task.sleep(for: .seconds(30))
-            go.yield()
-        }
-        let stopped = await cancelled.result
-        timeoutGuard.cancel()
+        let stopped = await cancel(cancelled, guardedBy: go)
         #expect(throws: CancellationError.self) { try stopped.get() }
         // The leader still works, the other waiter still waits for it.
         #expect(gate.waiterCount(for: "k") == 1)
@@ -70,13 +76,7 @@ struct CoalescerTests {
         let cancelled = Task { try await coalescer.run(key: "k", operation: operation) }
         #expect(try await reach(2) { coalescer.waiterCount(for: "k") })
 
-        cancelled.cancel()
-        let timeoutGuard = Task {
-            try await Task.sleep(for: .seconds(30))
-            go.yield()
-        }
-        let stopped = await cancelled.result
-        timeoutGuard.cancel()
+        let stopped = await cancel(cancelled, guardedBy: go)
         #expect(throws: CancellationError.self) { try stopped.get() }
         #expect(coalescer.waiterCount(for: "k") == 1)
 

@@ -202,3 +202,23 @@ struct EntryBytes: ~Copyable {
 
     deinit { buffer.deallocate() }
 }
+
+/// A file descriptor the cache opened, closed when it goes out of scope (on every path) unless
+/// ``release()`` hands it on.
+struct OpenFile: ~Copyable {
+    let fd: Int32
+
+    init(_ fd: Int32) { self.fd = fd }
+
+    /// Runs `body` with the descriptor, which stays open while it runs.
+    borrowing func withFD<R>(_ body: (Int32) throws -> R) rethrows -> R { try body(fd) }
+
+    /// The descriptor, for an owner that will close it.
+    consuming func release() -> Int32 {
+        let fd = self.fd
+        discard self
+        return fd
+    }
+
+    deinit { Syscall.close(fd) }
+}
