@@ -422,7 +422,7 @@ extension DiskCache {
     enum WriteKind { case value, metadata }
 
     /// The put transaction: every write of an entry (``store(_:for:metadata:expires:)-3d9hu``,
-    /// the streamed commit, ``updateMetadata(_:for:)-7s2ej``) goes through it. Holding the key's
+    /// the streamed commit, ``DiskCache/updateMetadata(_:for:)-8hehy``) goes through it. Holding the key's
     /// stripe, it
     /// 1. throws `closed` when the cache is, refuses while this instance is behind the journal
     ///    (the committed entry, whose slot the new files must not use, is not known), and

@@ -8,8 +8,8 @@ import Musl
 #endif
 
 // Reading bodies that need not fit in memory: as chunks read as they are asked for, or as a
-// file handed out for the length of a closure; and the check of a body file against its entry
-// that every read of a `.body` file makes.
+// file handed out for the length of a closure; and the check of a whole body file against its
+// entry (type, size, checksum) that the server's reads and the confirmation of damage make.
 extension DiskCache {
     /// Calls `body` with `key`'s value as a file, and returns what it returns; nil (and `body`
     /// is not called) on a miss, an expired entry or an entry that fails its checks.
@@ -106,7 +106,7 @@ extension DiskCache {
             case .failure:
                 verdict = .unavailable
             }
-            _ = consume file
+            _ = consume file  // closed here, not earlier: `fd` was in use until now
             _ = layout.directory.unlink(handout)
             return verdict
         }

@@ -319,7 +319,9 @@ struct HostileDirectoryTests {
         #expect(try snapshot(dir.cache) == before)
     }
 
-    // MARK: - Durability of a retried remove
+    // MARK: - Durability of a retried remove (fault injection: debug builds only)
+
+    #if DEBUG
 
     /// A removal whose journal record cannot be written changes nothing: the entry stays in the
     /// index and its files stay, readable now and after the cache is opened again.
@@ -361,4 +363,5 @@ struct HostileDirectoryTests {
         #expect(syncs.value == before + 1)
         try cache.close()
     }
+    #endif
 }

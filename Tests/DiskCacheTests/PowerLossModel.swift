@@ -1,3 +1,5 @@
+// The file system's test hooks (FileSystemObservers) exist in debug builds only.
+#if DEBUG
 @testable import DiskCache
 import Foundation
 #if canImport(Glibc)
@@ -550,3 +552,4 @@ struct SplitMix64: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+#endif

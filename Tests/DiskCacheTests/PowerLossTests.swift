@@ -1,3 +1,5 @@
+// The file system's test hooks (FileSystemObservers) exist in debug builds only.
+#if DEBUG
 @testable import DiskCache
 import Foundation
 import Testing
@@ -657,3 +659,4 @@ extension FileSystemModel {
         return image
     }
 }
+#endif

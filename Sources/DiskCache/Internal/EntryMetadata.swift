@@ -137,8 +137,10 @@ struct EntryMetadata: Equatable, Sendable {
     ///
     /// The one reader of the format: ``ReadView/parse(_:)`` finds and checks every field (a
     /// read of the value stops there), and this decodes the key, the dates and the caller's
-    /// metadata it found. So a rebuild, `verify` and a read can never disagree on what a file
-    /// says. Fields this version does not know are not looked at.
+    /// metadata it found. So whatever this accepts, a read accepts the same way (a read does not
+    /// look at the dates or the caller's metadata, so it may serve a file whose dates this
+    /// rejects). Fields this version does not know are not looked at; a `metadata` field that
+    /// is not a dictionary of strings is damage.
     static func decode(_ bytes: UnsafeRawBufferPointer) -> EntryMetadata? {
         guard let view = ReadView.parse(bytes), let created = view.created, let accessed = view.accessed else { return nil }
         var reader = BinaryPropertyList.Reader(bytes: bytes)

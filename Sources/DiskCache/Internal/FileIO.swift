@@ -206,6 +206,8 @@ struct EntryBytes: ~Copyable {
 /// A file descriptor the cache opened, closed when it goes out of scope (on every path) unless
 /// ``release()`` hands it on.
 struct OpenFile: ~Copyable {
+    /// The descriptor, open for as long as this value lives: a copy of it must not be used
+    /// after the value is consumed or goes out of scope.
     let fd: Int32
 
     init(_ fd: Int32) { self.fd = fd }

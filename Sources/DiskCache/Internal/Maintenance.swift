@@ -197,7 +197,7 @@ extension DiskCache {
         }
     }
 
-    /// ``syncFiles(through:)`` up to the journal's current end, returning that end; with
+    /// ``syncFiles(through:journal:)`` up to the journal's current end, returning that end; with
     /// `onlyIfNeeded`, nothing (nil) unless this instance appended a PUT+FILE record since the
     /// last checkpoint began. A failure leaves the checkpoint due.
     @discardableResult

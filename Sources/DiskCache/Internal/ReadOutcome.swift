@@ -20,7 +20,7 @@ enum ReadOutcome<Value> {
     case unavailable
 
     /// The same ending for a reader of another type. Only for an outcome that found nothing.
-    func withoutValue<Other>(as _: Other.Type = Other.self) -> ReadOutcome<Other> {
+    func withoutValue<Other>() -> ReadOutcome<Other> {
         switch self {
         case .found: preconditionFailure("a found value has no other type")
         case .absent: return .absent

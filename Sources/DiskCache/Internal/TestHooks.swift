@@ -1,7 +1,9 @@
 // Test hooks of the syscall layer (``Syscall``): observers of every change it makes to the
 // file system (the power-loss tests) and injected I/O faults. Debug builds, which the tests
 // use, have them; release builds compile them to constants, so no production path carries
-// them. Either way the calls made are the same: observing never takes another branch.
+// them, and the tests that install them (PowerLossTests, two of HostileDirectoryTests) are
+// compiled in debug builds only. Either way the calls made are the same: observing never
+// takes another branch.
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
