@@ -58,9 +58,10 @@ extension ProxyHandler {
         let answer: ReadyResponse?
         // Prepared only when it can be kept: otherwise every hit would prepare it again.
         if case .fresh = decision, preparable, chosen.isLoaded, prepared.fits(bodySize: chosen.entry.body.count),
-           let hit = prepare(chosen, key: key, url: url, at: now) {
+           let hit = PreparedHits.Hit(variant: chosen, key: key, url: url, at: now, engine: engine,
+                                      headers: servedHeaders(chosen.entry.response, status: "HIT", at: now)) {
             prepared.keep(hit, for: target)
-            answer = preparedResponse(hit, isHEAD: exchange.isHEAD, at: now)
+            answer = hit.parts(isHEAD: exchange.isHEAD, at: now)
         } else {
             answer = chosen.isLoaded ? inMemoryResponse(chosen, exchange, status: "HIT")
                                      : pageCacheResponse(chosen, exchange, sentFiles: sentFiles)
