@@ -31,10 +31,7 @@ extension ProxyHandler {
         else { return nil }
         let preparable = PreparedHits.canAnswer(head.headers)
         let target = PreparedHits.Target(isHEAD: head.method == .HEAD, uri: head.uri)
-        if preparable, let answer = preparedAnswer(for: target) {
-            noteHit(bytes: answer.outcome.bytes, prepared: true)
-            return answer
-        }
+        if preparable, let answer = preparedAnswer(for: target) { return answer }
         guard let (originTarget, url) = originURL(of: head.uri) else { return nil }
         let exchange = Exchange(head: head, target: originTarget, url: url)
         guard let key = cache.key(method: exchange.cacheRequest.method, url: url, request: { exchange.urlRequest }) else { return nil }
@@ -67,7 +64,7 @@ extension ProxyHandler {
                                      : pageCacheResponse(chosen, exchange, sentFiles: sentFiles)
         }
         guard let answer else { return nil }
-        noteHit(bytes: answer.outcome.bytes)
+        noteHit(.eventLoop(bytes: answer.outcome.bytes, prepared: false))
         return answer
     }
 

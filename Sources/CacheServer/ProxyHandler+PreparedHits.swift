@@ -8,10 +8,13 @@ import NIOHTTP1
 extension ProxyHandler {
     /// The answer prepared for `target` (see ``PreparedHits``), when the memory tier still holds
     /// the response it was made from and that response is still fresh; nil otherwise (the
-    /// answer is dropped then, and the full path prepares a new one).
+    /// answer is dropped then, and the full path prepares a new one). Counted as a prepared hit
+    /// on the event loop.
     func preparedAnswer(for target: PreparedHits.Target) -> ReadyResponse? {
         guard let (hit, now) = prepared.current(for: target, cache: cache) else { return nil }
-        return hit.parts(isHEAD: target.isHEAD, at: now)
+        let answer = hit.parts(isHEAD: target.isHEAD, at: now)
+        noteHit(.eventLoop(bytes: answer.outcome.bytes, prepared: true))
+        return answer
     }
 
     /// ``preparedAnswer(for:)`` in its wire form, for ``RawHitResponder``: the same bytes NIO's
@@ -21,7 +24,7 @@ extension ProxyHandler {
         guard let (hit, now) = prepared.current(for: target, cache: cache),
               let answer = hit.wireAnswer(isHEAD: target.isHEAD, at: now)
         else { return nil }
-        noteHit(bytes: answer.outcome.bytes, prepared: true, fromBytes: true)
+        noteHit(.fromBytes(bytes: answer.outcome.bytes))
         return answer
     }
 }
