@@ -18,6 +18,10 @@ import NIOHTTP1
 /// request with any of these fields, a response replaced, removed or evicted from memory since,
 /// or past its deadline takes the full path, which prepares the answer again.
 ///
+/// An answer is made and checked here (``Hit``, ``current(for:cache:)``) and given in the form
+/// each door writes: parts for NIO's pipeline (``EventLoopHitResponder``) or bytes for the
+/// socket (``RawHitResponder``). The doors only ask for it and write it.
+///
 /// Bounded by ``capacity`` bytes (bodies, and ``entryOverhead`` for each entry's head): the
 /// answers prepared first go first. Thread-safe.
 final class PreparedHits: Sendable {
@@ -33,122 +37,6 @@ final class PreparedHits: Sendable {
     struct Target: Hashable, Sendable {
         let isHEAD: Bool
         let uri: String
-    }
-
-    /// One prepared answer.
-    struct Hit: Sendable {
-        /// The cache key of the target and the record of the response the answer was made from.
-        let primaryKey: String
-        let recordKey: String
-        /// The response's metadata text (see ``HTTPURLCache/storedResponseInMemory(forKey:)``).
-        let text: String
-        let status: HTTPResponseStatus
-        /// The fields sent, in the full path's order: those before `Age`, then `Age` (made
-        /// for each answer), then those after it.
-        let beforeAge: HTTPHeaders
-        let afterAge: HTTPHeaders
-        let body: ByteBuffer
-        var size: Int { body.readableBytes }
-        /// The head as it goes on the wire, but for its `Age` value (see ``WireHead``); nil when
-        /// a field cannot be written as it is (the full path's header check then refuses it).
-        let wire: WireHead?
-        let preparedAt: Date
-        /// The response's current age at `preparedAt`; it grows second for second.
-        let ageThen: TimeInterval
-        /// The end of its freshness for such requests.
-        let freshUntil: Date
-
-        init(primaryKey: String, recordKey: String, text: String, status: HTTPResponseStatus, beforeAge: HTTPHeaders,
-             afterAge: HTTPHeaders, body: ByteBuffer, preparedAt: Date, ageThen: TimeInterval, freshUntil: Date) {
-            self.primaryKey = primaryKey
-            self.recordKey = recordKey
-            self.text = text
-            self.status = status
-            self.beforeAge = beforeAge
-            self.afterAge = afterAge
-            self.body = body
-            self.preparedAt = preparedAt
-            self.ageThen = ageThen
-            self.freshUntil = freshUntil
-            wire = WireHead(status: status, beforeAge: beforeAge, afterAge: afterAge)
-        }
-
-        func age(at now: Date) -> TimeInterval { ageThen + now.timeIntervalSince(preparedAt) }
-
-        /// The fields of the answer with `age` as its `Age`.
-        func headers(age: String) -> HTTPHeaders {
-            var headers = beforeAge
-            headers.add(name: "Age", value: age)
-            headers.add(contentsOf: afterAge)
-            return headers
-        }
-
-        /// `headers`, which has one `Age` field, split around it.
-        static func split(_ headers: HTTPHeaders) -> (before: HTTPHeaders, after: HTTPHeaders) {
-            var before = HTTPHeaders(), after = HTTPHeaders(), seenAge = false
-            for (name, value) in headers {
-                if name.lowercased() == "age" {
-                    seenAge = true
-                } else if seenAge {
-                    after.add(name: name, value: value)
-                } else {
-                    before.add(name: name, value: value)
-                }
-            }
-            return (before, after)
-        }
-    }
-
-    /// A response head in HTTP/1.1's wire form, as NIO's `HTTPResponseEncoder` writes it (status
-    /// line, each field as `name: value` and CRLF, an empty line), cut around the `Age` field's
-    /// value, which is the only part that changes from one answer to the next.
-    struct WireHead: Sendable {
-        /// The status line and the fields up to `Age: `.
-        let beforeAge: ByteBuffer
-        /// CRLF ending `Age`, the fields after it and the empty line.
-        let afterAge: ByteBuffer
-
-        /// Nil when a field's name is not a token or its value holds a control character (a CR
-        /// or LF would split the response): NIO's header validator refuses those on the full
-        /// path, and here nothing would. Nil too where NIO's encoder would change the fields'
-        /// framing: a status without a body (it drops `Content-Length`), no `Content-Length` (it
-        /// adds chunked coding), or a `Transfer-Encoding` beside one (it drops that).
-        init?(status: HTTPResponseStatus, beforeAge: HTTPHeaders, afterAge: HTTPHeaders) {
-            let fields = beforeAge.map { $0 } + afterAge.map { $0 }
-            guard fields.allSatisfy({ Self.isToken($0.name) && Self.isFieldValue($0.value) }), Self.isFieldValue(status.reasonPhrase),
-                  status.mayHaveResponseBody,
-                  fields.contains(where: { $0.name.lowercased() == "content-length" }),
-                  !fields.contains(where: { $0.name.lowercased() == "transfer-encoding" })
-            else { return nil }
-            var before = ByteBuffer(string: "HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n")
-            for (name, value) in beforeAge { before.writeString("\(name): \(value)\r\n") }
-            before.writeString("Age: ")
-            var after = ByteBuffer(string: "\r\n")
-            for (name, value) in afterAge { after.writeString("\(name): \(value)\r\n") }
-            after.writeString("\r\n")
-            self.beforeAge = before
-            self.afterAge = after
-        }
-
-        /// The head with `age` as the `Age` value, with room for `extra` more bytes after it.
-        func head(age: String, reserving extra: Int = 0) -> ByteBuffer {
-            var head = ByteBuffer()
-            head.reserveCapacity(beforeAge.readableBytes + age.utf8.count + afterAge.readableBytes + extra)
-            head.writeImmutableBuffer(beforeAge)
-            head.writeString(age)
-            head.writeImmutableBuffer(afterAge)
-            return head
-        }
-
-        /// RFC 9110's token: what a field name is made of.
-        static func isToken(_ text: String) -> Bool {
-            !text.isEmpty && text.utf8.allSatisfy(HTTPHeaderFields.isTokenByte)
-        }
-
-        /// A field value (or reason phrase) with no control character but tab.
-        static func isFieldValue(_ text: String) -> Bool {
-            text.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
-        }
     }
 
     let capacity: Int
@@ -171,6 +59,22 @@ final class PreparedHits: Sendable {
 
     func hit(for target: Target) -> Hit? {
         hits.valueWithoutUse(for: target)
+    }
+
+    /// The hit prepared for `target` and the time it was found current at: the memory tier of
+    /// `cache` still holds the response it was made from (the same record, body size and
+    /// metadata text), and that response is still fresh. Else nil, and the hit is dropped (the
+    /// full path prepares a new one). The time is read only once a hit is found.
+    func current(for target: Target, cache: HTTPURLCache) -> (hit: Hit, now: Date)? {
+        guard let hit = hit(for: target) else { return nil }
+        let now = Date()
+        guard now < hit.freshUntil, let stored = cache.storedResponseInMemory(forKey: hit.primaryKey),
+              stored.recordKey == hit.recordKey, stored.body.count == hit.size, stored.text == hit.text
+        else {
+            forget(target, ifStill: hit)
+            return nil
+        }
+        return (hit, now)
     }
 
     /// Keeps `hit` as the answer for `target`, in place of any before; nothing when it alone

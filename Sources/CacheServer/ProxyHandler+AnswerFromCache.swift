@@ -38,13 +38,13 @@ extension ProxyHandler {
             switch decision {
             case .fresh, .stale:
                 if let outcome = try await serveStored(chosen!, exchange, status: "HIT", writer: writer) {
-                    note(.hits)
+                    noteHit(.task)
                     return outcome
                 }
                 variants.removeAll { $0.recordKey == chosen!.recordKey }
             case .staleWhileRevalidate(_, let conditional):
                 if let outcome = try await serveStored(chosen!, exchange, status: "STALE", writer: writer) {
-                    note(.hits)
+                    noteHit(.task)
                     refreshInBackground(exchange, key: stored.key, validating: chosen!, adding: conditional)
                     return outcome
                 }

@@ -31,10 +31,7 @@ extension ProxyHandler {
         else { return nil }
         let preparable = PreparedHits.canAnswer(head.headers)
         let target = PreparedHits.Target(isHEAD: head.method == .HEAD, uri: head.uri)
-        if preparable, let answer = preparedAnswer(for: target) {
-            noteHit(bytes: answer.outcome.bytes, prepared: true)
-            return answer
-        }
+        if preparable, let answer = preparedAnswer(for: target) { return answer }
         guard let (originTarget, url) = originURL(of: head.uri) else { return nil }
         let exchange = Exchange(head: head, target: originTarget, url: url)
         guard let key = cache.key(method: exchange.cacheRequest.method, url: url, request: { exchange.urlRequest }) else { return nil }
@@ -58,15 +55,16 @@ extension ProxyHandler {
         let answer: ReadyResponse?
         // Prepared only when it can be kept: otherwise every hit would prepare it again.
         if case .fresh = decision, preparable, chosen.isLoaded, prepared.fits(bodySize: chosen.entry.body.count),
-           let hit = prepare(chosen, key: key, url: url, at: now) {
+           let hit = PreparedHits.Hit(variant: chosen, key: key, url: url, at: now, engine: engine,
+                                      headers: servedHeaders(chosen.entry.response, status: "HIT", at: now)) {
             prepared.keep(hit, for: target)
-            answer = preparedResponse(hit, isHEAD: exchange.isHEAD, at: now)
+            answer = hit.parts(isHEAD: exchange.isHEAD, at: now)
         } else {
             answer = chosen.isLoaded ? inMemoryResponse(chosen, exchange, status: "HIT")
                                      : pageCacheResponse(chosen, exchange, sentFiles: sentFiles)
         }
         guard let answer else { return nil }
-        noteHit(bytes: answer.outcome.bytes)
+        noteHit(.eventLoop(bytes: answer.outcome.bytes, prepared: false))
         return answer
     }
 

@@ -50,7 +50,7 @@ extension ProxyHandler {
         let body = variant.entry.body
         let size = Int64(body.count)
         let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
-        return wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
+        return Self.wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
             let start = body.startIndex + Int(bounds.lowerBound)
             return .byteBuffer(ByteBuffer(bytes: body[start..<start + bounds.count]))
         }
@@ -58,9 +58,8 @@ extension ProxyHandler {
 
     /// A response written in one go: its head, the part of the body `range` selects (`body`
     /// makes it from its bounds; nothing for HEAD, a 416 or an empty range), and its end.
-    func wholeResponse(_ code: HTTPResponseStatus, _ headers: HTTPHeaders, isHEAD: Bool, status: String,
-                               range: ByteRange, size: Int64, body: (Range<Int64>) -> IOData)
-        -> ReadyResponse {
+    static func wholeResponse(_ code: HTTPResponseStatus, _ headers: HTTPHeaders, isHEAD: Bool, status: String,
+                              range: ByteRange, size: Int64, body: (Range<Int64>) -> IOData) -> ReadyResponse {
         var parts: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
         var sent: Int64 = 0
         if !isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty {
@@ -85,7 +84,7 @@ extension ProxyHandler {
         // part is made (HEAD, a range not satisfied), since nothing will send it then.
         func answer(releasing release: () -> Void, _ part: (Range<Int64>) -> IOData) -> ReadyResponse {
             var made = false
-            let answer = wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
+            let answer = Self.wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
                 made = true
                 return part(bounds)
             }
