@@ -8,8 +8,18 @@ let package = Package(
         .library(name: "DiskCache", targets: ["DiskCache"]),
         .library(name: "MemoryCache", targets: ["MemoryCache"]),
         .library(name: "HTTPCache", targets: ["HTTPCache"]),
+        // The framework integrations: each builds its framework's driver only with the trait of
+        // the same name enabled (`traits: ["Hummingbird"]` on the dependency), and a package that
+        // enables neither resolves, fetches and builds neither framework.
+        .library(name: "DiskCacheHummingbird", targets: ["DiskCacheHummingbird"]),
+        .library(name: "DiskCacheVapor", targets: ["DiskCacheVapor"]),
         .executable(name: "diskcache", targets: ["diskcache"]),
         .executable(name: "diskcache-server", targets: ["diskcache-server"]),
+    ],
+    traits: [
+        .trait(name: "Hummingbird", description: "DiskCacheHummingbird: a Hummingbird 2 PersistDriver over DiskCache."),
+        .trait(name: "Vapor", description: "DiskCacheVapor: a Vapor 4 Cache driver over DiskCache (app.caches.use(.disk(...)))."),
+        .default(enabledTraits: []),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -23,6 +33,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         // The server only: `CDN-Cache-Control` is a structured field (RFC 9213, RFC 8941).
         .package(url: "https://github.com/apple/swift-http-structured-headers.git", from: "1.7.0"),
+        // The integrations only, each behind its trait: used by no target unless the trait is
+        // enabled, so SwiftPM neither resolves nor fetches them for a package that leaves it off.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
     ],
     targets: [
         // SQLite's C API, for `diskcache bench`'s SQLite peer only: no library product links it.
@@ -50,6 +64,22 @@ let package = Package(
         .target(
             name: "HTTPCache",
             dependencies: ["DiskCache", "DiskCacheLocking", "MemoryCache"]
+        ),
+        // A Hummingbird `PersistDriver` over DiskCache; empty unless the `Hummingbird` trait is on.
+        .target(
+            name: "DiskCacheHummingbird",
+            dependencies: [
+                "DiskCache",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+            ]
+        ),
+        // A Vapor `Cache` driver over DiskCache; empty unless the `Vapor` trait is on.
+        .target(
+            name: "DiskCacheVapor",
+            dependencies: [
+                "DiskCache",
+                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+            ]
         ),
         .executableTarget(
             name: "diskcache",
@@ -135,6 +165,30 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
+        ),
+        // The integrations' tests, in real apps with each framework's own testing library; empty
+        // unless the trait is on (scripts/test.sh enables both).
+        .testTarget(
+            name: "DiskCacheHummingbirdTests",
+            dependencies: [
+                "DiskCache",
+                "DiskCacheHummingbird",
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "HummingbirdTesting", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
+            ]
+        ),
+        .testTarget(
+            name: "DiskCacheVaporTests",
+            dependencies: [
+                "DiskCache",
+                "DiskCacheVapor",
+                .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+                .product(name: "VaporTesting", package: "vapor", condition: .when(traits: ["Vapor"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Vapor"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Vapor"])),
             ]
         ),
         .testTarget(

@@ -5,13 +5,18 @@
 //   swift run --package-path Examples JSONAPICache     # typed Codable values with expiry
 //   swift run --package-path Examples ThumbnailCache   # files in and out, without loading them
 //   swift run --package-path Examples AsyncLookup      # concurrent async lookups, Writer
+//   swift run --package-path Examples HummingbirdSessions  # Hummingbird's PersistDriver on disk
+//   swift run --package-path Examples VaporQuotes      # Vapor's app.caches.use(.disk(...))
 import PackageDescription
 
 let package = Package(
     name: "Examples",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11)],
     dependencies: [
-        .package(name: "swift-disk-cache", path: ".."),
+        // The integrations' traits on: the Hummingbird and Vapor examples use their products.
+        .package(name: "swift-disk-cache", path: "..", traits: ["Hummingbird", "Vapor"]),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
     ],
     targets: [
         .executableTarget(
@@ -25,6 +30,23 @@ let package = Package(
         .executableTarget(
             name: "AsyncLookup",
             dependencies: [.product(name: "DiskCache", package: "swift-disk-cache")]
+        ),
+        .executableTarget(
+            name: "HummingbirdSessions",
+            dependencies: [
+                .product(name: "DiskCache", package: "swift-disk-cache"),
+                .product(name: "DiskCacheHummingbird", package: "swift-disk-cache"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
+        .executableTarget(
+            name: "VaporQuotes",
+            dependencies: [
+                .product(name: "DiskCache", package: "swift-disk-cache"),
+                .product(name: "DiskCacheVapor", package: "swift-disk-cache"),
+                .product(name: "Vapor", package: "vapor"),
+            ]
         ),
     ]
 )
