@@ -15,16 +15,7 @@ struct Quote: Content {
     var cents: Int
 }
 
-/// Stands in for a slow upstream service; counts its calls.
-actor Upstream {
-    private(set) var calls = 0
-    func quote(for symbol: String) async throws -> Quote {
-        calls += 1
-        try await Task.sleep(for: .milliseconds(50))
-        return Quote(symbol: symbol, cents: Int.random(in: 1_000...99_999))
-    }
-}
-
+// `upstream` is the slow service whose answers are cached.
 func configure(_ app: Application, cacheDirectory: URL, upstream: Upstream) throws {
     // Opened now (a directory that cannot be a cache fails here), closed at shutdown.
     try app.caches.use(.disk(directory: cacheDirectory))
@@ -37,6 +28,16 @@ func configure(_ app: Application, cacheDirectory: URL, upstream: Upstream) thro
         let quote = try await upstream.quote(for: symbol)
         try await req.cache.set("quote:\(symbol)", to: quote, expiresIn: .minutes(5))
         return quote
+    }
+}
+
+/// Stands in for a slow upstream service; counts its calls.
+actor Upstream {
+    private(set) var calls = 0
+    func quote(for symbol: String) async throws -> Quote {
+        calls += 1
+        try await Task.sleep(for: .milliseconds(50))
+        return Quote(symbol: symbol, cents: Int.random(in: 1_000...99_999))
     }
 }
 
