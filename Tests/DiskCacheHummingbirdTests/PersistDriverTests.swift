@@ -138,10 +138,11 @@ import Testing
         try await withDirectory { directory in
             let persist = try DiskCachePersistDriver(directory: directory)
             // Over HTTP on loopback: the requests come in on several connections, served by
-            // NIO's event loops, and run concurrently.
+            // NIO's event loops, and run concurrently. Eight, the test client's connections per
+            // host: none waits for a pooled connection, which a loaded machine can time out.
             try await makeApp(persist).test(.ahc(.http)) { client in
                 let statuses = try await withThrowingTaskGroup(of: (Int, HTTPResponse.Status).self) { group in
-                    for index in 0..<24 {
+                    for index in 0..<8 {
                         group.addTask {
                             let response = try await client.execute(uri: "/values/lock", method: .post,
                                                                     body: ByteBuffer(string: "owner-\(index)"))
@@ -152,7 +153,7 @@ import Testing
                 }
                 let winners = statuses.filter { $0.value == .created }.map(\.key)
                 #expect(winners.count == 1)
-                #expect(statuses.values.filter { $0 == .conflict }.count == 23)
+                #expect(statuses.values.filter { $0 == .conflict }.count == 7)
                 let winner = try #require(winners.first)
                 try await client.execute(uri: "/values/lock", method: .get) { response in
                     #expect(String(buffer: response.body) == "owner-\(winner)")
