@@ -1,4 +1,7 @@
 public import Logging
+#if canImport(Darwin)
+public import Foundation
+#endif
 
 extension DiskCache {
     /// How hard a `store` works to make its write survive power loss.
@@ -131,6 +134,19 @@ extension DiskCache {
         /// with this one: bump it when the application's records change shape, and every older
         /// cache starts empty instead of being misread. Tools that inspect caches leave it nil.
         public var applicationVersion: Int?
+
+        #if canImport(Darwin)
+        /// Apple platforms: the data protection class of the cache's files, or nil (the default)
+        /// for the system's default. Set on the cache directory at every open, so the files and
+        /// directories made afterwards inherit it; files made earlier keep theirs. A class that
+        /// locks files while the device is locked (`.complete`) makes opens, reads and writes
+        /// fail with ``DiskCacheError/Code/permissionDenied`` or
+        /// ``DiskCacheError/Code/ioFailure`` until it is unlocked: a cache used in the
+        /// background wants `.completeUntilFirstUserAuthentication`. Not on Linux, which has no
+        /// such classes. (A new cache's directory is also excluded from backups there:
+        /// `isExcludedFromBackup`, as `CACHEDIR.TAG` does for Linux's backup tools.)
+        public var fileProtection: FileProtectionType?
+        #endif
 
         // Test hooks, internal on purpose.
         /// Milliseconds since 1970.

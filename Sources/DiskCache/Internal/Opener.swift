@@ -31,6 +31,9 @@ struct Opener {
             try Self.writeVersion(layout, application: configuration.applicationVersion)
             try Self.writeCacheDirectoryTag(layout)
         }
+        #if canImport(Darwin)
+        try Self.applyApplePlatformAttributes(layout, configuration: configuration, isNew: isNew)
+        #endif
     }
 
     struct Opened {
@@ -605,6 +608,30 @@ struct Opener {
         case .failure(let error): throw DiskCacheError.io(error, "write CACHEDIR.TAG", path: layout.cacheDirectoryTag)
         }
     }
+
+    #if canImport(Darwin)
+    /// Apple platforms: marks a new cache's directory excluded from backups (iCloud, iTunes and
+    /// Time Machine honour `isExcludedFromBackup`, not `CACHEDIR.TAG`), and gives the directory
+    /// the chosen data protection class (``DiskCache/Configuration/fileProtection``), which the
+    /// files and directories made in it afterwards inherit.
+    static func applyApplePlatformAttributes(_ layout: Layout, configuration: DiskCache.Configuration,
+                                             isNew: Bool) throws(DiskCacheError) {
+        var url = URL(fileURLWithPath: layout.root, isDirectory: true)
+        do {
+            if isNew {
+                var values = URLResourceValues()
+                values.isExcludedFromBackup = true
+                try url.setResourceValues(values)
+            }
+            if let protection = configuration.fileProtection {
+                try FileManager.default.setAttributes([.protectionKey: protection], ofItemAtPath: layout.root)
+            }
+        } catch {
+            throw DiskCacheError(code: .ioFailure, message: "cannot set the cache directory's backup exclusion or "
+                                 + "file protection: \(error.localizedDescription)", path: layout.root)
+        }
+    }
+    #endif
 
     // MARK: - Format 1
 
