@@ -92,7 +92,7 @@ extension PreparedHits {
         }
 
         /// The fields of the answer with `age` as its `Age`.
-        func headers(age: String) -> HTTPHeaders {
+        private func headers(age: String) -> HTTPHeaders {
             var headers = beforeAge
             headers.add(name: "Age", value: age)
             headers.add(contentsOf: afterAge)
@@ -100,7 +100,7 @@ extension PreparedHits {
         }
 
         /// `headers`, which has one `Age` field, split around it.
-        static func split(_ headers: HTTPHeaders) -> (before: HTTPHeaders, after: HTTPHeaders) {
+        private static func split(_ headers: HTTPHeaders) -> (before: HTTPHeaders, after: HTTPHeaders) {
             var before = HTTPHeaders(), after = HTTPHeaders(), seenAge = false
             for (name, value) in headers {
                 if name.lowercased() == "age" {
