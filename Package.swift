@@ -37,6 +37,8 @@ let package = Package(
         // enabled, so SwiftPM neither resolves nor fetches them for a package that leaves it off.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
+        // Hummingbird's header types, named by the Hummingbird middleware (already in Hummingbird's graph).
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0", traits: []),
     ],
     targets: [
         // SQLite's C API, for `diskcache bench`'s SQLite peer only: no library product links it.
@@ -65,12 +67,16 @@ let package = Package(
             name: "HTTPCache",
             dependencies: ["DiskCache", "DiskCacheLocking", "MemoryCache"]
         ),
-        // A Hummingbird `PersistDriver` over DiskCache; empty unless the `Hummingbird` trait is on.
+        // A Hummingbird `PersistDriver` over DiskCache, and a response-caching middleware over
+        // HTTPCache's policy engine; empty unless the `Hummingbird` trait is on.
         .target(
             name: "DiskCacheHummingbird",
             dependencies: [
                 "DiskCache",
+                .target(name: "HTTPCache", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Hummingbird"])),
             ]
         ),
         // A Vapor `Cache` driver over DiskCache; empty unless the `Vapor` trait is on.
@@ -174,8 +180,10 @@ let package = Package(
             dependencies: [
                 "DiskCache",
                 "DiskCacheHummingbird",
+                .target(name: "HTTPCache", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "HummingbirdTesting", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Hummingbird"])),
             ]

@@ -5,7 +5,7 @@
 //   swift run --package-path Examples JSONAPICache     # typed Codable values with expiry
 //   swift run --package-path Examples ThumbnailCache   # files in and out, without loading them
 //   swift run --package-path Examples AsyncLookup      # concurrent async lookups, Writer
-//   swift run --package-path Examples HummingbirdSessions  # Hummingbird's PersistDriver on disk
+//   swift run --package-path Examples HummingbirdSessions  # Hummingbird's PersistDriver and response cache on disk
 //   swift run --package-path Examples VaporQuotes      # Vapor's app.caches.use(.disk(...))
 import PackageDescription
 

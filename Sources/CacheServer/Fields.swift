@@ -18,7 +18,7 @@ enum Fields {
     }
 
     /// The conditional fields of a client's request.
-    static let conditional = ["If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range"]
+    static let conditional = CachePolicyEngine.conditionalRequestFields
 
     static func fields(_ headers: HTTPHeaders) -> HTTPHeaderFields {
         HTTPHeaderFields(headers.map { ($0.name, $0.value) })
@@ -31,22 +31,14 @@ enum Fields {
     /// Whether a client's `If-None-Match` / `If-Modified-Since` (RFC 9110 §13.1.2, §13.1.3)
     /// hold for `stored`: then a GET or HEAD is answered 304.
     static func notModified(_ request: HTTPHeaders, stored: StoredResponse) -> Bool {
-        let ifNoneMatch = request[canonicalForm: "If-None-Match"].map(String.init)
-        if !ifNoneMatch.isEmpty {
-            guard let tag = stored.entityTag else { return false }
-            return ifNoneMatch.contains { value in
-                value == "*" || EntityTag(value).map { $0.matchesWeakly(tag) } ?? false
-            }
-        }
-        guard let since = request.first(name: "If-Modified-Since").flatMap({ HTTPDate.parse($0) }) else { return false }
-        guard let modified = stored.lastModified ?? stored.date else { return false }
-        return modified <= since
+        CachePolicyEngine.answersNotModified(ifNoneMatch: request[canonicalForm: "If-None-Match"].map(String.init),
+                                             ifModifiedSince: request.first(name: "If-Modified-Since"), stored: stored)
     }
 
     /// The fields a 304 carries (RFC 9110 §15.4.5): those a 200 would have had, but the body's.
     static func notModifiedHeaders(_ stored: HTTPHeaders) -> HTTPHeaders {
         var result = stored
-        for name in ["Content-Length", "Content-Type", "Content-Encoding", "Content-Range"] { result.remove(name: name) }
+        for name in CachePolicyEngine.fieldsOmittedFromNotModified { result.remove(name: name) }
         return result
     }
 

@@ -71,7 +71,7 @@ extension PreparedHits {
         /// The answer at `now` (its `Age` then), as the parts NIO's pipeline writes, and what it
         /// answers: a whole response, no body for HEAD.
         func parts(isHEAD: Bool, at now: Date) -> ReadyResponse {
-            let headers = self.headers(age: ProxyHandler.ageField(age(at: now)))
+            let headers = self.headers(age: CachePolicyEngine.ageFieldValue(age(at: now)))
             let body = self.body
             return ProxyHandler.wholeResponse(status, headers, isHEAD: isHEAD, status: "HIT", range: .whole, size: Int64(size)) { _ in
                 .byteBuffer(body)
@@ -85,7 +85,7 @@ extension PreparedHits {
             guard let wire else { return nil }
             let sendsBody = !isHEAD && size > 0
             let bodyInHead = sendsBody && size <= RawHitResponder.bodyInHeadLimit
-            var head = wire.head(age: ProxyHandler.ageField(age(at: now)), reserving: bodyInHead ? size : 0)
+            var head = wire.head(age: CachePolicyEngine.ageFieldValue(age(at: now)), reserving: bodyInHead ? size : 0)
             if bodyInHead { head.writeImmutableBuffer(body) }
             return RawHitResponder.Answer(head: head, body: sendsBody && !bodyInHead ? body : nil,
                                           outcome: Outcome(status: status.code, bytes: sendsBody ? Int64(size) : 0, cacheStatus: "HIT"))

@@ -34,7 +34,7 @@ extension ProxyHandler {
         // Each pass leaves out a variant whose body could not be read, so this ends.
         while true {
             let decision = engine.decision(for: exchange.cacheRequest, storedResponses: variants.map(\.entry.response), at: Date())
-            let chosen = Self.variant(holding: decision.storedResponse, among: variants)
+            let chosen = HTTPURLCache.StoredVariant.holding(decision.storedResponse, among: variants)
             switch decision {
             case .fresh, .stale:
                 if let outcome = try await serveStored(chosen!, exchange, status: "HIT", writer: writer) {
@@ -54,7 +54,7 @@ extension ProxyHandler {
                 if let outcome = result.outcome { return outcome }
                 variants = try await lookup(exchange)?.variants ?? []
             case .mustFetch(let additional, let fallbackResponse):
-                let fallback = Self.variant(holding: fallbackResponse, among: variants)
+                let fallback = HTTPURLCache.StoredVariant.holding(fallbackResponse, among: variants)
                 // One fetch per resource at a time: the others wait for it, then look again.
                 if fallback == nil, exchange.head.method == .GET, !waited {
                     if case .leads = try await gate.enter(stored.key) {

@@ -51,7 +51,7 @@ extension ProxyHandler {
         case .fresh, .stale: break
         default: return nil
         }
-        guard let chosen = Self.variant(holding: decision.storedResponse, among: variants) else { return nil }
+        guard let chosen = HTTPURLCache.StoredVariant.holding(decision.storedResponse, among: variants) else { return nil }
         let answer: ReadyResponse?
         // Prepared only when it can be kept: otherwise every hit would prepare it again.
         if case .fresh = decision, preparable, chosen.isLoaded, prepared.fits(bodySize: chosen.entry.body.count),

@@ -11,15 +11,10 @@ extension ProxyHandler {
     /// this node in `Via`, and how it was answered in `X-Cache`.
     func servedHeaders(_ response: StoredResponse, status: String, at now: Date = Date()) -> HTTPHeaders {
         var headers = Fields.clientView(Fields.headers(response.headers))
-        headers.replaceOrAdd(name: "Age", value: Self.ageField(engine.freshness(of: response, at: now).currentAge))
+        headers.replaceOrAdd(name: "Age", value: CachePolicyEngine.ageFieldValue(engine.freshness(of: response, at: now).currentAge))
         headers.add(name: "Via", value: via)
         headers.replaceOrAdd(name: "X-Cache", value: status)
         return headers
-    }
-
-    /// The `Age` field's value for a current age of `age` seconds: whole seconds, at most 2^31.
-    static func ageField(_ age: TimeInterval) -> String {
-        String(age.isNaN ? 0 : Int(min(max(age.rounded(.down), 0), 2_147_483_648)))
     }
 
     /// The 304 that answers `exchange` from `response` (sent with `headers`) when the client's

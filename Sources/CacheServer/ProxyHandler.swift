@@ -117,15 +117,6 @@ final class ProxyHandler: Sendable {
         return (target, url)
     }
 
-    /// The stored variant whose response is `response` (the one a policy decision chose).
-    /// A decision's stored response is always one of those it was given, so with one variant
-    /// nothing is compared (comparing every header field was about 2 % of a 1 KB hit's CPU).
-    static func variant(holding response: StoredResponse?, among variants: [HTTPURLCache.StoredVariant]) -> HTTPURLCache.StoredVariant? {
-        guard let response else { return nil }
-        if variants.count == 1 { return variants[0] }
-        return variants.first { $0.entry.response == response }
-    }
-
     /// The origin-form target of a request target: a path (and query) as is, an absolute URI's path and query.
     static func target(of uri: String) -> String? {
         if uri.hasPrefix("/") { return uri }

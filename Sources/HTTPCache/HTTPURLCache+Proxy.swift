@@ -9,7 +9,8 @@ import Glibc
 
 // What a caching proxy over this cache needs beyond `URLCache`'s surface: stored responses
 // without their bodies, bodies as chunks or as checked open files, a body stored from a file, and 304s applied without
-// reading a body into memory. Package access: the server target uses it; no library user sees it.
+// reading a body into memory. Package access: the server and the Hummingbird middleware use it;
+// no library user sees it.
 
 extension HTTPURLCache {
     /// A stored response (without its body) and the record it is in.
@@ -28,6 +29,16 @@ extension HTTPURLCache {
             self.recordKey = recordKey
             self.isLoaded = isLoaded
             self.metadataText = metadataText
+        }
+
+        /// The variant among `variants` whose response is `response` (the one a policy decision
+        /// chose). A decision's stored response is always one of those it was given, so with one
+        /// variant nothing is compared (comparing every header field was about 2 % of a 1 KB
+        /// hit's CPU in the server).
+        package static func holding(_ response: StoredResponse?, among variants: [StoredVariant]) -> StoredVariant? {
+            guard let response else { return nil }
+            if variants.count == 1 { return variants[0] }
+            return variants.first { $0.entry.response == response }
         }
     }
 

@@ -1,0 +1,347 @@
+#if Hummingbird
+import DiskCache
+public import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+public import HTTPCache
+import HTTPTypes
+public import Hummingbird
+import Logging
+import NIOCore
+
+/// A Hummingbird middleware that answers GET and HEAD requests from an RFC 9111 shared cache
+/// (an ``HTTPCache/HTTPURLCache`` whose engine is in `.shared` mode), as the package's caching
+/// reverse proxy does in front of an origin: here the origin is the rest of the app.
+///
+/// ```swift
+/// let router = Router()
+/// router.add(middleware: try HTTPCachingMiddleware(directory: URL(fileURLWithPath: "/var/cache/myapp/http")))
+/// router.get("/report") { _, _ in
+///     Response(status: .ok, headers: [.cacheControl: "max-age=60"], body: .init(byteBuffer: ByteBuffer(string: "...")))
+/// }
+/// ```
+///
+/// **What it stores.** The app's responses to GET whose `Cache-Control` and `Expires` allow a
+/// shared cache to store them (RFC 9111 §3: `max-age`, `s-maxage`, `Expires`, `public`, or a
+/// heuristically cacheable status), and whose bodies are at most ``bodySizeLimit`` bytes. It
+/// answers a GET from a stored GET response, a HEAD from a stored GET response too (RFC 9110
+/// §9.3.2), keeping apart the variants the response's `Vary` names; `s-maxage` counts before
+/// `max-age`.
+///
+/// **What it never stores:** responses with `no-store` or `private`; responses to requests with
+/// `Authorization`, unless the response has `public`, `s-maxage` or `must-revalidate`;
+/// responses that set a cookie (`Set-Cookie`: a stored cookie would reach every client after,
+/// one user's session becoming the next one's); `Vary: *`; 206 and 304; responses to HEAD and to
+/// other methods; bodies over ``bodySizeLimit``; bodies that failed while being written.
+///
+/// **Per request**, as the policy engine decides (`CachePolicyEngine.decision`):
+/// - a fresh stored response answers without calling the app, with its `Age`; when the
+///   client's `If-None-Match` or `If-Modified-Since` holds for it, the answer is a 304 without a
+///   body;
+/// - a stale one (or any, when the request has `Cache-Control: no-cache` or a `max-age` it is
+///   older than) is revalidated: the app is called with the stored response's validators
+///   (`If-None-Match`, `If-Modified-Since`) in place of the client's; a 304 from the app
+///   freshens the stored response, which then answers; any other answer replaces it. A
+///   `stale-while-revalidate` window is revalidated the same way, before answering;
+/// - when the app answers a revalidation or a fetch with 500, 502, 503 or 504 and the stored
+///   response's `stale-if-error` allows it, the stored response answers instead;
+/// - `Cache-Control: only-if-cached` with nothing usable stored is answered 504;
+/// - a request the engine would otherwise answer from the app goes to it; its response is
+///   stored on the way back if it may be.
+///
+/// A request with another method goes to the app; when the app answers it with a 2xx or 3xx and
+/// the method is unsafe (anything but GET, HEAD, OPTIONS and TRACE), what is stored for the
+/// target URI, and for the `Location` and `Content-Location` it names on the same host, is
+/// removed before the response is returned (RFC 9111 §4.4).
+///
+/// **Keys.** A request's URI is its `Host` (HTTP/2's `:authority`; `localhost` without one),
+/// path and query: with the cache's key provider (by default the method and that URI), two
+/// hosts served by one app keep their responses apart. A request whose target is not a path
+/// goes to the app unchanged.
+///
+/// **Memory.** A response being stored is passed on to the client as the app writes it, and
+/// collected on the way up to ``bodySizeLimit`` bytes; once it passes the limit what was
+/// collected is dropped and the rest only passes through. A response whose `Content-Length`
+/// is over the limit is not collected at all. A hit is read whole (at most ``bodySizeLimit``
+/// bytes, the largest body this middleware stores) before it is answered, so that a body that
+/// fails its checksum is found before anything is sent; a larger body (one stored in the same
+/// directory by something else) is streamed in chunks of 1 MiB. No response is ever held whole
+/// beyond those limits.
+///
+/// **Threads.** Every lookup, store and invalidation runs on the cache's own I/O threads (the
+/// async API of `DiskCache`): never on an event loop, and never on Swift's cooperative pool.
+/// The stored body is written to the cache before the last byte of the response goes out, so
+/// a client that has a whole response finds it stored.
+public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// The cache the responses are kept in; its engine is in `.shared` mode.
+    public let cache: HTTPURLCache
+    /// The largest body stored, in bytes (``defaultBodySizeLimit`` unless given).
+    public let bodySizeLimit: Int
+
+    /// 1 MiB: the largest body stored when no limit is given.
+    public static var defaultBodySizeLimit: Int { 1 << 20 }
+
+    /// A middleware over `cache`.
+    ///
+    /// - Parameters:
+    ///   - cache: the cache; its engine must be in `.shared` mode
+    ///     (`HTTPURLCache(directory: ..., engine: CachePolicyEngine(mode: .shared))`): a private
+    ///     cache would store `private` responses and answer every client with them.
+    ///   - bodySizeLimit: the largest body stored, in bytes; 1 MiB by default. Responses with
+    ///     larger bodies pass through unstored.
+    /// - Throws: ``HTTPCachingMiddlewareError`` when the cache is private or the limit negative.
+    public init(cache: HTTPURLCache, bodySizeLimit: Int = defaultBodySizeLimit) throws {
+        guard cache.engine.mode == .shared else { throw HTTPCachingMiddlewareError.privateCache }
+        guard bodySizeLimit >= 0 else { throw HTTPCachingMiddlewareError.negativeBodySizeLimit(bodySizeLimit) }
+        self.cache = cache
+        self.bodySizeLimit = bodySizeLimit
+    }
+
+    /// A middleware over a shared cache it opens (or creates) in `directory`.
+    ///
+    /// - Parameters:
+    ///   - directory: the cache's directory; other processes may have it open at the same time
+    ///     (see ``HTTPCache/HTTPURLCache/init(memoryCapacity:diskCapacity:directory:engine:keyProvider:willStore:)``).
+    ///   - memoryCapacity: bytes of responses kept in memory; 16 MiB by default.
+    ///   - diskCapacity: bytes kept on disk; 256 MiB by default.
+    ///   - bodySizeLimit: the largest body stored, in bytes; 1 MiB by default.
+    /// - Throws: the cache's errors when `directory` cannot be opened as one, and
+    ///   ``HTTPCachingMiddlewareError`` for a negative limit.
+    public init(directory: URL, memoryCapacity: Int = 16 << 20, diskCapacity: Int = 256 << 20,
+                bodySizeLimit: Int = defaultBodySizeLimit) throws {
+        let cache = try HTTPURLCache(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory,
+                                     engine: CachePolicyEngine(mode: .shared))
+        try self.init(cache: cache, bodySizeLimit: bodySizeLimit)
+    }
+
+    public func handle(_ request: Request, context: Context,
+                       next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard let exchange = Exchange(request) else { return try await next(request, context) }
+        if exchange.isGET || exchange.isHEAD {
+            return try await answer(exchange, context: context, next: next)
+        }
+        let response = try await next(request, context)
+        // Removed before the response goes on: a client that has it and asks for the target
+        // again must not get what was stored before.
+        let urls = CachePolicyEngine.urlsToInvalidate(after: exchange.cacheRequest, status: response.status.code,
+                                                      headers: HTTPHeaderFields(response.headers))
+        if !urls.isEmpty {
+            let cache = self.cache
+            _ = try? await BlockingIOPool.shared.run { cache.invalidate(urls) }
+        }
+        return response
+    }
+
+    // MARK: - GET and HEAD
+
+    /// Answers a GET or HEAD as the policy engine decides, from what is stored under its key.
+    private func answer(_ exchange: Exchange, context: Context,
+                        next: (Request, Context) async throws -> Response) async throws -> Response {
+        let request = exchange.cacheRequest
+        guard let key = cache.key(method: request.method, url: request.url, request: { exchange.urlRequest }) else {
+            return try await next(exchange.request, context)
+        }
+        var variants = try await lookup(key)
+        // Each pass leaves out a variant whose body could not be read, so this ends.
+        while true {
+            let decision = cache.engine.decision(for: request, storedResponses: variants.map(\.entry.response), at: Date())
+            let chosen = HTTPURLCache.StoredVariant.holding(decision.storedResponse, among: variants)
+            switch decision {
+            case .fresh, .stale:
+                if let response = try await serve(chosen!, exchange) { return response }
+                variants.removeAll { $0.recordKey == chosen!.recordKey }
+            case .staleWhileRevalidate(_, let conditional), .revalidate(_, let conditional):
+                return try await fetch(exchange, key: key, adding: conditional, validating: chosen, fallback: chosen,
+                                       context: context, next: next)
+            case .mustFetch(let additional, _):
+                return try await fetch(exchange, key: key, adding: additional, validating: nil, fallback: chosen,
+                                       context: context, next: next)
+            case .gatewayTimeout, .unavailableOffline:
+                return Response(status: .gatewayTimeout)
+            }
+        }
+    }
+
+    /// The responses stored under `key`, a single one of at most ``bodySizeLimit`` bytes with
+    /// its body: from the memory tier when it holds it, else on the I/O threads.
+    private func lookup(_ key: String) async throws -> [HTTPURLCache.StoredVariant] {
+        if let variants = cache.storedVariantsInMemory(forKey: key) { return variants }
+        let (cache, limit) = (self.cache, Int64(bodySizeLimit))
+        return try await BlockingIOPool.shared.run { cache.storedVariants(forKey: key, bodyLimit: limit) }
+    }
+
+    /// Calls the app for `exchange` (with `adding`'s fields; about `validating` when it
+    /// revalidates) and answers with what it returns: the stored response after a 304, a stale
+    /// one where an error status allows it, else the app's response, stored as it passes when it
+    /// may be.
+    private func fetch(_ exchange: Exchange, key: String, adding: HTTPHeaderFields,
+                       validating: HTTPURLCache.StoredVariant?, fallback: HTTPURLCache.StoredVariant?,
+                       context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var fields = exchange.request.headers
+        if validating != nil { fields.removeAll(named: CachePolicyEngine.conditionalRequestFields) }
+        // A range of something that may be stored: the whole body is asked for (and stored).
+        if exchange.isGET { fields.removeAll(named: ["Range", "If-Range"]) }
+        fields.replace(with: adding)
+        var head = exchange.request.head
+        head.headerFields = fields
+        let requestTime = Date()
+        let response = try await next(Request(head: head, body: exchange.request.body), context)
+        let responseTime = Date()
+        let code = response.status.code
+        let responseFields = Self.storedFields(response.headers)
+        let (cache, request) = (self.cache, exchange.cacheRequest)
+        if code == 304, let validating {
+            let merged = try await BlockingIOPool.shared.run {
+                cache.applyNotModified(responseFields, validated: validating, key: key, requestTime: requestTime, responseTime: responseTime)
+            }
+            if let served = try await serve(HTTPURLCache.StoredVariant(entry: merged, recordKey: validating.recordKey), exchange) {
+                return served
+            }
+            // The stored response went meanwhile: the app answers the client's own request.
+            return try await next(exchange.request, context)
+        }
+        if code == 200, exchange.isHEAD {
+            // What the HEAD says of the stored GET responses (RFC 9111 §4.3.5).
+            try await BlockingIOPool.shared.run {
+                cache.freshenAfterHEAD(responseFields, request: request, key: key, requestTime: requestTime, responseTime: responseTime)
+            }
+        }
+        if CachePolicyEngine.staleIfErrorStatusCodes.contains(code), let stale = validating ?? fallback,
+           cache.engine.canServeStale(stale.entry.response, for: request, at: responseTime, after: .errorStatus(code)),
+           let served = try await serve(stale, exchange) {
+            return served
+        }
+        guard exchange.isGET, !response.headers.contains(.setCookie), !Self.isOver(bodySizeLimit, response),
+              cache.engine.storability(ofStatus: code, headers: responseFields, for: request).isStorable
+        else { return response }
+        let stored = StoredResponse(request: request, status: code, headers: responseFields,
+                                    requestTime: requestTime, responseTime: responseTime)
+        return storing(response, as: stored, exchange, logger: context.logger)
+    }
+
+    /// A response's fields as they are stored and decided by, without `Set-Cookie` (a 304's
+    /// cookies are not merged into the stored response either).
+    private static func storedFields(_ headers: HTTPFields) -> HTTPHeaderFields {
+        var fields = HTTPHeaderFields(headers)
+        fields.removeAll(named: "Set-Cookie")
+        return fields
+    }
+
+    /// Whether `response` says its body is longer than `limit` bytes.
+    private static func isOver(_ limit: Int, _ response: Response) -> Bool {
+        let length = response.body.contentLength ?? response.headers[.contentLength].flatMap { Int($0) }
+        return length.map { $0 > limit } ?? false
+    }
+
+    /// `response` with a body that is stored as `stored` once the app has written it whole
+    /// (collected as it passes, given up past ``bodySizeLimit``), before its end goes out.
+    private func storing(_ response: Response, as stored: StoredResponse, _ exchange: Exchange, logger: Logger) -> Response {
+        let (cache, limit, request) = (self.cache, bodySizeLimit, exchange.urlRequest)
+        let entry = CachedHTTPResponse(url: exchange.cacheRequest.url, response: stored, body: Data(),
+                                       mimeType: response.headers[.contentType].map { String($0.prefix { $0 != ";" }) })
+        let target = exchange.cacheRequest.url.absoluteString
+        let body = response.body
+        var result = response
+        result.body = ResponseBody(contentLength: body.contentLength) { writer in
+            try await body.write(StoringBodyWriter(parent: writer, limit: limit) { collected in
+                var whole = entry
+                whole.body = Data(collected.readableBytesView)
+                do {
+                    try await BlockingIOPool.shared.run { [whole] in try cache.storeWhole(whole, for: request) }
+                } catch {
+                    logger.warning("Cannot store a response", metadata: ["target": "\(target)", "error": "\(error)"])
+                }
+            })
+        }
+        return result
+    }
+
+    /// Answers `exchange` from a stored response: a 304 when the client's conditions hold for
+    /// it, else the response with its `Age`. Nil when its body is gone or fails its checksum.
+    private func serve(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange) async throws -> Response? {
+        let stored = variant.entry.response
+        var headers = HTTPFields(stored.headers)
+        headers[.age] = CachePolicyEngine.ageFieldValue(cache.engine.freshness(of: stored, at: Date()).currentAge)
+        if exchange.answersNotModified(from: stored) {
+            headers.removeAll(named: CachePolicyEngine.fieldsOmittedFromNotModified)
+            return Response(status: .notModified, headers: headers)
+        }
+        let status = HTTPResponse.Status(code: stored.status)
+        let body: ResponseBody
+        if variant.isLoaded {
+            body = ResponseBody(byteBuffer: ByteBuffer(bytes: variant.entry.body))
+        } else {
+            guard let chunks = try await cache.body(of: variant) else { return nil }
+            if chunks.size <= Int64(bodySizeLimit) {
+                // Read whole before answering: a body that fails its checksum is a miss.
+                var buffer = ByteBuffer()
+                do {
+                    for try await chunk in chunks { buffer.writeBytes(chunk) }
+                } catch {
+                    return nil
+                }
+                body = ResponseBody(byteBuffer: buffer)
+            } else {
+                body = ResponseBody(contentLength: Int(chunks.size)) { writer in
+                    for try await chunk in chunks { try await writer.write(ByteBuffer(bytes: chunk)) }
+                    try await writer.finish(nil)
+                }
+            }
+        }
+        guard exchange.isHEAD else { return Response(status: status, headers: headers, body: body) }
+        if !headers.contains(.contentLength), let length = body.contentLength { headers[.contentLength] = String(length) }
+        return Response(status: status, headers: headers)
+    }
+}
+
+/// Why an ``HTTPCachingMiddleware`` could not be made.
+public enum HTTPCachingMiddlewareError: Error, Equatable, CustomStringConvertible {
+    /// The cache's engine is in `.private` mode: it would store `private` responses and answer
+    /// every client with them.
+    case privateCache
+    /// The body size limit given was negative.
+    case negativeBodySizeLimit(Int)
+
+    public var description: String {
+        switch self {
+        case .privateCache:
+            "The cache is private: open it with engine: CachePolicyEngine(mode: .shared) to answer several clients from it"
+        case .negativeBodySizeLimit(let limit):
+            "The body size limit \(limit) is negative"
+        }
+    }
+}
+
+/// Passes a response's body on as the app writes it and collects it, up to `limit` bytes; at
+/// its end, a body collected whole is handed to `store` before the end goes on.
+private struct StoringBodyWriter: ResponseBodyWriter {
+    var parent: any ResponseBodyWriter
+    let limit: Int
+    let store: @Sendable (ByteBuffer) async -> Void
+    /// What was written so far; nil once it passed `limit`.
+    private var collected: ByteBuffer? = ByteBuffer()
+
+    init(parent: any ResponseBodyWriter, limit: Int, store: @escaping @Sendable (ByteBuffer) async -> Void) {
+        self.parent = parent
+        self.limit = limit
+        self.store = store
+    }
+
+    mutating func write(_ buffer: ByteBuffer) async throws {
+        if let size = collected?.readableBytes {
+            if size + buffer.readableBytes > limit {
+                collected = nil
+            } else {
+                collected!.writeImmutableBuffer(buffer)
+            }
+        }
+        try await parent.write(buffer)
+    }
+
+    consuming func finish(_ trailingHeaders: HTTPFields?) async throws {
+        if let collected { await store(collected) }
+        try await parent.finish(trailingHeaders)
+    }
+}
+#endif

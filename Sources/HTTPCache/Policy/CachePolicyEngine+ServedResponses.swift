@@ -1,0 +1,41 @@
+package import Foundation
+
+// What a cache that answers clients itself (the server, the Hummingbird middleware) does with a
+// stored response it sends: its `Age`, and a 304 when the client's own conditions hold for it.
+// Package access: part of no library's API.
+extension CachePolicyEngine {
+    /// The conditional fields of a client's request (RFC 9110 §13.1). A cache that revalidates a
+    /// stored response for the request sends its own validators in their place.
+    package static let conditionalRequestFields = ["If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range"]
+
+    /// Whether a client's `If-None-Match` / `If-Modified-Since` (RFC 9110 §13.1.2, §13.1.3) hold
+    /// for `stored`: then a GET or HEAD is answered 304 from it.
+    ///
+    /// - Parameters:
+    ///   - ifNoneMatch: the members of the request's `If-None-Match` field (empty without one).
+    ///     `*`, or an entity tag that matches the stored `ETag` weakly, holds.
+    ///   - ifModifiedSince: the request's `If-Modified-Since` field, if it has one; read only
+    ///     without `If-None-Match` (§13.2.2). It holds when the stored `Last-Modified` (else its
+    ///     `Date`) is not later.
+    ///   - stored: the stored response the request would be answered with.
+    package static func answersNotModified(ifNoneMatch: [String], ifModifiedSince: String?, stored: StoredResponse) -> Bool {
+        if !ifNoneMatch.isEmpty {
+            guard let tag = stored.entityTag else { return false }
+            return ifNoneMatch.contains { value in
+                value == "*" || EntityTag(value).map { $0.matchesWeakly(tag) } ?? false
+            }
+        }
+        guard let since = ifModifiedSince.flatMap({ HTTPDate.parse($0) }) else { return false }
+        guard let modified = stored.lastModified ?? stored.date else { return false }
+        return modified <= since
+    }
+
+    /// The fields a 304 leaves out of those a 200 would have had (RFC 9110 §15.4.5): the body's.
+    package static let fieldsOmittedFromNotModified = ["Content-Length", "Content-Type", "Content-Encoding", "Content-Range"]
+
+    /// The `Age` field's value (RFC 9111 §5.1) for a current age of `age` seconds: whole
+    /// seconds, at most 2^31.
+    package static func ageFieldValue(_ age: TimeInterval) -> String {
+        String(age.isNaN ? 0 : Int(min(max(age.rounded(.down), 0), 2_147_483_648)))
+    }
+}
