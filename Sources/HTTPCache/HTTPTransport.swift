@@ -50,7 +50,7 @@ public struct URLSessionTransport: HTTPTransport {
 /// can fetch a body larger than memory: the client writes it to a file as it comes (see
 /// ``CachingHTTPClient/download(for:chunkSize:)``), where a plain transport's body arrives whole, as `Data`.
 ///
-/// A conformer implements ``stream(_:)``; the ``send(_:)`` it gets collects the body in memory.
+/// A conformer implements ``stream(_:)``; the ``HTTPTransport/send(_:)`` it gets collects the body in memory.
 /// The rules of ``HTTPTransport`` hold: no cache of its own, a 304 returned as is, and a
 /// cancelled task ends the request (before the head, ``stream(_:)`` throws; after it, the body's
 /// iteration does).
