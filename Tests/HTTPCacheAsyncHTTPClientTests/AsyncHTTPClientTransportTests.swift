@@ -7,6 +7,7 @@ import FoundationNetworking
 import HTTPCache
 import HTTPCacheAsyncHTTPClient
 import HTTPTestOrigin
+import NIOCore
 import Testing
 
 /// `CachingHTTPClient` over `AsyncHTTPClientTransport`, against origins on loopback. Serialized:
