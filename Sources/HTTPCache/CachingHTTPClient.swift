@@ -41,9 +41,9 @@ import DiskCacheLocking
 ///
 /// **Large bodies.** With a ``StreamingHTTPTransport``, a body larger than 1 MiB is written to a
 /// file as it arrives (in the cache's directory, so that storing it links it in without a copy)
-/// and stored from there; ``download(for:chunkSize:)`` hands bodies out as chunks read from disk, cached
-/// ones included. Neither holds such a body in memory; ``data(for:)`` and ``response(for:)``
-/// read it in whole, since they return `Data`.
+/// and stored from there; ``download(for:chunkSize:)`` hands bodies out as chunks read from
+/// disk, cached ones included. Neither holds such a body in memory; ``data(for:)`` and
+/// ``response(for:)`` read it in whole, since they return `Data`.
 ///
 /// **Cancellation.** Cancelling the calling task makes the call throw `CancellationError` at once.
 /// A fetch shared by coalesced callers is cancelled when its last caller is; a background refresh
