@@ -8,17 +8,19 @@ let package = Package(
         .library(name: "DiskCache", targets: ["DiskCache"]),
         .library(name: "MemoryCache", targets: ["MemoryCache"]),
         .library(name: "HTTPCache", targets: ["HTTPCache"]),
-        // The framework integrations: each builds its framework's driver only with the trait of
-        // the same name enabled (`traits: ["Hummingbird"]` on the dependency), and a package that
-        // enables neither resolves, fetches and builds neither framework.
+        // The framework integrations: each builds its framework's driver (or transport) only with
+        // the trait of the same name enabled (`traits: ["Hummingbird"]` on the dependency), and a
+        // package that enables none resolves, fetches and builds none of the frameworks.
         .library(name: "DiskCacheHummingbird", targets: ["DiskCacheHummingbird"]),
         .library(name: "DiskCacheVapor", targets: ["DiskCacheVapor"]),
+        .library(name: "HTTPCacheAsyncHTTPClient", targets: ["HTTPCacheAsyncHTTPClient"]),
         .executable(name: "diskcache", targets: ["diskcache"]),
         .executable(name: "diskcache-server", targets: ["diskcache-server"]),
     ],
     traits: [
         .trait(name: "Hummingbird", description: "DiskCacheHummingbird: a Hummingbird 2 PersistDriver over DiskCache."),
         .trait(name: "Vapor", description: "DiskCacheVapor: a Vapor 4 Cache driver over DiskCache (app.caches.use(.disk(...)))."),
+        .trait(name: "AsyncHTTPClient", description: "HTTPCacheAsyncHTTPClient: a streaming AsyncHTTPClient transport for CachingHTTPClient."),
         .default(enabledTraits: []),
     ],
     dependencies: [
@@ -37,6 +39,7 @@ let package = Package(
         // enabled, so SwiftPM neither resolves nor fetches them for a package that leaves it off.
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         // Hummingbird's header types, named by the Hummingbird middleware (already in Hummingbird's graph).
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0", traits: []),
     ],
@@ -85,6 +88,16 @@ let package = Package(
             dependencies: [
                 "DiskCache",
                 .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
+            ]
+        ),
+        // A streaming `HTTPTransport` over AsyncHTTPClient; empty unless the `AsyncHTTPClient` trait is on.
+        .target(
+            name: "HTTPCacheAsyncHTTPClient",
+            dependencies: [
+                "HTTPCache",
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
             ]
         ),
         .executableTarget(
@@ -174,7 +187,7 @@ let package = Package(
             ]
         ),
         // The integrations' tests, in real apps with each framework's own testing library; empty
-        // unless the trait is on (scripts/test.sh enables both).
+        // unless the trait is on (scripts/test.sh enables them all).
         .testTarget(
             name: "DiskCacheHummingbirdTests",
             dependencies: [
@@ -197,6 +210,17 @@ let package = Package(
                 .product(name: "VaporTesting", package: "vapor", condition: .when(traits: ["Vapor"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Vapor"])),
                 .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Vapor"])),
+            ]
+        ),
+        // The transport against the test origin on loopback; empty unless the trait is on.
+        .testTarget(
+            name: "HTTPCacheAsyncHTTPClientTests",
+            dependencies: [
+                "HTTPCache",
+                "HTTPCacheAsyncHTTPClient",
+                "HTTPTestOrigin",
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
             ]
         ),
         .testTarget(

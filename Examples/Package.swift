@@ -7,14 +7,16 @@
 //   swift run --package-path Examples AsyncLookup      # concurrent async lookups, Writer
 //   swift run --package-path Examples HummingbirdSessions  # Hummingbird's PersistDriver and response cache on disk
 //   swift run --package-path Examples VaporQuotes      # Vapor's app.caches.use(.disk(...))
+//   swift run --package-path Examples CachedDownload   # CachingHTTPClient over AsyncHTTPClient
 import PackageDescription
 
 let package = Package(
     name: "Examples",
     platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11)],
     dependencies: [
-        // The integrations' traits on: the Hummingbird and Vapor examples use their products.
-        .package(name: "swift-disk-cache", path: "..", traits: ["Hummingbird", "Vapor"]),
+        // The integrations' traits on: the Hummingbird, Vapor and AsyncHTTPClient examples use
+        // their products.
+        .package(name: "swift-disk-cache", path: "..", traits: ["Hummingbird", "Vapor", "AsyncHTTPClient"]),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
     ],
@@ -45,6 +47,14 @@ let package = Package(
             dependencies: [
                 .product(name: "DiskCache", package: "swift-disk-cache"),
                 .product(name: "DiskCacheVapor", package: "swift-disk-cache"),
+                .product(name: "Vapor", package: "vapor"),
+            ]
+        ),
+        .executableTarget(
+            name: "CachedDownload",
+            dependencies: [
+                .product(name: "HTTPCache", package: "swift-disk-cache"),
+                .product(name: "HTTPCacheAsyncHTTPClient", package: "swift-disk-cache"),
                 .product(name: "Vapor", package: "vapor"),
             ]
         ),

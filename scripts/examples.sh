@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-examples=(JSONAPICache ThumbnailCache AsyncLookup HummingbirdSessions VaporQuotes)
+examples=(JSONAPICache ThumbnailCache AsyncLookup HummingbirdSessions VaporQuotes CachedDownload)
 for example in "${examples[@]}"; do
     swift build --package-path Examples --product "$example"
 done

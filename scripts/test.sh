@@ -12,8 +12,8 @@ if [ "$free" -lt $((size / 50 + 2 * 1024 * 1024)) ]; then
     echo "test: warning: $((free / 1024)) MiB free on the volume of $tmp; the tests want 2 % of it" \
          "($((size / 50 / 1024)) MiB, the caches' default free-space floor) plus 2 GiB" >&2
 fi
-# The Hummingbird and Vapor integrations are behind package traits (off for packages that depend
-# on this one); their tests are built and run only with the traits on.
-traits=(--traits Hummingbird,Vapor)
+# The Hummingbird, Vapor and AsyncHTTPClient integrations are behind package traits (off for
+# packages that depend on this one); their tests are built and run only with the traits on.
+traits=(--traits Hummingbird,Vapor,AsyncHTTPClient)
 swift build --build-tests "${traits[@]}"
 exec swift test --skip-build "${traits[@]}" "$@"

@@ -288,6 +288,20 @@ extension DiskCache {
         layout.tempFile("\(prefix)-\(getpid())-\(temporaryTag)-\(temporaryCounter.add(1, ordering: .relaxed).newValue)")
     }
 
+    /// A new empty file of the cache's own in `tmp/`, open for reading and writing (mode 0600):
+    /// for a body that arrives before it can be stored (`HTTPCache`'s streamed responses). Stored
+    /// with ``store(contentsOf:for:metadata:expires:transfer:)-5h4kl`` and `.move`, it is linked
+    /// in, no byte copied. The caller closes the descriptor and removes the file; one that a
+    /// crash leaves behind goes when the cache is next recovered (every recovery empties `tmp/`).
+    ///
+    /// #### Errors
+    /// ``DiskCacheError/Code/closed``, or the failure to create the file.
+    package func makeTemporaryFile() throws(DiskCacheError) -> (url: URL, fileDescriptor: Int32) {
+        try throwIfClosed()
+        let temp = temporaryFile("incoming")
+        return (URL(fileURLWithPath: temp), try createTemporaryFile(temp))
+    }
+
     /// Creates a file of the cache's own in `tmp/` (which must not exist), open for reading and writing.
     func createTemporaryFile(_ temp: String) throws(DiskCacheError) -> Int32 {
         var opened = layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)

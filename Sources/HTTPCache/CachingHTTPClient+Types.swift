@@ -6,8 +6,9 @@ public import Foundation
 extension CachingHTTPClient {
     /// Counters since the client was created, read as one consistent value.
     public struct Statistics: Sendable, Hashable {
-        /// Calls of ``CachingHTTPClient/data(for:)`` and ``CachingHTTPClient/response(for:)``,
-        /// and elements yielded by ``CachingHTTPClient/responses(for:)``.
+        /// Calls of ``CachingHTTPClient/data(for:)``, ``CachingHTTPClient/response(for:)`` and
+        /// ``CachingHTTPClient/download(for:chunkSize:)``, and elements yielded by
+        /// ``CachingHTTPClient/responses(for:)``.
         public var requestCount = 0
         /// Requests that went to the transport, background refreshes included. Coalesced
         /// callers share one.
@@ -48,6 +49,23 @@ extension CachingHTTPClient {
 
         public init(data: Data, response: HTTPURLResponse, source: Source) {
             self.data = data
+            self.response = response
+            self.source = source
+        }
+    }
+
+    /// A response with its body as chunks read as they are asked for (see
+    /// ``CachingHTTPClient/download(for:chunkSize:)``).
+    public struct Download: Sendable {
+        /// The body. Iterate it once.
+        public var body: HTTPBodyStream
+        /// The response. A response served from the cache carries an `Age` field (RFC 9111 §5.1).
+        public var response: HTTPURLResponse
+        /// Where it came from.
+        public var source: Source
+
+        public init(body: HTTPBodyStream, response: HTTPURLResponse, source: Source) {
+            self.body = body
             self.response = response
             self.source = source
         }

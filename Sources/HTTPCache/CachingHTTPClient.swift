@@ -39,6 +39,12 @@ import DiskCacheLocking
 /// **Invalidation.** A successful response (2xx, 3xx) to an unsafe method removes what is stored
 /// for the target URI and for same-origin `Location` and `Content-Location` (RFC 9111 §4.4).
 ///
+/// **Large bodies.** With a ``StreamingHTTPTransport``, a body larger than 1 MiB is written to a
+/// file as it arrives (in the cache's directory, so that storing it links it in without a copy)
+/// and stored from there; ``download(for:chunkSize:)`` hands bodies out as chunks read from
+/// disk, cached ones included. Neither holds such a body in memory; ``data(for:)`` and
+/// ``response(for:)`` read it in whole, since they return `Data`.
+///
 /// **Cancellation.** Cancelling the calling task makes the call throw `CancellationError` at once.
 /// A fetch shared by coalesced callers is cancelled when its last caller is; a background refresh
 /// is not tied to any caller and runs to completion.
@@ -52,7 +58,11 @@ public final class CachingHTTPClient: Sendable {
     public let transport: any HTTPTransport
     private let clock: @Sendable () -> Date
     private let state = PthreadMutex(State())
-    private let fetches = Coalescer<Response>()
+    private let fetches = Coalescer<Answer>()
+
+    /// A body up to this size is held in memory; a larger one, in a file (when the transport
+    /// streams, or for ``download(for:chunkSize:)``).
+    static let memoryBodyLimit = 1 << 20
 
     private struct State {
         var statistics = Statistics()
@@ -95,13 +105,54 @@ public final class CachingHTTPClient: Sendable {
     /// As ``data(for:)``, also telling where the response came from.
     public func response(for request: URLRequest) async throws -> Response {
         count(\.requestCount)
-        var response = try await respond(to: request)
-        if request.httpMethod == "HEAD" {
-            // A HEAD may be answered from a stored GET response: headers only.
-            response.data = Data()
+        let answer = try await respond(to: request, holdingFiles: false)
+        countServed(answer.source)
+        let data: Data
+        switch answer.body {
+        // A HEAD may be answered from a stored GET response: headers only.
+        case _ where request.httpMethod == "HEAD": data = Data()
+        case .data(let bytes): data = bytes
+        case .file(let file): data = try await BlockingIOPool.shared.run { try file.readAll() }
         }
-        countServed(response.source)
-        return response
+        return Response(data: data, response: answer.response, source: answer.source)
+    }
+
+    /// As ``response(for:)``, with the body handed out as chunks of `chunkSize` bytes read from
+    /// disk as they are asked for: a body larger than memory, stored or fetched, can be read.
+    ///
+    /// The call returns once the whole body is here, as `URLSession`'s `download(for:)` does:
+    /// fetched through a ``StreamingHTTPTransport``, it was written to a file in the cache's
+    /// directory as it arrived (stored from there when it may be, linked in, no byte copied;
+    /// otherwise removed once the body is no longer read). The same rules apply as for
+    /// ``response(for:)``: cache policies, revalidation, stale responses on failures,
+    /// coalescing, invalidation.
+    ///
+    /// **Memory.** A body of at most 1 MiB is held in memory. A larger one is not: fetching it
+    /// holds at most 1 MiB of it, and reading it one chunk at a time. A plain
+    /// ``HTTPTransport`` returns the body whole, so with one a fetched body is in memory once.
+    ///
+    /// **Files.** A body held in a file stays readable, whatever the cache does meanwhile,
+    /// until the body (``Download/body``) and every iterator made from it are gone; then the
+    /// file is closed and, when it is not in the cache, removed. A cached body is checked
+    /// against its checksum before the call returns (read once more when the cache checks
+    /// checksums).
+    ///
+    /// #### Errors
+    /// As ``data(for:)``. An error while the body arrives is a failed fetch: a stored response
+    /// may stand in for it, as for any failed fetch, and nothing is stored. Reading the body
+    /// throws the storage layer's error when the file cannot be read, and `CancellationError`
+    /// when the reading task is cancelled.
+    public func download(for request: URLRequest, chunkSize: Int = 1 << 20) async throws -> Download {
+        count(\.requestCount)
+        let answer = try await respond(to: request, holdingFiles: true)
+        countServed(answer.source)
+        let body: HTTPBodyStream
+        switch answer.body {
+        case _ where request.httpMethod == "HEAD": body = HTTPBodyStream(Data())
+        case .data(let bytes): body = HTTPBodyStream(bytes)
+        case .file(let file): body = file.chunks(chunkSize: chunkSize)
+        }
+        return Download(body: body, response: answer.response, source: answer.source)
     }
 
     /// The cached response at once (when one is stored for the request, fresh or not), then the
@@ -119,9 +170,9 @@ public final class CachingHTTPClient: Sendable {
                     var next = request
                     if let stored = try await cache.async.storedResponse(for: request) {
                         count(\.requestCount)
-                        let placeholder = served(stored, at: clock(), source: .cache)
+                        let placeholder = served(Held(entry: stored), at: clock(), source: .cache)
                         countServed(placeholder.source)
-                        continuation.yield(placeholder)
+                        continuation.yield(Response(data: stored.body, response: placeholder.response, source: placeholder.source))
                         if request.cachePolicy == .returnCacheDataDontLoad {
                             continuation.finish()
                             return
@@ -149,7 +200,10 @@ public final class CachingHTTPClient: Sendable {
 
     /// - Parameter excluding: record keys of variants whose body could not be read after they
     ///   were chosen; each try leaves one more out, so this ends (at most 16 tries).
-    private func respond(to request: URLRequest, excluding: Set<String> = []) async throws -> Response {
+    ///
+    /// `holdingFiles`: a chosen stored body larger than ``memoryBodyLimit`` is held open as a
+    /// file, not read into memory.
+    private func respond(to request: URLRequest, excluding: Set<String> = [], holdingFiles: Bool) async throws -> Answer {
         try Task.checkCancellation()
         guard let url = request.url, let cacheRequest = CacheRequest(request) else {
             throw HTTPCacheError(.invalidRequest, "the request has no URL")
@@ -161,7 +215,8 @@ public final class CachingHTTPClient: Sendable {
         let responses = cache.responses
         // The stored responses' metadata and the chosen one's body are read on the caches' I/O
         // threads, never on the cooperative pool.
-        let variants = try await BlockingIOPool.shared.run { key.map { responses.variants(forKey: $0) } ?? [] }
+        let bodyLimit = holdingFiles ? Int64(Self.memoryBodyLimit) : .max
+        let variants = try await BlockingIOPool.shared.run { key.map { responses.variants(forKey: $0, bodyLimit: bodyLimit) } ?? [] }
             .filter { !excluding.contains($0.recordKey) }
         let now = clock()
         let decision = cache.engine.decision(
@@ -171,10 +226,10 @@ public final class CachingHTTPClient: Sendable {
         // The chosen response's body is read after the choice; if it cannot be (its record
         // went in between: evicted, replaced, found damaged, unreadable), decide again without it.
         let chosen = decision.storedResponse.flatMap { stored in variants.first { $0.entry.response == stored } }
-        var chosenEntry: CachedHTTPResponse?
-        if let chosen { chosenEntry = try await BlockingIOPool.shared.run { responses.load(chosen) } }
+        var chosenEntry: Held?
+        if let chosen { chosenEntry = try await hold(chosen, inFile: holdingFiles) }
         if let chosen, chosenEntry == nil {
-            return try await respond(to: request, excluding: excluding.union([chosen.recordKey]))
+            return try await respond(to: request, excluding: excluding.union([chosen.recordKey]), holdingFiles: holdingFiles)
         }
         let exchange = Exchange(request: request, cacheRequest: cacheRequest, key: key)
 
@@ -193,10 +248,53 @@ public final class CachingHTTPClient: Sendable {
             return try await fetch(exchange, adding: additionalHeaders)
         case .gatewayTimeout:
             let response = HTTPURLResponse(url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: ["Content-Length": "0"])!
-            return Response(data: Data(), response: response, source: .gatewayTimeout)
+            return Answer(body: .data(Data()), response: response, source: .gatewayTimeout)
         case .unavailableOffline:
             throw HTTPCacheError(.notCached, "nothing is stored for \(url.absoluteString) and the policy forbids the network")
         }
+    }
+
+    /// `variant` with its body: read into memory, or, with `inFile` and a body larger than
+    /// ``memoryBodyLimit``, held open as a file. `nil` when its record has gone or now holds
+    /// another variant (or its body is damaged).
+    private func hold(_ variant: _HTTPResponseStore.Variant, inFile: Bool) async throws -> Held? {
+        let responses = cache.responses
+        let limit = Int64(Self.memoryBodyLimit)
+        let loaded = try await BlockingIOPool.shared.run { () -> CachedHTTPResponse?? in
+            guard !inFile || variant.isLoaded || (responses.records.storedSize(for: variant.recordKey) ?? 0) <= limit else {
+                return .none
+            }
+            return .some(responses.load(variant))
+        }
+        if let loaded { return loaded.map { Held(entry: $0, file: nil) } }
+        guard let (file, metadata) = try await BodyFile.holding(variant.recordKey, in: responses.records),
+              let entry = CachedHTTPResponse(body: Data(), metadata: metadata),
+              entry.variantID == variant.entry.variantID
+        else { return nil }
+        return Held(entry: entry, file: file)
+    }
+
+    /// A stored response with its body: in `entry.body`, or held open in `file` (then
+    /// `entry.body` is empty).
+    private struct Held: Sendable {
+        var entry: CachedHTTPResponse
+        var file: BodyFile? = nil
+    }
+
+    /// A body as the client passes it on.
+    private enum Body: Sendable {
+        case data(Data)
+        case file(BodyFile)
+
+        var data: Data? { if case .data(let data) = self { data } else { nil } }
+        var file: BodyFile? { if case .file(let file) = self { file } else { nil } }
+    }
+
+    /// What answers a request (what a shared fetch hands every caller it has).
+    private struct Answer: Sendable {
+        var body: Body
+        var response: HTTPURLResponse
+        var source: Source
     }
 
     /// One request on its way to the network, with what the cache knows about it.
@@ -205,11 +303,11 @@ public final class CachingHTTPClient: Sendable {
         var cacheRequest: CacheRequest
         var key: String?
         /// The stored response a conditional request is about.
-        var validatingEntry: CachedHTTPResponse?
+        var validatingEntry: Held?
         /// A stored response that may answer if the fetch fails.
-        var fallback: CachedHTTPResponse?
+        var fallback: Held?
 
-        func validating(_ entry: CachedHTTPResponse?) -> Exchange {
+        func validating(_ entry: Held?) -> Exchange {
             var copy = self
             copy.validatingEntry = entry
             return copy
@@ -217,7 +315,7 @@ public final class CachingHTTPClient: Sendable {
     }
 
     private func refreshInBackground(_ exchange: Exchange, adding headers: HTTPHeaderFields) {
-        let refreshKey = (exchange.key ?? "") + "\n" + (exchange.validatingEntry?.variantID ?? "")
+        let refreshKey = (exchange.key ?? "") + "\n" + (exchange.validatingEntry?.entry.variantID ?? "")
         state.withLock { state in
             guard state.refreshes[refreshKey] == nil else { return }
             // The task removes itself under this lock, so it cannot do so before it is registered.
@@ -230,14 +328,14 @@ public final class CachingHTTPClient: Sendable {
 
     // MARK: - Fetching
 
-    private func fetch(_ exchange: Exchange, adding headers: HTTPHeaderFields) async throws -> Response {
+    private func fetch(_ exchange: Exchange, adding headers: HTTPHeaderFields) async throws -> Answer {
         var outgoing = exchange.request
         for field in headers {
             outgoing.setValue(field.value, forHTTPHeaderField: field.name)
         }
         // A URLSession-based transport must not answer from, or store into, a URLCache itself.
         outgoing.cachePolicy = .reloadIgnoringLocalCacheData
-        let operation: @Sendable () async throws -> Response = { [outgoing] in
+        let operation: @Sendable () async throws -> Answer = { [outgoing] in
             try await self.perform(exchange, sending: outgoing)
         }
         guard let coalescingKey = Self.coalescingKey(for: outgoing) else {
@@ -266,20 +364,20 @@ public final class CachingHTTPClient: Sendable {
     }
 
     /// Sends the request and brings the cache up to date with the answer.
-    private func perform(_ exchange: Exchange, sending outgoing: URLRequest) async throws -> Response {
+    private func perform(_ exchange: Exchange, sending outgoing: URLRequest) async throws -> Answer {
         let engine = cache.engine
         let requestTime = clock()
         count(\.networkCount)
-        let data: Data
+        let body: Body
         let http: HTTPURLResponse
         do {
-            (data, http) = try await transport.send(outgoing)
+            (body, http) = try await receive(outgoing)
         } catch {
             if Task.isCancelled || error is CancellationError || (error as? URLError)?.code == .cancelled {
                 throw CancellationError()
             }
             if let stale = exchange.validatingEntry ?? exchange.fallback,
-               engine.canServeStale(stale.response, for: exchange.cacheRequest, at: clock(), after: .disconnected) {
+               engine.canServeStale(stale.entry.response, for: exchange.cacheRequest, at: clock(), after: .disconnected) {
                 return served(stale, at: clock(), source: .staleAfterError)
             }
             throw error
@@ -296,7 +394,7 @@ public final class CachingHTTPClient: Sendable {
         }
         if CachePolicyEngine.staleIfErrorStatusCodes.contains(http.statusCode),
            let stale = exchange.validatingEntry ?? exchange.fallback,
-           engine.canServeStale(stale.response, for: exchange.cacheRequest, at: responseTime, after: .errorStatus(http.statusCode)) {
+           engine.canServeStale(stale.entry.response, for: exchange.cacheRequest, at: responseTime, after: .errorStatus(http.statusCode)) {
             return served(stale, at: responseTime, source: .staleAfterError)
         }
 
@@ -310,11 +408,11 @@ public final class CachingHTTPClient: Sendable {
                 requestTime: requestTime, responseTime: responseTime
             )
             entry = CachedHTTPResponse(
-                url: http.url ?? exchange.cacheRequest.url, response: stored, body: data,
+                url: http.url ?? exchange.cacheRequest.url, response: stored, body: body.data ?? Data(),
                 mimeType: http.mimeType, textEncodingName: http.textEncodingName
             )
         }
-        let response = Response(data: data, response: http, source: .network)
+        let response = Answer(body: body, response: http, source: .network)
         let freshensHEAD = exchange.key != nil && exchange.cacheRequest.method == "HEAD" && http.statusCode == 200
         guard !invalidated.isEmpty || freshensHEAD || entry != nil else { return response }
         // The cache is brought up to date on its I/O threads, in a task of its own: once the
@@ -327,10 +425,43 @@ public final class CachingHTTPClient: Sendable {
                     self.freshenStoredResponses(afterHEAD: headers, exchange: exchange, key: key,
                                                 requestTime: requestTime, responseTime: responseTime)
                 }
-                if let toStore { self.cache.store(toStore, for: exchange.request) }
+                // A body in a file is linked into the cache (moved), no byte copied: the file
+                // stays open here for the callers, whatever name it has.
+                if let toStore { self.cache.store(toStore, for: exchange.request, bodyFile: body.file?.url) }
             }
         }.value
         return response
+    }
+
+    /// Sends `outgoing` and brings the whole body here: as the transport returns it from a plain
+    /// ``HTTPTransport``; from a ``StreamingHTTPTransport``, in memory up to
+    /// ``memoryBodyLimit`` and beyond that in a file, written on the caches' I/O threads in
+    /// pieces of that size. An error or a cancellation while the body arrives removes the file.
+    private func receive(_ outgoing: URLRequest) async throws -> (Body, HTTPURLResponse) {
+        guard let streaming = transport as? any StreamingHTTPTransport else {
+            let (data, http) = try await transport.send(outgoing)
+            return (.data(data), http)
+        }
+        let (http, chunks) = try await streaming.stream(outgoing)
+        let cache = cache
+        var pending = Data()
+        var file: BodyFile?
+        for try await chunk in chunks {
+            pending.append(chunk)
+            guard pending.count > Self.memoryBodyLimit else { continue }
+            if file == nil { file = try await BlockingIOPool.shared.run { try BodyFile.create(for: cache) } }
+            let target = file!
+            let piece = pending
+            pending = Data()
+            try await BlockingIOPool.shared.run { try target.append(piece) }
+        }
+        try Task.checkCancellation()
+        guard let file else { return (.data(pending), http) }
+        if !pending.isEmpty {
+            let piece = pending
+            try await BlockingIOPool.shared.run { try file.append(piece) }
+        }
+        return (.file(file), http)
     }
 
     /// Applies a 304 to the stored responses it selects (RFC 9111 §4.3.4) and returns the
@@ -338,15 +469,18 @@ public final class CachingHTTPClient: Sendable {
     ///
     /// When the 304 selects none (a server that omits validators from its 304s), it is applied
     /// to the validated response, which is what the conditional request asked about.
+    /// A validated response held in a file keeps it (its body is not in memory: only its
+    /// metadata is rewritten).
     private func mergeNotModified(
         _ headers: HTTPHeaderFields,
-        into validating: CachedHTTPResponse,
+        into held: Held,
         key: String,
         request: URLRequest,
         requestTime: Date,
         responseTime: Date
-    ) -> CachedHTTPResponse {
-        let variants = cache.responses.variants(forKey: key)
+    ) -> Held {
+        let validating = held.entry
+        let variants = cache.responses.variants(forKey: key, loadingBodies: false)
         let validatingIndex = variants.firstIndex { $0.entry.variantID == validating.variantID }
         var indices = CachePolicyEngine.storedResponsesToUpdate(by: headers, among: variants.map(\.entry.response))
         if indices.isEmpty, let validatingIndex { indices = [validatingIndex] }
@@ -357,10 +491,10 @@ public final class CachingHTTPClient: Sendable {
             guard var entry = index == validatingIndex ? validating : cache.responses.load(variants[index]) else { continue }
             let stored = entry.response.responseTime
             entry.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
-            cache.store(entry, for: request, refreshing: stored)
+            cache.store(entry, for: request, refreshing: stored, onlyMetadata: index == validatingIndex && held.file != nil)
             if index == validatingIndex { result = entry }
         }
-        return result
+        return Held(entry: result, file: held.file)
     }
 
     /// A 200 to a HEAD updates the stored GET responses the HEAD could have been answered
@@ -408,13 +542,14 @@ public final class CachingHTTPClient: Sendable {
     }
 
     /// A stored response as a response, with the `Age` field RFC 9111 §5.1 requires.
-    private func served(_ entry: CachedHTTPResponse, at now: Date, source: Source) -> Response {
+    private func served(_ held: Held, at now: Date, source: Source) -> Answer {
+        let entry = held.entry
         let age = cache.engine.freshness(of: entry.response, at: now).currentAge
         // A delta-seconds (RFC 9111 §1.2.2): 0 to 2^31. The stored times come from disk or a
         // hook, so the age may be negative, huge or NaN, and must not reach Int(_:) as it is.
         let seconds = age.isNaN ? 0 : min(max(age.rounded(.down), 0), 2_147_483_648)
         let response = HTTPURLCache.httpURLResponse(entry, extraHeaders: ["Age": String(Int(seconds))])
-        return Response(data: entry.body, response: response, source: source)
+        return Answer(body: held.file.map(Body.file) ?? .data(entry.body), response: response, source: source)
     }
 
     private func count(_ counter: WritableKeyPath<Statistics, Int>) {

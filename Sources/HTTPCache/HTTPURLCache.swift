@@ -161,13 +161,22 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     /// response time of the stored response `entry` updates with a 304's or a HEAD's header
     /// fields (its body is that response's): then only the metadata is rewritten, unless the
     /// hook changed the body, and nothing is stored if that response was replaced meanwhile.
+    ///
+    /// `bodyFile`: the body is that file's (`entry.body` is empty), moved into the cache
+    /// (linked in when on its filesystem), as by
+    /// ``storeCachedResponse(_:bodyContentsOf:for:userInfo:storagePolicy:transfer:)-20uba``
+    /// (the hook sees the empty body; a body it returns is stored in place of the file's).
+    /// `onlyMetadata`: the caller does not hold the body (a 304 applied to a body held open in a
+    /// file): nothing but the metadata is written, or nothing.
     @discardableResult
-    func store(_ entry: CachedHTTPResponse, for request: URLRequest, refreshing: Date? = nil) -> CachedHTTPResponse? {
+    func store(_ entry: CachedHTTPResponse, for request: URLRequest, refreshing: Date? = nil,
+               bodyFile: URL? = nil, onlyMetadata: Bool = false) -> CachedHTTPResponse? {
         guard entry.storagePolicy != .notAllowed, let key = keyProvider.key(for: request) else { return nil }
         guard let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed else { return nil }
         do {
             try responses.store(final, forKey: key, refreshing: refreshing,
-                                bodyUnchanged: refreshing != nil && final.body == entry.body)
+                                bodyUnchanged: refreshing != nil && final.body == entry.body, onlyMetadata: onlyMetadata,
+                                bodyFile: bodyFile.flatMap { final.body.isEmpty ? ($0, .move) : nil })
             return final
         } catch {
             return nil
