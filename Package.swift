@@ -144,7 +144,13 @@ let package = Package(
         // A child process for the crash and lock tests: it writes to a cache until killed.
         .executableTarget(
             name: "DiskCacheTestWorker",
-            dependencies: ["DiskCache"]
+            dependencies: [
+                "DiskCache",
+                // Its `download` command, for the AsyncHTTPClient transport's memory test.
+                .target(name: "HTTPCache", condition: .when(traits: ["AsyncHTTPClient"])),
+                .target(name: "HTTPCacheAsyncHTTPClient", condition: .when(traits: ["AsyncHTTPClient"])),
+                .target(name: "HTTPTestOrigin", condition: .when(traits: ["AsyncHTTPClient"])),
+            ]
         ),
         // What the tests of reads that must not wait for the disk use to empty the page cache.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
@@ -216,9 +222,11 @@ let package = Package(
         .testTarget(
             name: "HTTPCacheAsyncHTTPClientTests",
             dependencies: [
+                "DiskCacheTestWorker",
                 "HTTPCache",
                 "HTTPCacheAsyncHTTPClient",
                 "HTTPTestOrigin",
+                "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(traits: ["AsyncHTTPClient"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
             ]

@@ -24,6 +24,9 @@
 //                                                   writer for "big" without committing, printing "APPENDED n"
 //   DiskCacheTestWorker large DIR BYTES             stores and reads a BYTES-long body each streaming way,
 //                                                   printing "PHASE name bytes peak-growth-bytes seconds"
+//   DiskCacheTestWorker download DIR ORIGIN BYTES   (AsyncHTTPClient trait) fetches BYTES from a StreamingOrigin
+//                                                   through CachingHTTPClient, then from its cache: "PHASE ..."
+//                                                   and "SOURCE phase source SAME|DIFFERENT" for each
 import DiskCache
 import Foundation
 
@@ -157,6 +160,10 @@ case "share":
     try shareWork(directory, id: Int(arguments[3]) ?? 0, seconds: Double(arguments[4]) ?? 5, seed: UInt64(arguments[5]) ?? 1)
 case "large":
     try await measureLargeBodies(directory, bytes: Int64(arguments[3]) ?? (1 << 30))
+#if AsyncHTTPClient
+case "download":
+    try await measureDownload(directory, origin: arguments[3], bytes: Int(arguments[4]) ?? (1 << 30))
+#endif
 default:
     say("unknown command \(arguments[1])")
     exit(2)

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import DiskCacheLocking
 import Testing
+import TestSupport
 
 /// A fresh directory under the system's temporary directory, removed when the test ends.
 final class TemporaryDirectory {
@@ -106,20 +107,6 @@ func writeFile(_ path: String, _ bytes: [UInt8]) throws {
 }
 
 // MARK: - Child processes
-
-/// The test worker executable, built beside the test bundle.
-var workerURL: URL {
-    let candidates = [
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
-        Bundle.main.bundleURL,
-        Bundle.main.bundleURL.deletingLastPathComponent(),
-    ]
-    for directory in candidates {
-        let url = directory.appendingPathComponent("DiskCacheTestWorker")
-        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-    }
-    return candidates[0].appendingPathComponent("DiskCacheTestWorker")
-}
 
 /// A running worker whose standard output is collected line by line by a reader thread.
 final class Worker: @unchecked Sendable {  // unchecked: `collected` and `buffer` are guarded by `lock`
