@@ -69,6 +69,10 @@ import NIOCore
 /// directory by something else) is streamed in chunks of 1 MiB. No response is ever held whole
 /// beyond those limits.
 ///
+/// **Failures.** A cache that fails (an I/O error, a lock another process holds too long) does
+/// not fail the request: a lookup that cannot read finds nothing and the app answers; a
+/// response that cannot be stored is passed on and the failure logged.
+///
 /// **Threads.** Every lookup, store and invalidation runs on the cache's own I/O threads (the
 /// async API of `DiskCache`): never on an event loop, and never on Swift's cooperative pool.
 /// The stored body is written to the cache before the last byte of the response goes out, so
@@ -272,7 +276,7 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
         if variant.isLoaded {
             body = ResponseBody(byteBuffer: ByteBuffer(bytes: variant.entry.body))
         } else {
-            guard let chunks = try await cache.body(of: variant) else { return nil }
+            guard let chunks = try? await cache.body(of: variant) else { return nil }
             if chunks.size <= Int64(bodySizeLimit) {
                 // Read whole before answering: a body that fails its checksum is a miss.
                 var buffer = ByteBuffer()
