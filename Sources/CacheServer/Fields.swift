@@ -6,8 +6,7 @@ import RawStructuredFieldValues
 /// Header-field rules of a proxy (RFC 9110 §7.6.1, RFC 9111 §3.1).
 enum Fields {
     /// Fields that describe one connection, never forwarded or stored.
-    static let hopByHop = ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Transfer-Encoding", "Upgrade", "Trailer",
-                           "Proxy-Authenticate", "Proxy-Authorization"]
+    static let hopByHop = CachePolicyEngine.connectionFields
 
     /// `headers` without hop-by-hop fields and those their `Connection` field names.
     static func endToEnd(_ headers: HTTPHeaders) -> HTTPHeaders {

@@ -137,13 +137,14 @@ extension DiskCache {
 
         #if canImport(Darwin)
         /// Apple platforms: the data protection class of the cache's files, or nil (the default)
-        /// for the system's default. Set on the cache directory at every open, so the files and
-        /// directories made afterwards inherit it; files made earlier keep theirs. A class that
+        /// for the system's default. Set at every open on the cache directory and the
+        /// directories in it, so the files made afterwards inherit it; files made earlier keep
+        /// theirs (set it when the cache is made to cover them all). A class that
         /// locks files while the device is locked (`.complete`) makes opens, reads and writes
         /// fail with ``DiskCacheError/Code/permissionDenied`` or
         /// ``DiskCacheError/Code/ioFailure`` until it is unlocked: a cache used in the
         /// background wants `.completeUntilFirstUserAuthentication`. Not on Linux, which has no
-        /// such classes. (A new cache's directory is also excluded from backups there:
+        /// such classes. (The cache's directory is also excluded from backups there:
         /// `isExcludedFromBackup`, as `CACHEDIR.TAG` does for Linux's backup tools.)
         public var fileProtection: FileProtectionType?
         #endif

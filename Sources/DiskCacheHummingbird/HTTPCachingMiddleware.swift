@@ -22,9 +22,11 @@ import NIOCore
 /// }
 /// ```
 ///
-/// **What it stores.** The app's responses to GET whose `Cache-Control` and `Expires` allow a
-/// shared cache to store them (RFC 9111 §3: `max-age`, `s-maxage`, `Expires`, `public`, or a
-/// heuristically cacheable status), and whose bodies are at most ``bodySizeLimit`` bytes. It
+/// **What it stores.** The app's responses to GET that the app marked as cacheable (a
+/// `max-age`, `s-maxage` or `public` directive, or an `Expires` field) and that a shared cache
+/// may store (RFC 9111 §3), whose bodies are at most ``bodySizeLimit`` bytes. A response that
+/// says nothing is not kept, though the RFC would allow a heuristic lifetime for some: a route
+/// that says nothing may depend on who asks. It
 /// answers a GET from a stored GET response, a HEAD from a stored GET response too (RFC 9110
 /// §9.3.2), keeping apart the variants the response's `Vary` names; `s-maxage` counts before
 /// `max-age`.
@@ -54,6 +56,9 @@ import NIOCore
 /// the method is unsafe (anything but GET, HEAD, OPTIONS and TRACE), what is stored for the
 /// target URI, and for the `Location` and `Content-Location` it names on the same host, is
 /// removed before the response is returned (RFC 9111 §4.4).
+///
+/// **Ranges.** A `Range` request the cache cannot answer goes to the app as it came (a 206 is
+/// never stored); one it can answer gets the whole stored response, a 200, as HTTP allows.
 ///
 /// **Keys.** A request's URI is its `Host` (HTTP/2's `:authority`; `localhost` without one),
 /// path and query: with the cache's key provider (by default the method and that URI), two
@@ -184,8 +189,6 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
                        context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var fields = exchange.request.headers
         if validating != nil { fields.removeAll(named: CachePolicyEngine.conditionalRequestFields) }
-        // A range of something that may be stored: the whole body is asked for (and stored).
-        if exchange.isGET { fields.removeAll(named: ["Range", "If-Range"]) }
         fields.replace(with: adding)
         var head = exchange.request.head
         head.headerFields = fields
@@ -199,7 +202,9 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
             let merged = try await BlockingIOPool.shared.run {
                 cache.applyNotModified(responseFields, validated: validating, key: key, requestTime: requestTime, responseTime: responseTime)
             }
-            if let served = try await serve(HTTPURLCache.StoredVariant(entry: merged, recordKey: validating.recordKey), exchange) {
+            if var served = try await serve(HTTPURLCache.StoredVariant(entry: merged, recordKey: validating.recordKey), exchange) {
+                // The app's cookies are for this client: sent on, never stored.
+                for cookie in response.headers[values: .setCookie] { served.headers.append(HTTPField(name: .setCookie, value: cookie)) }
                 return served
             }
             // The stored response went meanwhile: the app answers the client's own request.
@@ -217,6 +222,7 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
             return served
         }
         guard exchange.isGET, !response.headers.contains(.setCookie), !Self.isOver(bodySizeLimit, response),
+              Self.saysItMayBeKept(responseFields),
               cache.engine.storability(ofStatus: code, headers: responseFields, for: request).isStorable
         else { return response }
         let stored = StoredResponse(request: request, status: code, headers: responseFields,
@@ -224,12 +230,22 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
         return storing(response, as: stored, exchange, logger: context.logger)
     }
 
-    /// A response's fields as they are stored and decided by, without `Set-Cookie` (a 304's
-    /// cookies are not merged into the stored response either).
+    /// A response's fields as they are stored and decided by: not the connection's (RFC 9111
+    /// §3.1), nor `Set-Cookie` (a 304's cookies are not merged into the stored response either).
     private static func storedFields(_ headers: HTTPFields) -> HTTPHeaderFields {
-        var fields = HTTPHeaderFields(headers)
+        var fields = CachePolicyEngine.endToEndFields(HTTPHeaderFields(headers))
         fields.removeAll(named: "Set-Cookie")
         return fields
+    }
+
+    /// Whether the app said a response may be kept: a `max-age`, `s-maxage` or `public`
+    /// directive, or an `Expires` field. RFC 9111 §4.2.2 lets a cache keep some responses that
+    /// say nothing (a heuristic lifetime), but a route that says nothing may be one that reads a
+    /// session cookie, and a client asking with `max-stale` would be answered with another's
+    /// page: the middleware keeps only what the app marked.
+    private static func saysItMayBeKept(_ fields: HTTPHeaderFields) -> Bool {
+        let control = CacheControl(fields)
+        return control.maxAge != nil || control.sharedMaxAge != nil || control.isPublic || fields.contains("Expires")
     }
 
     /// Whether `response` says its body is longer than `limit` bytes.

@@ -49,8 +49,8 @@ import DiskCacheLocking
 /// A fetch shared by coalesced callers is cancelled when its last caller is; a background refresh
 /// is not tied to any caller and runs to completion.
 ///
-/// **Threads.** All methods may be called from any task or thread. Cache I/O runs on the calling
-/// task.
+/// **Threads.** All methods may be called from any task or thread. Cache I/O runs on the cache's
+/// own I/O threads, not on the calling task's.
 public final class CachingHTTPClient: Sendable {
     /// The cache responses are read from and stored in.
     public let cache: HTTPURLCache
@@ -488,11 +488,13 @@ public final class CachingHTTPClient: Sendable {
         var result = validating
         result.response = CachePolicyEngine.updating(validating.response, with: headers, requestTime: requestTime, responseTime: responseTime)
         for index in indices {
-            guard var entry = index == validatingIndex ? validating : cache.responses.load(variants[index]) else { continue }
+            // The others' bodies are not read: only their metadata is rewritten.
+            let isValidating = index == validatingIndex
+            var entry = isValidating ? validating : variants[index].entry
             let stored = entry.response.responseTime
             entry.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
-            cache.store(entry, for: request, refreshing: stored, onlyMetadata: index == validatingIndex && held.file != nil)
-            if index == validatingIndex { result = entry }
+            cache.store(entry, for: request, refreshing: stored, onlyMetadata: !isValidating || held.file != nil)
+            if isValidating { result = entry }
         }
         return Held(entry: result, file: held.file)
     }
@@ -515,13 +517,16 @@ public final class CachingHTTPClient: Sendable {
         requestTime: Date,
         responseTime: Date
     ) {
-        for variant in cache.responses.variants(forKey: key)
+        // Neither body is read: the stored size says what the length must be, and only the
+        // metadata is rewritten.
+        for variant in cache.responses.variants(forKey: key, loadingBodies: false)
         where variant.entry.response.requestMethod == "GET" && CachePolicyEngine.varyMatches(variant.entry.response, request: exchange.cacheRequest) {
-            guard let entry = cache.responses.load(variant) else { continue }
-            if HTTPURLCache.headResponse(headers, matches: entry.response, bodySize: entry.body.count) {
+            let entry = variant.entry
+            let bodySize = cache.responses.records.storedSize(for: variant.recordKey).map { Int($0) }
+            if HTTPURLCache.headResponse(headers, matches: entry.response, bodySize: bodySize) {
                 var updated = entry
                 updated.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
-                cache.store(updated, for: exchange.request, refreshing: entry.response.responseTime)
+                cache.store(updated, for: exchange.request, refreshing: entry.response.responseTime, onlyMetadata: true)
             } else {
                 try? cache.responses.remove(variantID: entry.variantID, forKey: key)
             }
@@ -530,25 +535,18 @@ public final class CachingHTTPClient: Sendable {
 
     // MARK: - Helpers
 
-    /// Hop-by-hop fields are not stored (RFC 9111 §3.1).
-    private static let hopByHopFields = ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Transfer-Encoding", "Upgrade", "Trailer"]
-
+    /// What is stored of `response`'s fields: not those of the connection (RFC 9111 §3.1).
     private static func storedHeaderFields(of response: HTTPURLResponse) -> HTTPHeaderFields {
-        var headers = HTTPHeaderFields(response)
-        for name in hopByHopFields + headers.listElements(for: "Connection") {
-            headers.removeAll(named: name)
-        }
-        return headers
+        CachePolicyEngine.endToEndFields(HTTPHeaderFields(response))
     }
 
     /// A stored response as a response, with the `Age` field RFC 9111 §5.1 requires.
     private func served(_ held: Held, at now: Date, source: Source) -> Answer {
         let entry = held.entry
-        let age = cache.engine.freshness(of: entry.response, at: now).currentAge
-        // A delta-seconds (RFC 9111 §1.2.2): 0 to 2^31. The stored times come from disk or a
-        // hook, so the age may be negative, huge or NaN, and must not reach Int(_:) as it is.
-        let seconds = age.isNaN ? 0 : min(max(age.rounded(.down), 0), 2_147_483_648)
-        let response = HTTPURLCache.httpURLResponse(entry, extraHeaders: ["Age": String(Int(seconds))])
+        // The stored times come from disk or a hook: the age may be negative, huge or NaN,
+        // which `ageFieldValue` writes as a delta-seconds all the same.
+        let age = CachePolicyEngine.ageFieldValue(cache.engine.freshness(of: entry.response, at: now).currentAge)
+        let response = HTTPURLCache.httpURLResponse(entry, extraHeaders: ["Age": age])
         return Answer(body: held.file.map(Body.file) ?? .data(entry.body), response: response, source: source)
     }
 

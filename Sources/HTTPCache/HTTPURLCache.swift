@@ -49,7 +49,10 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     /// or `nil` to store nothing. Called on the storing thread, for every store from every path
     /// (``storeCachedResponse(_:for:)-9vcqg``, URLSession,
     /// ``CachingHTTPClient``), with the request the response answers. It must not call back into
-    /// the cache.
+    /// the cache. The response's `body` is empty where the body is not in memory: a body stored
+    /// from a file (`storeCachedResponse(_:bodyContentsOf:for:)`, a streamed download
+    /// over 1 MiB) and a stored response whose metadata alone a 304 or a HEAD updates; an edit
+    /// of the body is then ignored.
     public typealias WillStoreHandler = @Sendable (CachedHTTPResponse, URLRequest) -> CachedHTTPResponse?
 
     /// The RFC 9111 rules the cache and its clients apply.

@@ -63,11 +63,12 @@ import Testing
         router.get("/validated") { request, _ in
             guard request.headers[.ifNoneMatch] != "\"v1\"" else {
                 _ = runs.next("validated 304")
-                return Response(status: .notModified, headers: [.cacheControl: "max-age=0", .eTag: "\"v1\""])
+                return Response(status: .notModified, headers: [.cacheControl: "max-age=0", .eTag: "\"v1\"", .setCookie: "seen=1"])
             }
             return text("validated", [.cacheControl: "max-age=0", .eTag: "\"v1\""])
         }
         router.get("/no-store") { _, _ in text("no-store", [.cacheControl: "no-store, max-age=60"]) }
+        router.get("/unmarked") { _, _ in text("unmarked", [.lastModified: "Tue, 01 Jan 2030 00:00:00 GMT"]) }
         router.get("/private") { _, _ in text("private", [.cacheControl: "private, max-age=60"]) }
         router.get("/s-maxage") { _, _ in text("s-maxage", [.cacheControl: "max-age=0, s-maxage=60"]) }
         router.get("/cookie") { _, _ in text("cookie", [.cacheControl: "max-age=60", .setCookie: "session=1"]) }
@@ -156,6 +157,23 @@ import Testing
         }
     }
 
+    /// A 200 with `Last-Modified` and nothing else could be kept with a heuristic lifetime
+    /// (RFC 9111 §4.2.2); the middleware keeps only what the app marked, so not even a client
+    /// that accepts any staleness is answered from the cache.
+    @Test func aResponseTheAppDidNotMarkIsNotKept() async throws {
+        try await withDirectory { directory in
+            let runs = Runs()
+            try await makeApp(makeCache(directory), runs: runs).test(.router) { client in
+                let (first, second) = try await twice("/unmarked", client)
+                #expect(String(buffer: first.body) == "unmarked 1")
+                #expect(String(buffer: second.body) == "unmarked 2")
+                let stale = try await client.execute(uri: "/unmarked", method: .get, headers: [.cacheControl: "max-stale"])
+                #expect(String(buffer: stale.body) == "unmarked 3")
+                #expect(stale.headers[.age] == nil)
+            }
+        }
+    }
+
     @Test func sMaxageIsHonoured() async throws {
         try await withDirectory { directory in
             let runs = Runs()
@@ -211,6 +229,9 @@ import Testing
                 #expect(second.headers[.age] != nil)
                 #expect(runs.count("validated") == 1)
                 #expect(runs.count("validated 304") == 1)
+                // The cookie the app set with its 304 is this client's: sent on, not stored.
+                #expect(second.headers[.setCookie] == "seen=1")
+                #expect(first.headers[.setCookie] == nil)
                 // A client's `no-cache` has a fresh response revalidated too: this route
                 // ignores the validator and answers anew, which replaces the stored response.
                 _ = try await client.execute(uri: "/max-age", method: .get)

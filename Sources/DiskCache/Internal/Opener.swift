@@ -32,7 +32,7 @@ struct Opener {
             try Self.writeCacheDirectoryTag(layout)
         }
         #if canImport(Darwin)
-        try Self.applyApplePlatformAttributes(layout, configuration: configuration, isNew: isNew)
+        try Self.applyApplePlatformAttributes(layout, configuration: configuration)
         #endif
     }
 
@@ -610,25 +610,35 @@ struct Opener {
     }
 
     #if canImport(Darwin)
-    /// Apple platforms: marks a new cache's directory excluded from backups (iCloud, iTunes and
-    /// Time Machine honour `isExcludedFromBackup`, not `CACHEDIR.TAG`), and gives the directory
-    /// the chosen data protection class (``DiskCache/Configuration/fileProtection``), which the
-    /// files and directories made in it afterwards inherit.
-    static func applyApplePlatformAttributes(_ layout: Layout, configuration: DiskCache.Configuration,
-                                             isNew: Bool) throws(DiskCacheError) {
+    /// Apple platforms: marks the cache's directory excluded from backups (iCloud and Time
+    /// Machine honour `isExcludedFromBackup`, not `CACHEDIR.TAG`), at every open so that a cache
+    /// made before is marked too; a failure is logged, not thrown (the cache works without it).
+    /// Then gives the directory and the directories in it (shards, `tmp/`) the chosen data
+    /// protection class (``DiskCache/Configuration/fileProtection``), which the files made in
+    /// them afterwards inherit; that failure is thrown, since the caller asked for it.
+    static func applyApplePlatformAttributes(_ layout: Layout, configuration: DiskCache.Configuration) throws(DiskCacheError) {
         var url = URL(fileURLWithPath: layout.root, isDirectory: true)
         do {
-            if isNew {
-                var values = URLResourceValues()
-                values.isExcludedFromBackup = true
-                try url.setResourceValues(values)
-            }
-            if let protection = configuration.fileProtection {
-                try FileManager.default.setAttributes([.protectionKey: protection], ofItemAtPath: layout.root)
+            var values = URLResourceValues()
+            values.isExcludedFromBackup = true
+            try url.setResourceValues(values)
+        } catch {
+            configuration.logger.warning("Cannot exclude the cache from backups",
+                                         metadata: ["path": "\(layout.root)", "error": "\(error)"])
+        }
+        guard let protection = configuration.fileProtection else { return }
+        do {
+            let manager = FileManager.default
+            try manager.setAttributes([.protectionKey: protection], ofItemAtPath: layout.root)
+            for name in try manager.contentsOfDirectory(atPath: layout.root) {
+                let path = layout.root + "/" + name
+                var isDirectory: ObjCBool = false
+                guard manager.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else { continue }
+                try manager.setAttributes([.protectionKey: protection], ofItemAtPath: path)
             }
         } catch {
-            throw DiskCacheError(code: .ioFailure, message: "cannot set the cache directory's backup exclusion or "
-                                 + "file protection: \(error.localizedDescription)", path: layout.root)
+            throw DiskCacheError(code: .ioFailure, message: "cannot set the cache's file protection: "
+                                 + "\(error.localizedDescription)", path: layout.root)
         }
     }
     #endif

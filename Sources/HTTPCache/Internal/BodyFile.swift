@@ -61,6 +61,10 @@ final class BodyFile: Sendable {
         }
     }
 
+    /// The most one `pread` or `pwrite` is asked for: Darwin refuses more than `INT_MAX` bytes
+    /// (EINVAL), and Linux transfers at most about 2 GiB a call.
+    private static let largestTransfer = 1 << 30
+
     /// Bytes written so far (a held body's size).
     var size: Int64 { length.withLock { $0 } }
 
@@ -70,7 +74,8 @@ final class BodyFile: Sendable {
             try bytes.withUnsafeBytes { raw in
                 var done = 0
                 while done < raw.count {
-                    let written = pwrite(fd, raw.baseAddress! + done, raw.count - done, off_t(length) + off_t(done))
+                    let written = pwrite(fd, raw.baseAddress! + done, min(raw.count - done, Self.largestTransfer),
+                                         off_t(length) + off_t(done))
                     if written < 0 {
                         if errno == EINTR { continue }
                         throw DiskCacheError(code: .ioFailure, message: "Could not write a response body",
@@ -94,7 +99,7 @@ final class BodyFile: Sendable {
         let got = try data.withUnsafeMutableBytes { raw -> Int in
             var done = 0
             while done < count {
-                let read = pread(fd, raw.baseAddress! + done, count - done, off_t(offset) + off_t(done))
+                let read = pread(fd, raw.baseAddress! + done, min(count - done, Self.largestTransfer), off_t(offset) + off_t(done))
                 if read < 0 {
                     if errno == EINTR { continue }
                     throw DiskCacheError(code: .ioFailure, message: "Could not read a response body", path: url?.path, errno: errno)

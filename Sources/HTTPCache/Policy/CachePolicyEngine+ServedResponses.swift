@@ -30,6 +30,19 @@ extension CachePolicyEngine {
         return modified <= since
     }
 
+    /// The fields that describe one connection (RFC 9110 §7.6.1): a cache never stores them
+    /// (RFC 9111 §3.1) and a proxy never forwards them.
+    package static let connectionFields = ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Transfer-Encoding", "Upgrade",
+                                           "Trailer", "Proxy-Authenticate", "Proxy-Authorization"]
+
+    /// `fields` without ``connectionFields`` and the fields their `Connection` names: what a
+    /// cache stores of a response.
+    package static func endToEndFields(_ fields: HTTPHeaderFields) -> HTTPHeaderFields {
+        var result = fields
+        for name in connectionFields + fields.listElements(for: "Connection") { result.removeAll(named: name) }
+        return result
+    }
+
     /// The fields a 304 leaves out of those a 200 would have had (RFC 9110 §15.4.5): the body's.
     package static let fieldsOmittedFromNotModified = ["Content-Length", "Content-Type", "Content-Encoding", "Content-Range"]
 
