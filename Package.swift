@@ -152,7 +152,7 @@ let package = Package(
                 .target(name: "HTTPTestOrigin", condition: .when(traits: ["AsyncHTTPClient"])),
             ]
         ),
-        // What the tests of reads that must not wait for the disk use to empty the page cache.
+        // What several test targets share: the page cache, child processes, temporary directories.
         .target(name: "TestSupport", path: "Tests/TestSupport"),
         .testTarget(
             name: "DiskCacheTests",
@@ -199,6 +199,7 @@ let package = Package(
             dependencies: [
                 "DiskCache",
                 "DiskCacheHummingbird",
+                "TestSupport",
                 .target(name: "HTTPCache", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "HummingbirdTesting", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
@@ -212,6 +213,7 @@ let package = Package(
             dependencies: [
                 "DiskCache",
                 "DiskCacheVapor",
+                "TestSupport",
                 .product(name: "Vapor", package: "vapor", condition: .when(traits: ["Vapor"])),
                 .product(name: "VaporTesting", package: "vapor", condition: .when(traits: ["Vapor"])),
                 .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Vapor"])),
@@ -233,7 +235,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DiskCacheToolTests",
-            dependencies: ["diskcache", "DiskCache", "DiskCacheLocking", "HTTPCache"]
+            dependencies: ["diskcache", "DiskCache", "DiskCacheLocking", "HTTPCache", "TestSupport"]
         ),
     ]
 )

@@ -8,19 +8,12 @@ import HummingbirdTesting
 import NIOCore
 import Synchronization
 import Testing
+import TestSupport
 
 /// `HTTPCachingMiddleware` in a real Hummingbird app, driven in-process through
 /// HummingbirdTesting: each route counts the times it runs, so a test sees whether an answer
 /// came from the app or from the cache.
 @Suite struct HTTPCachingMiddlewareTests {
-    /// A fresh directory for one test's cache, removed when `body` returns or throws.
-    func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("HTTPCachingMiddlewareTests-\(UUID().uuidString)", isDirectory: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        return try await body(directory)
-    }
-
     /// How many times each route ran.
     final class Runs: Sendable {
         private let counts = Mutex([String: Int]())
@@ -90,7 +83,7 @@ import Testing
     }
 
     @Test func aFreshResponseIsComputedOnceAndServedWithItsAge() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("HTTPCachingMiddlewareTests") { directory in
             let runs = Runs()
             try await makeApp(makeCache(directory), runs: runs).test(.router) { client in
                 let (first, second) = try await twice("/max-age", client)
@@ -111,7 +104,7 @@ import Testing
     }
 
     @Test func varyKeepsTheVariantsApart() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("HTTPCachingMiddlewareTests") { directory in
             let runs = Runs()
             try await makeApp(makeCache(directory), runs: runs).test(.router) { client in
                 func get(_ language: String) async throws -> String {
@@ -126,7 +119,7 @@ import Testing
     }
 
     @Test func aMatchingIfNoneMatchIsAnswered304WithoutABody() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("HTTPCachingMiddlewareTests") { directory in
             let runs = Runs()
             try await makeApp(makeCache(directory), runs: runs).test(.router) { client in
                 _ = try await client.execute(uri: "/max-age", method: .get)
@@ -144,7 +137,7 @@ import Testing
     }
 
     @Test func noStorePrivateAndCookieResponsesAreNotStored() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("HTTPCachingMiddlewareTests") { directory in
             let runs = Runs()
             try await makeApp(makeCache(directory), runs: runs).test(.router) { client in
                 for route in ["no-store", "private", "cookie"] {
@@ -161,7 +154,7 @@ import Testing
     /// (RFC 9111 §4.2.2); the middleware keeps only what the app marked, so not even a client
     /// that accepts any staleness is answered from the cache.
     @Test func aResponseTheAppDidNotMarkIsNotKept() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("HTTPCachingMiddlewareTests") { directory in
             let runs = Runs()
             try await makeApp(makeCache(directory), runs: runs).test(.router) { client in
                 let (first, second) = try await twice("/unmarked", client)
@@ -175,7 +168,7 @@ import Testing
     }
 
     @Test func sMaxageIsHonoured() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("HTTPCachingMiddlewareTests") { directory in
             let runs = Runs()
             try await makeApp(makeCache(directory), runs: runs).test(.router) { client in
                 // `max-age=0` alone would make it stale at once; a shared cache reads `s-maxage`.
@@ -189,7 +182,7 @@ import Testing
     }
 
     @Test func aPOSTToTheURIInvalidatesIt() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("HTTPCachingMiddlewareTests") { directory in
             let runs = Runs()
             try await makeApp(makeCache(directory), runs: runs).test(.router) { client in
                 _ = try await twice("/max-age", client)
@@ -204,7 +197,7 @@ import Testing
     }
 
     @Test func aResponseOverTheLimitPassesThroughUnstored() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("HTTPCachingMiddlewareTests") { directory in
             let runs = Runs()
             try await makeApp(makeCache(directory), runs: runs).test(.router) { client in
                 let (first, second) = try await twice("/large", client)
@@ -218,7 +211,7 @@ import Testing
     }
 
     @Test func aStaleResponseIsRevalidatedWithTheApp() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("HTTPCachingMiddlewareTests") { directory in
             let runs = Runs()
             try await makeApp(makeCache(directory), runs: runs).test(.router) { client in
                 let (first, second) = try await twice("/validated", client)
@@ -245,7 +238,7 @@ import Testing
     }
 
     @Test func storedResponsesSurviveARestartOfTheApp() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("HTTPCachingMiddlewareTests") { directory in
             let runs = Runs()
             let first = try makeCache(directory)
             try await makeApp(first, runs: runs).test(.router) { client in
@@ -263,7 +256,7 @@ import Testing
     }
 
     @Test func aPrivateCacheIsRefused() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("HTTPCachingMiddlewareTests") { directory in
             let cache = try HTTPURLCache(directory: directory)
             #expect(throws: HTTPCachingMiddlewareError.privateCache) {
                 try HTTPCachingMiddleware<BasicRequestContext>(cache: cache)

@@ -8,19 +8,12 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
+import TestSupport
 
 /// `DiskCachePersistDriver` in real Hummingbird applications, driven through HummingbirdTesting:
 /// in-process (`.router`) and over HTTP on loopback (`.ahc`, several connections served by
 /// NIO's event loops).
 @Suite struct PersistDriverTests {
-    /// A fresh directory for one test's cache, removed when `body` returns or throws.
-    func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("DiskCacheHummingbirdTests-\(UUID().uuidString)", isDirectory: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        return try await body(directory)
-    }
-
     /// The routes of a small app over `persist`: PUT /values/:key (`set`, with an optional
     /// `?ttl=` in seconds), POST /values/:key (`create`: 409 on a duplicate), GET /values/:key
     /// (204 when absent), GET /ttl/:key, DELETE /values/:key.
@@ -65,7 +58,7 @@ import Testing
     }
 
     @Test func valuesSurviveARestartOfTheApp() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheHummingbirdTests") { directory in
             let first = try DiskCachePersistDriver(directory: directory)
             try await makeApp(first).test(.router) { client in
                 try await client.execute(uri: "/values/greeting", method: .put, body: ByteBuffer(string: "hello")) { response in
@@ -107,7 +100,7 @@ import Testing
     }
 
     @Test func createRefusesADuplicate() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheHummingbirdTests") { directory in
             let persist = try DiskCachePersistDriver(directory: directory)
             try await makeApp(persist).test(.router) { client in
                 try await client.execute(uri: "/values/user", method: .post, body: ByteBuffer(string: "first")) { response in
@@ -135,7 +128,7 @@ import Testing
     }
 
     @Test func ofConcurrentCreatesOfOneKeyExactlyOneSucceeds() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheHummingbirdTests") { directory in
             let persist = try DiskCachePersistDriver(directory: directory)
             // Eight requests at once, each in its own task, through the application in process:
             // over loopback the test client gives each request 15 s, which a loaded machine's
@@ -163,7 +156,7 @@ import Testing
     }
 
     @Test func expiryFollowsThePersistProtocol() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheHummingbirdTests") { directory in
             let persist = try DiskCachePersistDriver(directory: directory)
             try await makeApp(persist).test(.router) { client in
                 // A lifetime of zero has already run out: the key reads as absent...
@@ -214,7 +207,7 @@ import Testing
             var name: String
             var visits: Int
         }
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheHummingbirdTests") { directory in
             let persist = try DiskCachePersistDriver(directory: directory)
             try await persist.set(key: "profile", value: Profile(name: "Ada", visits: 3), expires: nil)
             #expect(try await persist.get(key: "profile", as: Profile.self) == Profile(name: "Ada", visits: 3))
@@ -234,7 +227,7 @@ import Testing
     }
 
     @Test func aDriverOverACacheOfTheCallersLeavesItOpen() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheHummingbirdTests") { directory in
             let cache = try DiskCache(directory: directory)
             let persist = DiskCachePersistDriver(cache: cache)
             try await makeApp(persist).test(.router) { client in
@@ -257,7 +250,7 @@ import Testing
                            inTask: withUnsafeCurrentTask { $0 != nil })
             removals.withLock { $0.append(removal) }
         }
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheHummingbirdTests") { directory in
             let persist = try DiskCachePersistDriver(directory: directory, configuration: configuration)
             try await makeApp(persist).test(.ahc(.http)) { client in
                 try await withThrowingTaskGroup(of: Void.self) { group in

@@ -2,6 +2,7 @@
 import Foundation
 import DiskCacheLocking
 import Testing
+import TestSupport
 
 /// A fresh directory under the system's temporary directory, removed when the test ends.
 final class TemporaryDirectory {
@@ -102,18 +103,7 @@ struct SmallCache {
 // MARK: - Running the tool
 
 /// The `diskcache` executable, built beside the test bundle.
-var toolURL: URL {
-    let candidates = [
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
-        Bundle.main.bundleURL,
-        Bundle.main.bundleURL.deletingLastPathComponent(),
-    ]
-    for directory in candidates {
-        let url = directory.appendingPathComponent("diskcache")
-        if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-    }
-    return candidates[0].appendingPathComponent("diskcache")
-}
+var toolURL: URL { builtExecutable("diskcache") }
 
 struct ToolResult {
     var status: Int32

@@ -6,20 +6,13 @@ import NIOCore
 import NIOPosix
 import Synchronization
 import Testing
+import TestSupport
 import Vapor
 import VaporTesting
 
 /// The Vapor cache driver in real Vapor applications, configured with
 /// `app.caches.use(.disk(...))` and driven through VaporTesting.
 @Suite struct VaporCacheTests {
-    /// A fresh directory for one test's cache, removed when `body` returns or throws.
-    func withDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
-        let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("DiskCacheVaporTests-\(UUID().uuidString)", isDirectory: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        return try await body(directory)
-    }
-
     /// Routes over `req.cache`: PUT /values/:key (`set`, with an optional `?ttl=` in seconds),
     /// GET /values/:key (404 when absent), DELETE /values/:key.
     func routes(_ app: Application) {
@@ -46,7 +39,7 @@ import VaporTesting
     }
 
     @Test func valuesSurviveARestartOfTheApp() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheVaporTests") { directory in
             try await withApp(configure: { app in
                 try app.caches.use(.disk(directory: directory))
                 routes(app)
@@ -77,7 +70,7 @@ import VaporTesting
     }
 
     @Test func expiryFollowsCacheExpirationTime() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheVaporTests") { directory in
             let cache = try DiskCache(directory: directory)
             defer { try? cache.close() }
             try await withApp(configure: { app in
@@ -117,7 +110,7 @@ import VaporTesting
     }
 
     @Test func setNilAndDeleteRemove() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheVaporTests") { directory in
             try await withApp(configure: { app in
                 try app.caches.use(.disk(directory: directory))
                 routes(app)
@@ -143,7 +136,7 @@ import VaporTesting
             var name: String
             var visits: Int
         }
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheVaporTests") { directory in
             try await withApp(configure: { app in
                 try app.caches.use(.disk(directory: directory))
             }) { app in
@@ -160,7 +153,7 @@ import VaporTesting
     }
 
     @Test func aCacheOfTheCallersIsFlushedNotClosed() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheVaporTests") { directory in
             let cache = try DiskCache(directory: directory)
             try await withApp(configure: { app in
                 app.caches.use(.disk(cache))
@@ -173,7 +166,7 @@ import VaporTesting
     }
 
     @Test func openingAnUnusableDirectoryFailsAtConfiguration() async throws {
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheVaporTests") { directory in
             // A directory with files in it that is not a cache: the cache refuses to take it over.
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             try Data("x".utf8).write(to: directory.appendingPathComponent("notes.txt"))
@@ -198,7 +191,7 @@ import VaporTesting
                            inTask: withUnsafeCurrentTask { $0 != nil })
             removals.withLock { $0.append(removal) }
         }
-        try await withDirectory { directory in
+        try await withTemporaryDirectory("DiskCacheVaporTests") { directory in
             try await withApp(configure: { app in
                 try app.caches.use(.disk(directory: directory, configuration: configuration))
                 routes(app)

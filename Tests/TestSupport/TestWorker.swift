@@ -1,18 +1,30 @@
 public import Foundation
 
-/// The test worker executable (`DiskCacheTestWorker`), built beside the test bundle by the test
-/// targets that depend on it.
-public var workerURL: URL {
+/// The executable `name` of this package (the test worker, the `diskcache` tool), built beside
+/// the test bundle by the test targets that depend on it.
+public func builtExecutable(_ name: String) -> URL {
     let candidates = [
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent(),
         Bundle.main.bundleURL,
         Bundle.main.bundleURL.deletingLastPathComponent(),
     ]
     for directory in candidates {
-        let url = directory.appendingPathComponent("DiskCacheTestWorker")
+        let url = directory.appendingPathComponent(name)
         if FileManager.default.isExecutableFile(atPath: url.path) { return url }
     }
-    return candidates[0].appendingPathComponent("DiskCacheTestWorker")
+    return candidates[0].appendingPathComponent(name)
+}
+
+/// The test worker executable (`DiskCacheTestWorker`).
+public var workerURL: URL { builtExecutable("DiskCacheTestWorker") }
+
+/// Runs `body` with a fresh directory's URL (named `prefix` and a UUID, under the system's
+/// temporary directory, not created), and removes the directory when `body` returns or throws.
+public func withTemporaryDirectory<T>(_ prefix: String, _ body: (URL) async throws -> T) async throws -> T {
+    let directory = FileManager.default.temporaryDirectory
+        .appendingPathComponent("\(prefix)-\(UUID().uuidString)", isDirectory: true)
+    defer { try? FileManager.default.removeItem(at: directory) }
+    return try await body(directory)
 }
 
 /// Runs the test worker with `arguments` to its end, on a thread of its own (the wait blocks
