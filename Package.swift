@@ -40,7 +40,8 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
         .package(url: "https://github.com/vapor/vapor.git", from: "4.122.3"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
-        // Hummingbird's header types, named by the Hummingbird middleware (already in Hummingbird's graph).
+        // HTTP's header fields as the ecosystem spells them (`HTTPFields`): HTTPCache's policy engine
+        // speaks them, as Hummingbird, AsyncHTTPClient and swift-nio-extras do. Pure Swift, no dependencies.
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0", traits: []),
     ],
     targets: [
@@ -68,7 +69,12 @@ let package = Package(
         .target(name: "MemoryCache", dependencies: ["DiskCacheLocking"]),
         .target(
             name: "HTTPCache",
-            dependencies: ["DiskCache", "DiskCacheLocking", "MemoryCache"]
+            dependencies: [
+                "DiskCache",
+                "DiskCacheLocking",
+                "MemoryCache",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
         ),
         // A Hummingbird `PersistDriver` over DiskCache, and a response-caching middleware over
         // HTTPCache's policy engine; empty unless the `Hummingbird` trait is on.
@@ -118,6 +124,7 @@ let package = Package(
                 "CDiskCacheSupport",
                 "DiskCache",
                 "DiskCacheLocking",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 "HTTPCache",
                 "MemoryCache",
                 .product(name: "Logging", package: "swift-log"),
@@ -179,13 +186,14 @@ let package = Package(
         ),
         .testTarget(
             name: "HTTPCacheTests",
-            dependencies: ["DiskCacheLocking", "HTTPCache", "HTTPTestOrigin"]
+            dependencies: ["DiskCacheLocking", "HTTPCache", "HTTPTestOrigin", .product(name: "HTTPTypes", package: "swift-http-types")]
         ),
         .testTarget(
             name: "CacheServerTests",
             dependencies: [
                 "CacheServer", "DiskCache", "DiskCacheLocking", "HTTPCache", "HTTPTestOrigin", "TestSupport", "diskcache-server",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

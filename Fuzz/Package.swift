@@ -26,6 +26,9 @@
 // compile too (through a symlink) to run the seed corpus as a unit test.
 import PackageDescription
 
+/// The policy engine's header fields (`HTTPFields`), for the HTTPCache targets.
+let httpTypes: [Target.Dependency] = [.product(name: "HTTPTypes", package: "swift-http-types")]
+
 let package = Package(
     name: "Fuzz",
     platforms: [.macOS(.v15)],
@@ -33,16 +36,18 @@ let package = Package(
         .package(name: "swift-disk-cache", path: ".."),
         // NIO's request decoder and `EmbeddedChannel`, for `request-scan`.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        // The policy engine's header fields (`HTTPFields`).
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         .target(name: "FuzzSupport", path: "Sources/FuzzSupport"),
         fuzzTarget("FuzzJournal", library: "DiskCache"),
         fuzzTarget("FuzzMetadata", library: "DiskCache"),
-        fuzzTarget("FuzzCacheControl", library: "HTTPCache"),
+        fuzzTarget("FuzzCacheControl", library: "HTTPCache", extra: httpTypes),
         fuzzTarget("FuzzHTTPDate", library: "HTTPCache"),
-        fuzzTarget("FuzzVary", library: "HTTPCache"),
-        fuzzTarget("FuzzEntityTag", library: "HTTPCache"),
-        fuzzTarget("FuzzAge", library: "HTTPCache"),
+        fuzzTarget("FuzzVary", library: "HTTPCache", extra: httpTypes),
+        fuzzTarget("FuzzEntityTag", library: "HTTPCache", extra: httpTypes),
+        fuzzTarget("FuzzAge", library: "HTTPCache", extra: httpTypes),
         fuzzTarget("FuzzRequestScan", library: "CacheServer", extra: [
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),

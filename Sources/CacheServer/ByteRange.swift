@@ -2,6 +2,7 @@ import Foundation
 import HTTPCache
 import NIOCore
 import NIOHTTP1
+import HTTPTypes
 
 /// A client's `Range` (RFC 9110 §14.2) against a body of known size: one byte range, served as
 /// a 206; several, or a field this server does not parse, are ignored (the whole body, a 200, as
@@ -35,14 +36,14 @@ enum ByteRange: Equatable {
     /// The range a client asked of a response with these fields: none (the whole body) when
     /// the request has an `If-Range` that does not hold for it (RFC 9110 §13.1.5: a strong
     /// entity-tag match, or a date equal to its `Last-Modified`).
-    init(request: HTTPHeaders, response: HTTPHeaderFields, size: Int64) {
+    init(request: HTTPHeaders, response: HTTPFields, size: Int64) {
         if let ifRange = request.first(name: "If-Range") {
             let holds: Bool
             if ifRange.hasPrefix("\"") || ifRange.hasPrefix("W/") {
-                let stored = response["ETag"].flatMap(EntityTag.init)
+                let stored = response[.eTag].flatMap(EntityTag.init)
                 holds = EntityTag(ifRange).map { tag in stored.map { tag.matchesStrongly($0) } ?? false } ?? false
             } else {
-                holds = response["Last-Modified"].flatMap({ HTTPDate.parse($0) }) == HTTPDate.parse(ifRange) && HTTPDate.parse(ifRange) != nil
+                holds = response[.lastModified].flatMap({ HTTPDate.parse($0) }) == HTTPDate.parse(ifRange) && HTTPDate.parse(ifRange) != nil
             }
             guard holds else { self = .whole; return }
         }

@@ -2,11 +2,12 @@ import Foundation
 import HTTPCache
 import NIOHTTP1
 import RawStructuredFieldValues
+import HTTPTypes
 
 /// Header-field rules of a proxy (RFC 9110 §7.6.1, RFC 9111 §3.1).
 enum Fields {
     /// Fields that describe one connection, never forwarded or stored.
-    static let hopByHop = CachePolicyEngine.connectionFields
+    static let hopByHop = CachePolicyEngine.connectionFields.map(\.rawName)
 
     /// `headers` without hop-by-hop fields and those their `Connection` field names.
     static func endToEnd(_ headers: HTTPHeaders) -> HTTPHeaders {
@@ -17,14 +18,19 @@ enum Fields {
     }
 
     /// The conditional fields of a client's request.
-    static let conditional = CachePolicyEngine.conditionalRequestFields
+    static let conditional = CachePolicyEngine.conditionalRequestFields.map(\.rawName)
 
-    static func fields(_ headers: HTTPHeaders) -> HTTPHeaderFields {
-        HTTPHeaderFields(headers.map { ($0.name, $0.value) })
+    /// NIO's fields as the policy engine's; a name that is not a token (which NIO's parser does
+    /// not let in) is dropped.
+    static func fields(_ headers: HTTPHeaders) -> HTTPFields {
+        var fields = HTTPFields()
+        fields.reserveCapacity(headers.count)
+        for (name, value) in headers { fields.append(name: name, value: value) }
+        return fields
     }
 
-    static func headers(_ fields: HTTPHeaderFields) -> HTTPHeaders {
-        HTTPHeaders(fields.map { ($0.name, $0.value) })
+    static func headers(_ fields: HTTPFields) -> HTTPHeaders {
+        HTTPHeaders(fields.map { ($0.name.rawName, $0.value) })
     }
 
     /// Whether a client's `If-None-Match` / `If-Modified-Since` (RFC 9110 §13.1.2, §13.1.3)
@@ -37,7 +43,7 @@ enum Fields {
     /// The fields a 304 carries (RFC 9110 §15.4.5): those a 200 would have had, but the body's.
     static func notModifiedHeaders(_ stored: HTTPHeaders) -> HTTPHeaders {
         var result = stored
-        for name in CachePolicyEngine.fieldsOmittedFromNotModified { result.remove(name: name) }
+        for name in CachePolicyEngine.fieldsOmittedFromNotModified { result.remove(name: name.rawName) }
         return result
     }
 
@@ -54,15 +60,15 @@ enum Fields {
     /// directives in place of `Cache-Control`, and no `Expires`; the replaced fields are kept
     /// under other names, for ``clientView(_:)``. A `CDN-Cache-Control` that is not a valid
     /// structured field is ignored whole (see ``cdnDirectives(_:)``).
-    static func targeted(_ fields: HTTPHeaderFields) -> HTTPHeaderFields {
-        guard let cdn = cdnDirectives(fields.values(for: "CDN-Cache-Control")) else { return fields }
+    static func targeted(_ fields: HTTPFields) -> HTTPFields {
+        guard let cdn = cdnDirectives(fields[values: .cdnCacheControl]) else { return fields }
         var result = fields
-        result.removeAll(named: "Cache-Control")
-        result.removeAll(named: "Expires")
-        for value in fields.values(for: "Cache-Control") { result.add(name: savedCacheControl, value: value) }
-        for value in fields.values(for: "Expires") { result.add(name: savedExpires, value: value) }
-        result.add(name: "Cache-Control", value: cdn)
-        result.add(name: targetedMarker, value: "1")
+        result[.cacheControl] = nil
+        result[.expires] = nil
+        for value in fields[values: .cacheControl] { result.append(name: savedCacheControl, value: value) }
+        for value in fields[values: .expires] { result.append(name: savedExpires, value: value) }
+        result.append(HTTPField(name: .cacheControl, value: cdn))
+        result.append(name: targetedMarker, value: "1")
         return result
     }
 

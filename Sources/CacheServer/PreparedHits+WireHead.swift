@@ -1,6 +1,7 @@
 import HTTPCache
 import NIOCore
 import NIOHTTP1
+import HTTPTypes
 
 extension PreparedHits {
     /// A response head in HTTP/1.1's wire form, as NIO's `HTTPResponseEncoder` writes it (status
@@ -46,7 +47,7 @@ extension PreparedHits {
 
         /// RFC 9110's token: what a field name is made of.
         static func isToken(_ text: String) -> Bool {
-            !text.isEmpty && text.utf8.allSatisfy(HTTPHeaderFields.isTokenByte)
+            !text.isEmpty && text.utf8.allSatisfy(HTTPField.isTokenByte)
         }
 
         /// A field value (or reason phrase) with no control character but tab.

@@ -3,6 +3,7 @@ import HTTPCache
 import MemoryCache
 import NIOCore
 import NIOHTTP1
+import HTTPTypes
 
 /// Answers prepared for hits: for a request target whose stored response the memory tier
 /// holds and a policy decision found fresh, the response's head as it is sent (but its `Age`)
@@ -28,7 +29,7 @@ final class PreparedHits: Sendable {
     /// The request fields that make an answer depend on more than the stored response and
     /// the time: the decision's (``CachePolicyEngine/directiveFields``), the conditional ones
     /// (a 304) and `Range` (a 206).
-    static let fieldsRead = CachePolicyEngine.directiveFields + Fields.conditional + ["Range"]
+    static let fieldsRead = (CachePolicyEngine.directiveFields + CachePolicyEngine.conditionalRequestFields + [.range]).map(\.rawName)
 
     /// What an entry is counted as besides its body: its head's fields and keys.
     static let entryOverhead = 1024

@@ -6,6 +6,7 @@ import FoundationNetworking
 import HTTPCache
 import NIOCore
 import NIOHTTP1
+import HTTPTypes
 
 // GET and HEAD on the connection's task: the stored responses looked up, the policy's decision
 // acted on, a stored response sent (from memory, a checked file, or streamed in chunks).

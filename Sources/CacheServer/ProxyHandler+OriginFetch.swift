@@ -5,6 +5,7 @@ import HTTPCache
 import Logging
 import NIOCore
 import NIOHTTP1
+import HTTPTypes
 
 // GET and HEAD sent to the origin: the request made, the answer stored, revalidated or relayed,
 // stale served where an error allows it.
@@ -18,7 +19,7 @@ extension ProxyHandler {
     /// Sends the request to the origin (with `adding`'s fields; about `validating` when it
     /// revalidates) and answers the client: from the cache after a 304, stale where an error
     /// allows it, else with what the origin sent, stored as it passes when it may be.
-    func fetch(_ exchange: Exchange, key: String?, adding: HTTPHeaderFields, validating: HTTPURLCache.StoredVariant?,
+    func fetch(_ exchange: Exchange, key: String?, adding: HTTPFields, validating: HTTPURLCache.StoredVariant?,
                        fallback: HTTPURLCache.StoredVariant?, writer: ClientWriter) async throws -> FetchResult {
         var headers = Fields.endToEnd(exchange.head.headers)
         if validating != nil { for name in Fields.conditional { headers.remove(name: name) } }
@@ -28,7 +29,7 @@ extension ProxyHandler {
             headers.remove(name: "Range")
             headers.remove(name: "If-Range")
         }
-        for field in adding { headers.replaceOrAdd(name: field.name, value: field.value) }
+        for field in adding { headers.replaceOrAdd(name: field.name.rawName, value: field.value) }
         let head = originHead(exchange, headers: headers)
         let requestTime = Date()
         // Set once anything was sent to the client: an error after that cannot be answered.
@@ -95,16 +96,16 @@ extension ProxyHandler {
     /// (``Fields/targeted(_:)`` on a CDN), without `Set-Cookie`: a stored cookie would reach
     /// every client after (see ``isStorable(_:status:fields:sent:)``; a 304's cookies are not
     /// merged into the stored response either).
-    func policyFields(_ headers: HTTPHeaders) -> HTTPHeaderFields {
+    func policyFields(_ headers: HTTPHeaders) -> HTTPFields {
         var fields = Fields.fields(Fields.endToEnd(headers))
-        fields.removeAll(named: "Set-Cookie")
+        fields[.setCookie] = nil
         return configuration.isCDN ? Fields.targeted(fields) : fields
     }
 
     /// Whether a response of `status` may be stored for `request`: RFC 9111's rules over its
     /// ``policyFields(_:)`` `fields`, and the node's ``ServerConfiguration/setCookie`` policy
     /// over the fields as the origin `sent` them.
-    func isStorable(_ request: CacheRequest, status: Int, fields: HTTPHeaderFields, sent: HTTPHeaders) -> Bool {
+    func isStorable(_ request: CacheRequest, status: Int, fields: HTTPFields, sent: HTTPHeaders) -> Bool {
         if configuration.setCookie == .doNotStore, sent.contains(name: "Set-Cookie") { return false }
         return engine.storability(ofStatus: status, headers: fields, for: request).isStorable
     }

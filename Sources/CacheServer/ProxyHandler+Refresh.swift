@@ -5,6 +5,7 @@ import HTTPCache
 import Logging
 import NIOCore
 import NIOHTTP1
+import HTTPTypes
 
 // Stale-while-revalidate refreshes, run in the background (one per key), answering no client.
 extension ProxyHandler {
@@ -14,7 +15,7 @@ extension ProxyHandler {
     }
 
     /// A stale-while-revalidate refresh: one per key at a time, answering no client.
-    func refreshInBackground(_ exchange: Exchange, key: String, validating: HTTPURLCache.StoredVariant, adding: HTTPHeaderFields) {
+    func refreshInBackground(_ exchange: Exchange, key: String, validating: HTTPURLCache.StoredVariant, adding: HTTPFields) {
         refreshTasks.withLock { tasks in
             guard tasks[key] == nil else { return }
             tasks[key] = Task {
@@ -24,10 +25,10 @@ extension ProxyHandler {
         }
     }
 
-    private func refresh(_ exchange: Exchange, key: String, validating: HTTPURLCache.StoredVariant, adding: HTTPHeaderFields) async {
+    private func refresh(_ exchange: Exchange, key: String, validating: HTTPURLCache.StoredVariant, adding: HTTPFields) async {
         var headers = Fields.endToEnd(exchange.head.headers)
         for name in Fields.conditional { headers.remove(name: name) }
-        for field in adding { headers.replaceOrAdd(name: field.name, value: field.value) }
+        for field in adding { headers.replaceOrAdd(name: field.name.rawName, value: field.value) }
         let get = exchange.asGET
         let head = originHead(get, headers: headers)
         let requestTime = Date()

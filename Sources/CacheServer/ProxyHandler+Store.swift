@@ -7,13 +7,14 @@ import HTTPCache
 import Logging
 import NIOCore
 import NIOHTTP1
+import HTTPTypes
 
 // A spooled response stored in the cache.
 extension ProxyHandler {
     func store(_ response: StoredResponse, _ exchange: Exchange, spool: BodySpool) async {
         let cache = self.cache
         let entry = CachedHTTPResponse(url: exchange.cacheRequest.url, response: response, body: Data(),
-                                       mimeType: response.headers["Content-Type"].map { String($0.prefix { $0 != ";" }) })
+                                       mimeType: response.headers[.contentType].map { String($0.prefix { $0 != ";" }) })
         let request = exchange.urlRequest
         do {
             switch try await spool.finish() {

@@ -8,6 +8,7 @@ import HTTPCache
 import Logging
 import NIOCore
 import NIOHTTP1
+import HTTPTypes
 
 typealias ClientParts = NIOAsyncChannelInboundStream<HTTPServerRequestPart>.AsyncIterator
 
@@ -64,7 +65,7 @@ final class ProxyHandler: Sendable {
         var urlRequest: URLRequest {
             var request = URLRequest(url: cacheRequest.url)
             request.httpMethod = cacheRequest.method
-            for field in cacheRequest.headers.fields { request.addValue(field.value, forHTTPHeaderField: field.name) }
+            for field in cacheRequest.headers { request.addValue(field.value, forHTTPHeaderField: field.name.rawName) }
             return request
         }
 

@@ -1,4 +1,5 @@
 import HTTPCache
+import HTTPTypes
 
 /// How the start of a connection's bytes reads to ``RawHitResponder``: a strict subset of
 /// HTTP/1.1 (RFC 9112) that NIO's parser reads the same way, so both see a request end at the
@@ -71,7 +72,7 @@ enum RequestScan: Equatable {
             }
             let nameStart = at
             while at < count, bytes[at] != UInt8(ascii: ":") {
-                guard HTTPHeaderFields.isTokenByte(bytes[at]) else { return .other }
+                guard HTTPField.isTokenByte(bytes[at]) else { return .other }
                 at += 1
             }
             guard at < count else { return incomplete() }

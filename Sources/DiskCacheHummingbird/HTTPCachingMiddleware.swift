@@ -134,7 +134,7 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
         // Removed before the response goes on: a client that has it and asks for the target
         // again must not get what was stored before.
         let urls = CachePolicyEngine.urlsToInvalidate(after: exchange.cacheRequest, status: response.status.code,
-                                                      headers: HTTPHeaderFields(response.headers))
+                                                      headers: response.headers)
         if !urls.isEmpty {
             let cache = self.cache
             _ = try? await BlockingIOPool.shared.run { cache.invalidate(urls) }
@@ -184,12 +184,12 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
     /// revalidates) and answers with what it returns: the stored response after a 304, a stale
     /// one where an error status allows it, else the app's response, stored as it passes when it
     /// may be.
-    private func fetch(_ exchange: Exchange, key: String, adding: HTTPHeaderFields,
+    private func fetch(_ exchange: Exchange, key: String, adding: HTTPFields,
                        validating: HTTPURLCache.StoredVariant?, fallback: HTTPURLCache.StoredVariant?,
                        context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var fields = exchange.request.headers
-        if validating != nil { fields.removeAll(named: CachePolicyEngine.conditionalRequestFields) }
-        fields.replace(with: adding)
+        if validating != nil { for name in CachePolicyEngine.conditionalRequestFields { fields[name] = nil } }
+        for field in adding { fields[field.name] = field.value }
         var head = exchange.request.head
         head.headerFields = fields
         let requestTime = Date()
@@ -232,9 +232,9 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
 
     /// A response's fields as they are stored and decided by: not the connection's (RFC 9111
     /// §3.1), nor `Set-Cookie` (a 304's cookies are not merged into the stored response either).
-    private static func storedFields(_ headers: HTTPFields) -> HTTPHeaderFields {
-        var fields = CachePolicyEngine.endToEndFields(HTTPHeaderFields(headers))
-        fields.removeAll(named: "Set-Cookie")
+    private static func storedFields(_ headers: HTTPFields) -> HTTPFields {
+        var fields = CachePolicyEngine.endToEndFields(headers)
+        fields[.setCookie] = nil
         return fields
     }
 
@@ -243,9 +243,9 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
     /// say nothing (a heuristic lifetime), but a route that says nothing may be one that reads a
     /// session cookie, and a client asking with `max-stale` would be answered with another's
     /// page: the middleware keeps only what the app marked.
-    private static func saysItMayBeKept(_ fields: HTTPHeaderFields) -> Bool {
+    private static func saysItMayBeKept(_ fields: HTTPFields) -> Bool {
         let control = CacheControl(fields)
-        return control.maxAge != nil || control.sharedMaxAge != nil || control.isPublic || fields.contains("Expires")
+        return control.maxAge != nil || control.sharedMaxAge != nil || control.isPublic || fields.contains(.expires)
     }
 
     /// Whether `response` says its body is longer than `limit` bytes.
@@ -281,10 +281,10 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
     /// it, else the response with its `Age`. Nil when its body is gone or fails its checksum.
     private func serve(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange) async throws -> Response? {
         let stored = variant.entry.response
-        var headers = HTTPFields(stored.headers)
+        var headers = stored.headers
         headers[.age] = CachePolicyEngine.ageFieldValue(cache.engine.freshness(of: stored, at: Date()).currentAge)
         if exchange.answersNotModified(from: stored) {
-            headers.removeAll(named: CachePolicyEngine.fieldsOmittedFromNotModified)
+            for name in CachePolicyEngine.fieldsOmittedFromNotModified { headers[name] = nil }
             return Response(status: .notModified, headers: headers)
         }
         let status = HTTPResponse.Status(code: stored.status)

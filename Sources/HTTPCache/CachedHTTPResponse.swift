@@ -1,5 +1,6 @@
 public import Foundation
 import DiskCacheLocking
+import HTTPTypes
 
 /// A response as the HTTP cache stores it: the response (URL, status, header fields, MIME type,
 /// text encoding), its body, the `userInfo` of `CachedURLResponse`, the storage policy, the
@@ -58,8 +59,8 @@ public struct CachedHTTPResponse: Sendable, Hashable {
         let names = response.varyFieldNames.map(\._asciiLowercased).sorted()
         for name in names where name != "*" {
             id += "\n" + name
-            if response.varyingRequestHeaders.contains(name) {
-                id += "=" + response.varyingRequestHeaders.listElements(for: name).joined(separator: ",")
+            if let field = HTTPField.Name(name), response.varyingRequestHeaders.contains(field) {
+                id += "=" + response.varyingRequestHeaders.listElements(for: field).joined(separator: ",")
             }
         }
         return id
@@ -154,11 +155,11 @@ extension CachedHTTPResponse.Metadata {
         return out
     }
 
-    private static func appendFields(_ fields: HTTPHeaderFields, to out: inout String) {
+    private static func appendFields(_ fields: HTTPFields, to out: inout String) {
         out += "["
-        for (index, field) in fields.fields.enumerated() {
+        for (index, field) in fields.enumerated() {
             out += index == 0 ? "{\"name\":" : ",{\"name\":"
-            appendString(field.name, to: &out)
+            appendString(field.name.rawName, to: &out)
             out += ",\"value\":"
             appendString(field.value, to: &out)
             out += "}"

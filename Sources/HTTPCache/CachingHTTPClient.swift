@@ -4,6 +4,7 @@ public import FoundationNetworking
 public import Foundation
 import DiskCache
 import DiskCacheLocking
+import HTTPTypes
 
 /// An HTTP client that answers from an ``HTTPURLCache`` as RFC 9111 and RFC 5861 allow, and goes
 /// to the network (through an ``HTTPTransport``) only when it must.
@@ -314,7 +315,7 @@ public final class CachingHTTPClient: Sendable {
         }
     }
 
-    private func refreshInBackground(_ exchange: Exchange, adding headers: HTTPHeaderFields) {
+    private func refreshInBackground(_ exchange: Exchange, adding headers: HTTPFields) {
         let refreshKey = (exchange.key ?? "") + "\n" + (exchange.validatingEntry?.entry.variantID ?? "")
         state.withLock { state in
             guard state.refreshes[refreshKey] == nil else { return }
@@ -328,10 +329,10 @@ public final class CachingHTTPClient: Sendable {
 
     // MARK: - Fetching
 
-    private func fetch(_ exchange: Exchange, adding headers: HTTPHeaderFields) async throws -> Answer {
+    private func fetch(_ exchange: Exchange, adding headers: HTTPFields) async throws -> Answer {
         var outgoing = exchange.request
         for field in headers {
-            outgoing.setValue(field.value, forHTTPHeaderField: field.name)
+            outgoing.setValue(field.value, forHTTPHeaderField: field.name.rawName)
         }
         // A URLSession-based transport must not answer from, or store into, a URLCache itself.
         outgoing.cachePolicy = .reloadIgnoringLocalCacheData
@@ -472,7 +473,7 @@ public final class CachingHTTPClient: Sendable {
     /// A validated response held in a file keeps it (its body is not in memory: only its
     /// metadata is rewritten).
     private func mergeNotModified(
-        _ headers: HTTPHeaderFields,
+        _ headers: HTTPFields,
         into held: Held,
         key: String,
         request: URLRequest,
@@ -511,7 +512,7 @@ public final class CachingHTTPClient: Sendable {
     /// response that does not match is removed, which the RFC allows in place of marking it
     /// stale.
     private func freshenStoredResponses(
-        afterHEAD headers: HTTPHeaderFields,
+        afterHEAD headers: HTTPFields,
         exchange: Exchange,
         key: String,
         requestTime: Date,
@@ -536,8 +537,8 @@ public final class CachingHTTPClient: Sendable {
     // MARK: - Helpers
 
     /// What is stored of `response`'s fields: not those of the connection (RFC 9111 §3.1).
-    private static func storedHeaderFields(of response: HTTPURLResponse) -> HTTPHeaderFields {
-        CachePolicyEngine.endToEndFields(HTTPHeaderFields(response))
+    private static func storedHeaderFields(of response: HTTPURLResponse) -> HTTPFields {
+        CachePolicyEngine.endToEndFields(HTTPFields(response))
     }
 
     /// A stored response as a response, with the `Age` field RFC 9111 §5.1 requires.

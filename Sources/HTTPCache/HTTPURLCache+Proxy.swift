@@ -5,6 +5,7 @@ package import Foundation
 package import DiskCache
 #if canImport(Glibc)
 import Glibc
+package import HTTPTypes
 #endif
 
 // What a caching proxy over this cache needs beyond `URLCache`'s surface: stored responses
@@ -147,7 +148,7 @@ extension HTTPURLCache {
     /// Applies a 304's header fields to the stored responses it selects (RFC 9111 §4.3.4; the
     /// validated one when it selects none), rewriting their metadata only, and returns the
     /// validated response as updated.
-    package func applyNotModified(_ headers: HTTPHeaderFields, validated: StoredVariant, key: String,
+    package func applyNotModified(_ headers: HTTPFields, validated: StoredVariant, key: String,
                                   requestTime: Date, responseTime: Date) -> CachedHTTPResponse {
         let variants = responses.variants(forKey: key, loadingBodies: false)
         let validatedIndex = variants.firstIndex { $0.entry.variantID == validated.entry.variantID }
@@ -170,11 +171,11 @@ extension HTTPURLCache {
     /// response's, and its `Content-Length`, if it has one, equals the stored response's
     /// `Content-Length` field (`bodySize` when the stored response has none; a transport may
     /// have decoded a compressed body).
-    static func headResponse(_ headers: HTTPHeaderFields, matches stored: StoredResponse, bodySize: Int?) -> Bool {
+    static func headResponse(_ headers: HTTPFields, matches stored: StoredResponse, bodySize: Int?) -> Bool {
         func length(_ text: String) -> Int? { Int(text.trimmingCharacters(in: .whitespaces)) }
-        let storedLength = stored.headers["Content-Length"].flatMap(length) ?? bodySize
-        return ["ETag", "Last-Modified"].allSatisfy { name in headers[name].map { stored.headers[name] == $0 } ?? true }
-            && headers["Content-Length"].map { length($0) == storedLength } ?? true
+        let storedLength = stored.headers[.contentLength].flatMap(length) ?? bodySize
+        return [HTTPField.Name.eTag, .lastModified].allSatisfy { name in headers[name].map { stored.headers[name] == $0 } ?? true }
+            && headers[.contentLength].map { length($0) == storedLength } ?? true
     }
 
     /// A 200 to a HEAD of `request` updates the stored GET responses the HEAD could have been
@@ -182,7 +183,7 @@ extension HTTPURLCache {
     /// ``headResponse(_:matches:bodySize:)`` gets its header fields, in its metadata only (the
     /// body on disk is not read or rewritten); each that does not is removed. Blocking: call it
     /// on an I/O thread.
-    package func freshenAfterHEAD(_ headers: HTTPHeaderFields, request: CacheRequest, key: String,
+    package func freshenAfterHEAD(_ headers: HTTPFields, request: CacheRequest, key: String,
                                   requestTime: Date, responseTime: Date) {
         for variant in responses.variants(forKey: key, loadingBodies: false)
         where variant.entry.response.requestMethod == "GET" && CachePolicyEngine.varyMatches(variant.entry.response, request: request) {

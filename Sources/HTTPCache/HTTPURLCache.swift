@@ -3,6 +3,7 @@ public import FoundationNetworking
 #endif
 public import Foundation
 import DiskCache
+import HTTPTypes
 
 /// A drop-in `URLCache` backed by the two-tier (memory, then disk) store, with RFC 9111
 /// semantics.
@@ -274,7 +275,7 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     public override func storeCachedResponse(_ cachedResponse: CachedURLResponse, for dataTask: URLSessionDataTask) {
         guard let request = dataTask.currentRequest, let cacheRequest = CacheRequest(request) else { return }
         if let http = cachedResponse.response as? HTTPURLResponse {
-            let storability = engine.storability(ofStatus: http.statusCode, headers: HTTPHeaderFields(http), for: cacheRequest)
+            let storability = engine.storability(ofStatus: http.statusCode, headers: HTTPFields(http), for: cacheRequest)
             guard storability.isStorable else { return }
         }
         let now = Date()
@@ -297,7 +298,7 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     ) -> CachedHTTPResponse {
         let urlResponse = cached.response
         let http = urlResponse as? HTTPURLResponse
-        let headers = http.map { HTTPHeaderFields($0) } ?? HTTPHeaderFields()
+        let headers = http.map { HTTPFields($0) } ?? HTTPFields()
         let stored = StoredResponse(
             request: request, status: http?.statusCode ?? 200, headers: headers,
             requestTime: requestTime, responseTime: responseTime
@@ -341,8 +342,8 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
 
     static func httpURLResponse(_ entry: CachedHTTPResponse, extraHeaders: [String: String] = [:]) -> HTTPURLResponse {
         var fields: [String: String] = [:]
-        for field in entry.response.headers where fields[field.name] == nil {
-            fields[field.name] = entry.response.headers[field.name]
+        for field in entry.response.headers where fields[field.name.rawName] == nil {
+            fields[field.name.rawName] = entry.response.headers[field.name]
         }
         for (name, value) in extraHeaders {
             for existing in fields.keys where existing._asciiCaseInsensitiveEquals(name) {

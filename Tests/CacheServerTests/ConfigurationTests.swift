@@ -1,5 +1,6 @@
 import Foundation
 import HTTPCache
+import HTTPTypes
 import Testing
 @testable import CacheServer
 @testable import diskcache_server
@@ -131,7 +132,7 @@ struct ConfigurationTests {
         for (lines, expected) in cases {
             #expect(Fields.cdnDirectives(lines) == expected, "\(lines)")
         }
-        let fields: HTTPHeaderFields = ["CDN-Cache-Control": "max-age=\"10\"", "Cache-Control": "no-store"]
+        let fields: HTTPFields = [.cdnCacheControl: "max-age=\"10\"", .cacheControl: "no-store"]
         #expect(Fields.targeted(fields) == fields, "an invalid CDN-Cache-Control leaves Cache-Control in charge")
     }
 

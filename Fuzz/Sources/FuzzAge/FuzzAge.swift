@@ -11,14 +11,16 @@
 import Foundation
 import FuzzSupport
 import HTTPCache
+import HTTPTypes
 
 private let responseTime = Date(timeIntervalSince1970: 1_748_736_000)
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzAge(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    let fieldLines = lines(text(data, size))
-    var headers: HTTPHeaderFields = ["Cache-Control": "max-age=3600"]
-    for line in fieldLines { headers.add(name: "Age", value: line) }
+    var headers: HTTPFields = [.cacheControl: "max-age=3600"]
+    for line in lines(text(data, size)) { headers.append(HTTPField(name: .age, value: line)) }
+    // The lines as a field holds them (swift-http-types turns a control character into a space).
+    let fieldLines = headers[values: .age]
     let stored = StoredResponse(status: 200, headers: headers, requestTime: responseTime, responseTime: responseTime)
     let now = responseTime.addingTimeInterval(10)
     let age = ResponseAge(of: stored, at: now)

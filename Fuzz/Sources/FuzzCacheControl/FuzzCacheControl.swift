@@ -9,16 +9,18 @@
 //   to 2^31 when it is all digits, and as invalid otherwise (RFC 9111 §1.2.2).
 import FuzzSupport
 import HTTPCache
+import HTTPTypes
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzCacheControl(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
-    let fieldLines = lines(text(data, size))
-    var headers = HTTPHeaderFields()
-    for line in fieldLines { headers.add(name: "Cache-Control", value: line) }
+    var headers = HTTPFields()
+    // Trimmed as a receiver trims them (the whitespace around a value is not part of it, and it
+    // does matter inside an unterminated quoted string).
+    for line in lines(text(data, size)) { headers.append(HTTPField(name: .cacheControl, value: line.trimmingSpacesAndTabs)) }
     let parsed = CacheControl(headers)
-    // Field lines are trimmed when added (the whitespace around a value is not part of it, and
-    // it does matter inside an unterminated quoted string).
-    let perLine = fieldLines.flatMap { CacheControl($0.trimmingSpacesAndTabs).directives }
+    // The lines as a field holds them (swift-http-types turns a control character into a space).
+    let fieldLines = headers[values: .cacheControl]
+    let perLine = fieldLines.flatMap { CacheControl($0).directives }
     require(parsed.directives == perLine, "lines \(fieldLines) give \(parsed.directives), one by one \(perLine)")
 
     for directive in parsed.directives {

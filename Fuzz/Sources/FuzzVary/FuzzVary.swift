@@ -12,6 +12,7 @@
 import Foundation
 import FuzzSupport
 @testable import HTTPCache
+import HTTPTypes
 
 /// Made once: parsing a URL costs more than everything the target checks.
 private let url = URL(string: "https://example.com/")!
@@ -20,15 +21,15 @@ private let url = URL(string: "https://example.com/")!
 public func fuzzVary(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let input = lines(text(data, size))
     let split = input.firstIndex(of: "") ?? input.endIndex
-    var responseHeaders = HTTPHeaderFields()
-    for line in input[..<split] { responseHeaders.add(name: "Vary", value: line) }
-    var requestHeaders = HTTPHeaderFields()
+    var responseHeaders = HTTPFields()
+    for line in input[..<split] { responseHeaders.append(HTTPField(name: .vary, value: line)) }
+    var requestHeaders = HTTPFields()
     for line in input[split...] {
-        guard let colon = line.firstIndex(of: ":") else { continue }
-        requestHeaders.add(name: String(line[..<colon]), value: String(line[line.index(after: colon)...]))
+        guard let colon = line.firstIndex(of: ":"), let name = HTTPField.Name(String(line[..<colon])) else { continue }
+        requestHeaders.append(HTTPField(name: name, value: String(line[line.index(after: colon)...])))
     }
 
-    let names = responseHeaders.listElements(for: "Vary")
+    let names = responseHeaders.listElements(for: .vary)
     for name in names {
         require(!name.isEmpty && name.trimmingSpacesAndTabs == name, "list element \(name.debugDescription)")
     }

@@ -1,3 +1,5 @@
+public import HTTPTypes
+
 /// The directives of a `Cache-Control` field (RFC 9111 §5.2), parsed once and queried by name.
 ///
 /// The same type reads request and response directives; the properties say which side each
@@ -38,8 +40,8 @@ public struct CacheControl: Sendable, Hashable {
     }
 
     /// Parses every `Cache-Control` field line of `headers`, in order.
-    public init(_ headers: HTTPHeaderFields) {
-        directives = headers.values(for: "Cache-Control").flatMap(Self.parse)
+    public init(_ headers: HTTPFields) {
+        directives = headers[values: .cacheControl].flatMap(Self.parse)
     }
 
     /// Creates a value from already parsed directives.
@@ -215,7 +217,7 @@ extension CacheControl: CustomStringConvertible {
     public var description: String {
         directives.map { directive in
             guard let argument = directive.argument else { return directive.name }
-            let isToken = !argument.isEmpty && argument.utf8.allSatisfy(HTTPHeaderFields.isTokenByte)
+            let isToken = !argument.isEmpty && argument.utf8.allSatisfy(HTTPField.isTokenByte)
             if isToken { return "\(directive.name)=\(argument)" }
             let escaped = argument.replacingOccurrencesOfQuotesAndBackslashes()
             return "\(directive.name)=\"\(escaped)\""

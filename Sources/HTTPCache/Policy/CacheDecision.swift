@@ -1,3 +1,5 @@
+public import HTTPTypes
+
 /// What to do with a request, given what the cache holds: the answer of
 /// ``CachePolicyEngine/decision(for:storedResponses:at:policy:)``.
 ///
@@ -15,12 +17,12 @@ public enum CacheDecision: Sendable, Hashable {
     /// Serve the stored response now, and revalidate it in the background with a request that
     /// carries `conditionalHeaders` (RFC 5861 §3). The background response updates the cache as
     /// a normal response would (a 304 via ``CachePolicyEngine/updating(_:with:requestTime:responseTime:)``).
-    case staleWhileRevalidate(StoredResponse, conditionalHeaders: HTTPHeaderFields)
+    case staleWhileRevalidate(StoredResponse, conditionalHeaders: HTTPFields)
 
     /// Forward the request with `conditionalHeaders` added (`If-None-Match`, `If-Modified-Since`,
     /// RFC 9111 §4.3.1). On 304, merge the response into the stored one and serve the stored
     /// body; on any other final response, use that response. The header fields are never empty.
-    case revalidate(StoredResponse, conditionalHeaders: HTTPHeaderFields)
+    case revalidate(StoredResponse, conditionalHeaders: HTTPFields)
 
     /// Forward the request, with `additionalHeaders` added (empty except for
     /// `reloadIgnoringLocalAndRemoteCacheData`, which adds `Cache-Control: no-cache` and
@@ -29,7 +31,7 @@ public enum CacheDecision: Sendable, Hashable {
     /// `fallback` is a stored response that matches the request but could not be used or
     /// validated (it has no validator); serve it only if the fetch fails and
     /// ``CachePolicyEngine/canServeStale(_:for:at:after:)`` allows it.
-    case mustFetch(additionalHeaders: HTTPHeaderFields, fallback: StoredResponse?)
+    case mustFetch(additionalHeaders: HTTPFields, fallback: StoredResponse?)
 
     /// The request has `only-if-cached` and no stored response satisfies it: answer
     /// 504 (Gateway Timeout) without a network call (RFC 9111 §5.2.1.7).

@@ -1,4 +1,5 @@
 public import Foundation
+import HTTPTypes
 
 extension CachePolicyEngine {
     /// The freshness lifetime of `stored` (RFC 9111 §4.2.1) and its current age (§4.2.3) at `now`.
@@ -30,7 +31,7 @@ extension CachePolicyEngine {
         if let maxAge = directives.seconds("max-age") {
             return maxAge.value.map { (TimeInterval($0), .maxAge) } ?? (0, .invalid)
         }
-        if let expiresLine = stored.headers.values(for: "Expires").first {
+        if let expiresLine = stored.headers[values: .expires].first {
             guard let expires = HTTPDate.parse(expiresLine, relativeTo: stored.responseTime) else {
                 return (0, .invalid)
             }

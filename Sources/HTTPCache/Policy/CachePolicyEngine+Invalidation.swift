@@ -1,4 +1,5 @@
 public import Foundation
+public import HTTPTypes
 
 extension CachePolicyEngine {
     /// Methods defined as safe (RFC 9110 §9.2.1). Every other method, including unknown ones,
@@ -14,12 +15,12 @@ extension CachePolicyEngine {
     /// references are resolved against the target URI, fragments are removed, and duplicates are
     /// listed once. The cache removes every stored response under ``primaryKey(method:url:)``
     /// of each URI with `GET` (and any POST entries it keeps for them).
-    public static func urlsToInvalidate(after request: CacheRequest, status: Int, headers: HTTPHeaderFields) -> [URL] {
+    public static func urlsToInvalidate(after request: CacheRequest, status: Int, headers: HTTPFields) -> [URL] {
         guard !safeMethods.contains(request.method), (200...399).contains(status) else { return [] }
         let target = withoutFragment(request.url)
         var urls = [target]
-        for name in ["Location", "Content-Location"] {
-            guard let reference = headers.values(for: name).first,
+        for name in [HTTPField.Name.location, .contentLocation] {
+            guard let reference = headers[values: name].first,
                   let resolved = URL(string: reference, relativeTo: target)?.absoluteURL
             else { continue }
             let url = withoutFragment(resolved)

@@ -1,4 +1,5 @@
 public import Foundation
+package import HTTPTypes
 
 extension CachePolicyEngine {
     // MARK: Decision
@@ -44,7 +45,7 @@ extension CachePolicyEngine {
         case .reloadIgnoringLocalCacheData:
             return .mustFetch(additionalHeaders: [:], fallback: nil)
         case .reloadIgnoringLocalAndRemoteCacheData:
-            return .mustFetch(additionalHeaders: ["Cache-Control": "no-cache", "Pragma": "no-cache"], fallback: nil)
+            return .mustFetch(additionalHeaders: [.cacheControl: "no-cache", .pragma: "no-cache"], fallback: nil)
         case .reloadRevalidatingCacheData:
             guard let stored = selectStoredResponse(for: request, among: storedResponses) else {
                 return .mustFetch(additionalHeaders: [:], fallback: nil)
@@ -115,7 +116,7 @@ extension CachePolicyEngine {
 
     /// The request fields a ``RequestCachePolicy/useProtocolCachePolicy`` decision reads,
     /// besides those the stored response's `Vary` names: its cache directives.
-    package static let directiveFields = ["Cache-Control", "Pragma"]
+    package static let directiveFields: [HTTPField.Name] = [.cacheControl, .pragma]
 
     /// Until when ``decision(for:storedResponses:at:policy:)`` answers ``CacheDecision/fresh(_:)``
     /// with `stored` (alone) to every request for it that carries none of ``directiveFields``:
@@ -188,7 +189,8 @@ extension CachePolicyEngine {
         return true
     }
 
-    private static func normalizedValue(of name: String, in headers: HTTPHeaderFields) -> [String]? {
-        headers.contains(name) ? headers.listElements(for: name) : nil
+    private static func normalizedValue(of name: String, in headers: HTTPFields) -> [String]? {
+        guard let name = HTTPField.Name(name), headers.contains(name) else { return nil }
+        return headers.listElements(for: name)
     }
 }

@@ -1,4 +1,5 @@
 package import Foundation
+package import HTTPTypes
 
 // What a cache that answers clients itself (the server, the Hummingbird middleware) does with a
 // stored response it sends: its `Age`, and a 304 when the client's own conditions hold for it.
@@ -6,7 +7,7 @@ package import Foundation
 extension CachePolicyEngine {
     /// The conditional fields of a client's request (RFC 9110 §13.1). A cache that revalidates a
     /// stored response for the request sends its own validators in their place.
-    package static let conditionalRequestFields = ["If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range"]
+    package static let conditionalRequestFields: [HTTPField.Name] = [.ifNoneMatch, .ifModifiedSince, .ifMatch, .ifUnmodifiedSince, .ifRange]
 
     /// Whether a client's `If-None-Match` / `If-Modified-Since` (RFC 9110 §13.1.2, §13.1.3) hold
     /// for `stored`: then a GET or HEAD is answered 304 from it.
@@ -32,19 +33,21 @@ extension CachePolicyEngine {
 
     /// The fields that describe one connection (RFC 9110 §7.6.1): a cache never stores them
     /// (RFC 9111 §3.1) and a proxy never forwards them.
-    package static let connectionFields = ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Transfer-Encoding", "Upgrade",
-                                           "Trailer", "Proxy-Authenticate", "Proxy-Authorization"]
+    package static let connectionFields: [HTTPField.Name] = [
+        .connection, HTTPField.Name("Keep-Alive")!, HTTPField.Name("Proxy-Connection")!, .te, .transferEncoding, .upgrade,
+        .trailer, .proxyAuthenticate, .proxyAuthorization,
+    ]
 
     /// `fields` without ``connectionFields`` and the fields their `Connection` names: what a
     /// cache stores of a response.
-    package static func endToEndFields(_ fields: HTTPHeaderFields) -> HTTPHeaderFields {
+    package static func endToEndFields(_ fields: HTTPFields) -> HTTPFields {
         var result = fields
-        for name in connectionFields + fields.listElements(for: "Connection") { result.removeAll(named: name) }
+        for name in connectionFields + fields.listElements(for: .connection).compactMap({ HTTPField.Name($0) }) { result[name] = nil }
         return result
     }
 
     /// The fields a 304 leaves out of those a 200 would have had (RFC 9110 §15.4.5): the body's.
-    package static let fieldsOmittedFromNotModified = ["Content-Length", "Content-Type", "Content-Encoding", "Content-Range"]
+    package static let fieldsOmittedFromNotModified: [HTTPField.Name] = [.contentLength, .contentType, .contentEncoding, .contentRange]
 
     /// The `Age` field's value (RFC 9111 §5.1) for a current age of `age` seconds: whole
     /// seconds, at most 2^31.

@@ -1,4 +1,5 @@
 public import Foundation
+public import HTTPTypes
 
 extension CachePolicyEngine {
     // MARK: Conditional requests (RFC 9111 §4.3.1)
@@ -12,14 +13,14 @@ extension CachePolicyEngine {
     /// §4.3.1 names `Last-Modified` as its source, and a `Date` says when the response was
     /// generated, not when the resource changed. A `Last-Modified` that is not a valid date is
     /// not sent. Empty when the response has no validator.
-    public static func conditionalHeaders(for stored: StoredResponse) -> HTTPHeaderFields {
-        var headers = HTTPHeaderFields()
+    public static func conditionalHeaders(for stored: StoredResponse) -> HTTPFields {
+        var headers = HTTPFields()
         if let entityTag = stored.entityTag {
-            headers.add(name: "If-None-Match", value: entityTag.fieldValue)
+            headers.append(HTTPField(name: .ifNoneMatch, value: entityTag.fieldValue))
         }
-        if let lastModified = stored.headers.values(for: "Last-Modified").first,
+        if let lastModified = stored.headers[values: .lastModified].first,
            HTTPDate.parse(lastModified, relativeTo: stored.responseTime) != nil {
-            headers.add(name: "If-Modified-Since", value: lastModified)
+            headers.append(HTTPField(name: .ifModifiedSince, value: lastModified))
         }
         return headers
     }
@@ -36,11 +37,11 @@ extension CachePolicyEngine {
     /// - it has no validator: the only stored response, if there is exactly one and it has no
     ///   validator either.
     public static func storedResponsesToUpdate(
-        by notModifiedHeaders: HTTPHeaderFields,
+        by notModifiedHeaders: HTTPFields,
         among storedResponses: [StoredResponse]
     ) -> [Int] {
-        let newTag = notModifiedHeaders.values(for: "ETag").first.flatMap(EntityTag.init)
-        let newLastModified = notModifiedHeaders.values(for: "Last-Modified").first.flatMap { HTTPDate.parse($0) }
+        let newTag = notModifiedHeaders[values: .eTag].first.flatMap(EntityTag.init)
+        let newLastModified = notModifiedHeaders[values: .lastModified].first.flatMap { HTTPDate.parse($0) }
 
         if let newTag, !newTag.isWeak {
             return storedResponses.indices.filter { index in
@@ -65,7 +66,7 @@ extension CachePolicyEngine {
             return mostRecent.map { [$0] } ?? []
         }
         if storedResponses.count == 1, storedResponses[0].entityTag == nil,
-           !storedResponses[0].headers.contains("Last-Modified") {
+           !storedResponses[0].headers.contains(.lastModified) {
             return [0]
         }
         return []
@@ -80,9 +81,9 @@ extension CachePolicyEngine {
     /// - `Content-Range`, which §3.2 allows a cache to ignore;
     /// - `Content-Encoding`: the stored body may have been decoded when received, and §3.2 lets
     ///   a cache keep fields that would make the stored metadata contradict the stored body.
-    public static let fieldsNotUpdatedByNotModified: [String] = [
-        "Connection", "Keep-Alive", "Proxy-Connection", "TE", "Transfer-Encoding", "Upgrade", "Trailer",
-        "Proxy-Authenticate", "Content-Length", "Content-Range", "Content-Encoding",
+    public static let fieldsNotUpdatedByNotModified: [HTTPField.Name] = [
+        .connection, HTTPField.Name("Keep-Alive")!, HTTPField.Name("Proxy-Connection")!, .te, .transferEncoding, .upgrade, .trailer,
+        .proxyAuthenticate, .contentLength, .contentRange, .contentEncoding,
     ]
 
     /// `stored` freshened by a 304 (Not Modified) response (RFC 9111 §3.2, §4.3.4).
@@ -101,28 +102,26 @@ extension CachePolicyEngine {
     ///   response look as old as the original.
     public static func updating(
         _ stored: StoredResponse,
-        with notModifiedHeaders: HTTPHeaderFields,
+        with notModifiedHeaders: HTTPFields,
         requestTime: Date,
         responseTime: Date
     ) -> StoredResponse {
         var excluded = fieldsNotUpdatedByNotModified
-        excluded += notModifiedHeaders.listElements(for: "Connection")
+        excluded += notModifiedHeaders.listElements(for: .connection).compactMap { HTTPField.Name($0) }
 
         var headers = stored.headers
-        var seen: [String] = []
+        var seen: [HTTPField.Name] = []
         for field in notModifiedHeaders {
             let name = field.name
-            guard !excluded.contains(where: { $0._asciiCaseInsensitiveEquals(name) }),
-                  !seen.contains(where: { $0._asciiCaseInsensitiveEquals(name) })
-            else { continue }
+            guard !excluded.contains(name), !seen.contains(name) else { continue }
             seen.append(name)
-            headers.replaceLines(named: name, with: notModifiedHeaders.values(for: name))
+            headers.replaceLines(named: name, with: notModifiedHeaders[fields: name])
         }
-        if !notModifiedHeaders.contains("Age") {
-            headers.removeAll(named: "Age")
+        if !notModifiedHeaders.contains(.age) {
+            headers[.age] = nil
         }
-        if !notModifiedHeaders.contains("Date") {
-            headers.replaceValues(for: "Date", with: HTTPDate.string(from: responseTime))
+        if !notModifiedHeaders.contains(.date) {
+            headers[.date] = HTTPDate.string(from: responseTime)
         }
 
         var updated = stored
@@ -133,15 +132,15 @@ extension CachePolicyEngine {
     }
 }
 
-extension HTTPHeaderFields {
-    /// Replaces all lines named `name` with `values`, one line each, where the first old line was.
-    fileprivate mutating func replaceLines(named name: String, with values: [String]) {
-        var result: [Field] = []
+extension HTTPFields {
+    /// Replaces all lines named `name` with `lines`, where the first old line was.
+    fileprivate mutating func replaceLines(named name: HTTPField.Name, with lines: [HTTPField]) {
+        var result = HTTPFields()
         var inserted = false
-        for field in fields {
-            if field.name._asciiCaseInsensitiveEquals(name) {
+        for field in self {
+            if field.name == name {
                 if !inserted {
-                    result += values.map { Field(name: name, value: $0) }
+                    result.append(contentsOf: lines)
                     inserted = true
                 }
             } else {
@@ -149,8 +148,8 @@ extension HTTPHeaderFields {
             }
         }
         if !inserted {
-            result += values.map { Field(name: name, value: $0) }
+            result.append(contentsOf: lines)
         }
-        self = HTTPHeaderFields(fields: result)
+        self = result
     }
 }

@@ -1,4 +1,5 @@
 public import Foundation
+public import HTTPTypes
 
 /// The HTTP caching rules of RFC 9111, RFC 5861 (`stale-while-revalidate`, `stale-if-error`) and
 /// RFC 8246 (`immutable`) as pure functions: request, stored responses and times in, decision out.
@@ -101,7 +102,7 @@ public struct CachePolicyEngine: Sendable, Hashable {
     ///   `max-age`, `Expires` or (shared) `s-maxage` count.
     ///
     /// A response with `no-cache` is storable; it is revalidated before every use.
-    public func storability(ofStatus status: Int, headers: HTTPHeaderFields, for request: CacheRequest) -> Storability {
+    public func storability(ofStatus status: Int, headers: HTTPFields, for request: CacheRequest) -> Storability {
         let method = request.method
         let isPOST = method == "POST"
         guard method == "GET" || method == "HEAD" || (isPOST && cachesPOSTResponses) else {
@@ -119,14 +120,14 @@ public struct CachePolicyEngine: Sendable, Hashable {
         }
         if mode == .shared {
             if response.isPrivate { return .notStorable(.privateResponseInSharedCache) }
-            if request.headers.contains("Authorization"),
+            if request.headers.contains(.authorization),
                !(response.isPublic || response.contains("s-maxage") || response.mustRevalidate) {
                 return .notStorable(.authorizationInSharedCache)
             }
         }
-        if headers.listElements(for: "Vary").contains("*") { return .notStorable(.varyAsterisk) }
+        if headers.listElements(for: .vary).contains("*") { return .notStorable(.varyAsterisk) }
 
-        let hasExplicitFreshness = response.contains("max-age") || headers.contains("Expires")
+        let hasExplicitFreshness = response.contains("max-age") || headers.contains(.expires)
             || (mode == .shared && response.contains("s-maxage"))
         if isPOST {
             return hasExplicitFreshness ? .storable : .notStorable(.noFreshnessInformation)

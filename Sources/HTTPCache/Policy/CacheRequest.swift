@@ -1,4 +1,5 @@
 public import Foundation
+public import HTTPTypes
 
 /// The parts of an HTTP request that caching decisions depend on: method, target URI and
 /// header fields.
@@ -12,9 +13,9 @@ public struct CacheRequest: Sendable, Hashable {
     /// The target URI.
     public var url: URL
     /// The request header fields.
-    public var headers: HTTPHeaderFields
+    public var headers: HTTPFields
 
-    public init(method: String = "GET", url: URL, headers: HTTPHeaderFields = [:]) {
+    public init(method: String = "GET", url: URL, headers: HTTPFields = [:]) {
         self.method = method
         self.url = url
         self.headers = headers
@@ -26,10 +27,10 @@ public struct CacheRequest: Sendable, Hashable {
     /// RFC 9111 §5.4 deprecates `Pragma`; honouring `Pragma: no-cache` in requests without
     /// `Cache-Control` keeps the behaviour HTTP/1.0 clients expect and that RFC 7234 §5.4 required.
     public var cacheControl: CacheControl {
-        if headers.contains("Cache-Control") {
+        if headers.contains(.cacheControl) {
             return CacheControl(headers)
         }
-        let pragmaNoCache = headers.listElements(for: "Pragma").contains { $0._asciiCaseInsensitiveEquals("no-cache") }
+        let pragmaNoCache = headers.listElements(for: .pragma).contains { $0._asciiCaseInsensitiveEquals("no-cache") }
         return pragmaNoCache ? CacheControl(directives: [.init(name: "no-cache")]) : CacheControl()
     }
 }

@@ -1,4 +1,5 @@
 public import Foundation
+import HTTPTypes
 
 /// The age of a stored response, computed exactly as RFC 9111 §4.2.3 specifies, with every
 /// intermediate quantity kept so that it can be inspected.
@@ -55,8 +56,8 @@ public struct ResponseAge: Sendable, Hashable {
 
     /// The `Age` field in seconds: 0 when there is none, `nil` when it is invalid. The field
     /// lines make one list (RFC 9110 §5.3); its first member counts (RFC 9111 §5.1).
-    private static func ageValue(_ headers: HTTPHeaderFields) -> TimeInterval? {
-        guard let line = headers.values(for: "Age").first else { return 0 }
+    private static func ageValue(_ headers: HTTPFields) -> TimeInterval? {
+        guard let line = headers[values: .age].first else { return 0 }
         let first = line.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
         return _FieldSyntax.deltaSeconds(first._trimmingOWS).map(TimeInterval.init)
     }

@@ -1,4 +1,5 @@
 public import Foundation
+public import HTTPTypes
 
 /// A response as the cache keeps it, with everything the policy engine needs to judge it later.
 ///
@@ -16,7 +17,7 @@ public struct StoredResponse: Sendable, Hashable, Codable {
     /// The status code, such as 200.
     public var status: Int
     /// The response header fields.
-    public var headers: HTTPHeaderFields
+    public var headers: HTTPFields
     /// The local time at which the request was sent (`request_time`).
     public var requestTime: Date
     /// The local time at which the response was received (`response_time`).
@@ -24,16 +25,16 @@ public struct StoredResponse: Sendable, Hashable, Codable {
     /// The request's header fields named by the response's `Vary` field, captured when the
     /// response was stored, for matching later requests (RFC 9111 §4.1). A nominated field the
     /// request did not have is simply absent.
-    public var varyingRequestHeaders: HTTPHeaderFields
+    public var varyingRequestHeaders: HTTPFields
 
     /// Creates a stored response from its parts.
     public init(
         requestMethod: String = "GET",
         status: Int,
-        headers: HTTPHeaderFields,
+        headers: HTTPFields,
         requestTime: Date,
         responseTime: Date,
-        varyingRequestHeaders: HTTPHeaderFields = [:]
+        varyingRequestHeaders: HTTPFields = [:]
     ) {
         self.requestMethod = requestMethod
         self.status = status
@@ -48,14 +49,14 @@ public struct StoredResponse: Sendable, Hashable, Codable {
     public init(
         request: CacheRequest,
         status: Int,
-        headers: HTTPHeaderFields,
+        headers: HTTPFields,
         requestTime: Date,
         responseTime: Date
     ) {
-        var captured = HTTPHeaderFields()
-        let nominated = headers.listElements(for: "Vary").filter { $0 != "*" }
-        for field in request.headers where nominated.contains(where: { $0._asciiCaseInsensitiveEquals(field.name) }) {
-            captured.add(name: field.name, value: field.value)
+        var captured = HTTPFields()
+        let nominated = headers.listElements(for: .vary).filter { $0 != "*" }
+        for field in request.headers where nominated.contains(where: { $0._asciiCaseInsensitiveEquals(field.name.rawName) }) {
+            captured.append(field)
         }
         self.init(
             requestMethod: request.method,
@@ -73,24 +74,81 @@ public struct StoredResponse: Sendable, Hashable, Codable {
     public var cacheControl: CacheControl { CacheControl(headers) }
 
     /// The `Date` field, parsed; `nil` when absent or invalid.
-    public var date: Date? { firstDate(of: "Date") }
+    public var date: Date? { firstDate(of: .date) }
 
     /// The `Date` field when it is valid, otherwise the response time, as RFC 9110 §6.6.1 has a
     /// recipient assume for a message without a date.
     public var dateValue: Date { date ?? responseTime }
 
     /// The `Last-Modified` field, parsed; `nil` when absent or invalid.
-    public var lastModified: Date? { firstDate(of: "Last-Modified") }
+    public var lastModified: Date? { firstDate(of: .lastModified) }
 
     /// The `ETag` field; `nil` when absent or empty.
-    public var entityTag: EntityTag? { headers.values(for: "ETag").first.flatMap(EntityTag.init) }
+    public var entityTag: EntityTag? { headers[values: .eTag].first.flatMap(EntityTag.init) }
 
     /// The field names listed in `Vary`, as written (may include `*`).
-    public var varyFieldNames: [String] { headers.listElements(for: "Vary") }
+    public var varyFieldNames: [String] { headers.listElements(for: .vary) }
 
     /// The first line of a date-valued field, parsed. HTTP dates contain a comma, so the combined
     /// value of several lines is not a date; the first line is used (RFC 9111 §4.2.1).
-    func firstDate(of name: String) -> Date? {
-        headers.values(for: name).first.flatMap { HTTPDate.parseRemembering($0, relativeTo: responseTime) }
+    func firstDate(of name: HTTPField.Name) -> Date? {
+        headers[values: name].first.flatMap { HTTPDate.parseRemembering($0, relativeTo: responseTime) }
+    }
+}
+
+extension StoredResponse {
+    private enum CodingKeys: String, CodingKey {
+        case requestMethod, status, headers, requestTime, responseTime, varyingRequestHeaders
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            requestMethod: try container.decode(String.self, forKey: .requestMethod),
+            status: try container.decode(Int.self, forKey: .status),
+            headers: try container.decode(StoredFields.self, forKey: .headers).fields,
+            requestTime: try container.decode(Date.self, forKey: .requestTime),
+            responseTime: try container.decode(Date.self, forKey: .responseTime),
+            varyingRequestHeaders: try container.decode(StoredFields.self, forKey: .varyingRequestHeaders).fields
+        )
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(requestMethod, forKey: .requestMethod)
+        try container.encode(status, forKey: .status)
+        try container.encode(StoredFields(fields: headers), forKey: .headers)
+        try container.encode(requestTime, forKey: .requestTime)
+        try container.encode(responseTime, forKey: .responseTime)
+        try container.encode(StoredFields(fields: varyingRequestHeaders), forKey: .varyingRequestHeaders)
+    }
+}
+
+/// Header fields as a stored response keeps them: an array of `{"name", "value"}` objects with
+/// the value as UTF-8 text. (swift-http-types' own `Codable` form writes a value's bytes as ISO
+/// Latin-1 text, which would misread every response stored with a non-ASCII value.) A line whose
+/// name is not a token is dropped on reading, as ``HTTPFields/append(name:value:)`` drops it.
+struct StoredFields: Codable {
+    var fields: HTTPFields
+
+    private struct Line: Codable {
+        var name: String
+        var value: String
+    }
+
+    init(fields: HTTPFields) {
+        self.fields = fields
+    }
+
+    init(from decoder: any Decoder) throws {
+        fields = HTTPFields()
+        for line in try decoder.singleValueContainer().decode([Line].self) {
+            fields.append(name: line.name, value: line.value)
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(fields.map { Line(name: $0.name.rawName, value: $0.value) })
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -105,7 +106,7 @@ struct KeysHooksAndInvalidationTests {
             }
             var edited = entry
             edited.storagePolicy = .allowedInMemoryOnly
-            edited.response.headers.add(name: "X-Stored-By", value: "hook")
+            edited.response.headers.append(name: "X-Stored-By", value: "hook")
             return edited
         })
         fixture.server.respond { request in

@@ -1,3 +1,4 @@
+import HTTPTypes
 import Testing
 @testable import HTTPCache
 
@@ -30,7 +31,7 @@ extension PolicyEngineTests {
 
         @Test func theFirstOccurrenceOfADirectiveCounts() {
             #expect(CacheControl("max-age=10, max-age=20").maxAge == 10)
-            let headers: HTTPHeaderFields = ["Cache-Control": "max-age=30", "cache-control": "max-age=5, public"]
+            let headers: HTTPFields = ["Cache-Control": "max-age=30", "cache-control": "max-age=5, public"]
             let value = CacheControl(headers)
             #expect(value.maxAge == 30)
             #expect(value.isPublic)

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Testing
 @testable import HTTPCache
 
@@ -8,7 +9,7 @@ extension PolicyEngineTests {
     struct FreshnessDeadline {
         struct Case: Sendable, CustomTestStringConvertible {
             var name: String
-            var headers: HTTPHeaderFields
+            var headers: HTTPFields
             var mode: CacheMode = .shared
             /// Seconds after t0 the deadline is asked at; nil: there is none.
             var askedAt: TimeInterval = 10

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Testing
 @testable import HTTPCache
 
@@ -7,7 +8,7 @@ extension PolicyEngineTests {
         struct Case: Sendable, CustomTestStringConvertible {
             var name: String
             var status = 200
-            var headers: HTTPHeaderFields
+            var headers: HTTPFields
             var date: String? = PolicyFixtures.t0HTTP
             var responseTime: TimeInterval = 0
             var mode: CacheMode = .private

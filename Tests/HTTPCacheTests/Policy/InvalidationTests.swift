@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Testing
 @testable import HTTPCache
 
@@ -6,7 +7,7 @@ extension PolicyEngineTests {
     struct Invalidation {
         static let target = URL(string: "https://example.com/items")!
 
-        static func invalidated(_ method: String, status: Int, headers: HTTPHeaderFields = [:], url: URL = target) -> [String] {
+        static func invalidated(_ method: String, status: Int, headers: HTTPFields = [:], url: URL = target) -> [String] {
             CachePolicyEngine.urlsToInvalidate(
                 after: PolicyFixtures.request(method, url: url), status: status, headers: headers
             ).map(\.absoluteString)

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Testing
 @testable import HTTPCache
 
@@ -7,7 +8,7 @@ extension PolicyEngineTests {
         struct Case: Sendable, CustomTestStringConvertible {
             var name: String
             var response: String
-            var request: HTTPHeaderFields = [:]
+            var request: HTTPFields = [:]
             var age: TimeInterval
             var mode: CacheMode = .private
             var expected: DecisionKind

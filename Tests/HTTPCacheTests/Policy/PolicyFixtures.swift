@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 @testable import HTTPCache
 
 /// The namespace of the policy engine's test suites, so their names cannot collide with other
@@ -21,7 +22,7 @@ extension PolicyEngineTests {
         static func request(
             _ method: String = "GET",
             url: URL = url,
-            headers: HTTPHeaderFields = [:]
+            headers: HTTPFields = [:]
         ) -> CacheRequest {
             CacheRequest(method: method, url: url, headers: headers)
         }
@@ -30,14 +31,14 @@ extension PolicyEngineTests {
         static func stored(
             status: Int = 200,
             method: String = "GET",
-            headers: HTTPHeaderFields,
+            headers: HTTPFields,
             date: String? = t0HTTP,
             requestTime: Date = t0,
             responseTime: Date = t0,
-            varying: HTTPHeaderFields = [:]
+            varying: HTTPFields = [:]
         ) -> StoredResponse {
-            var all = HTTPHeaderFields()
-            if let date { all.add(name: "Date", value: date) }
+            var all = HTTPFields()
+            if let date { all.append(name: "Date", value: date) }
             all.append(contentsOf: headers)
             return StoredResponse(
                 requestMethod: method,

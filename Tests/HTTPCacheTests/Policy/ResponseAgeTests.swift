@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Testing
 @testable import HTTPCache
 
@@ -6,7 +7,7 @@ extension PolicyEngineTests {
     struct AgeCalculation {
         struct Case: Sendable, CustomTestStringConvertible {
             var name: String
-            var headers: HTTPHeaderFields
+            var headers: HTTPFields
             var apparentAge: TimeInterval
             var correctedAgeValue: TimeInterval
             var correctedInitialAge: TimeInterval
@@ -81,8 +82,8 @@ extension PolicyEngineTests {
 
         @Test(arguments: invalidAges)
         func anInvalidAgeIsFlaggedAndCountsAsZero(_ lines: [String]) {
-            var headers: HTTPHeaderFields = ["Cache-Control": "max-age=3600"]
-            for line in lines { headers.add(name: "Age", value: line) }
+            var headers: HTTPFields = ["Cache-Control": "max-age=3600"]
+            for line in lines { headers.append(name: "Age", value: line) }
             let age = ResponseAge(of: PolicyFixtures.stored(headers: headers), at: PolicyFixtures.t0)
             #expect(age.hasInvalidAge)
             #expect(age.ageValue == 0)
@@ -97,8 +98,8 @@ extension PolicyEngineTests {
         /// A list (on one line or several) counts by its first member; the others are discarded.
         @Test(arguments: lists)
         func aListCountsByItsFirstMember(_ lines: [String], seconds: TimeInterval) {
-            var headers: HTTPHeaderFields = ["Cache-Control": "max-age=3600"]
-            for line in lines { headers.add(name: "Age", value: line) }
+            var headers: HTTPFields = ["Cache-Control": "max-age=3600"]
+            for line in lines { headers.append(name: "Age", value: line) }
             let stored = PolicyFixtures.stored(headers: headers)
             let age = ResponseAge(of: stored, at: PolicyFixtures.t0)
             #expect(!age.hasInvalidAge)
@@ -123,8 +124,8 @@ extension PolicyEngineTests {
         /// An ignored `Age` leaves the response as fresh as its lifetime and the clocks make it.
         @Test(arguments: invalidAges)
         func anInvalidAgeIsIgnored(_ lines: [String]) {
-            var headers: HTTPHeaderFields = ["Cache-Control": "max-age=3600", "ETag": "\"v1\""]
-            for line in lines { headers.add(name: "Age", value: line) }
+            var headers: HTTPFields = ["Cache-Control": "max-age=3600", "ETag": "\"v1\""]
+            for line in lines { headers.append(name: "Age", value: line) }
             let stored = PolicyFixtures.stored(headers: headers)
             let engine = PolicyFixtures.privateEngine
             let freshness = engine.freshness(of: stored, at: PolicyFixtures.t0)

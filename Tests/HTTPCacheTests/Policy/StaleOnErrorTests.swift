@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Testing
 @testable import HTTPCache
 
@@ -9,7 +10,7 @@ extension PolicyEngineTests {
         struct Case: Sendable, CustomTestStringConvertible {
             var name: String
             var response: String
-            var request: HTTPHeaderFields = [:]
+            var request: HTTPFields = [:]
             var age: TimeInterval = 100  // max-age=60 responses are 40 s stale
             var failure: Failure
             var mode: CacheMode = .private

@@ -1,3 +1,4 @@
+import HTTPTypes
 import Testing
 @testable import HTTPCache
 
@@ -7,8 +8,8 @@ extension PolicyEngineTests {
             var name: String
             var method = "GET"
             var status = 200
-            var response: HTTPHeaderFields = [:]
-            var request: HTTPHeaderFields = [:]
+            var response: HTTPFields = [:]
+            var request: HTTPFields = [:]
             var mode: CacheMode = .private
             var cachesPOST = false
             var expected: Storability

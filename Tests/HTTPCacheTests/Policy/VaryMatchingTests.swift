@@ -1,11 +1,12 @@
 import Foundation
+import HTTPTypes
 import Testing
 @testable import HTTPCache
 
 extension PolicyEngineTests {
     struct VaryMatching {
-        static func stored(vary: HTTPHeaderFields, captured: HTTPHeaderFields) -> StoredResponse {
-            var headers: HTTPHeaderFields = ["Cache-Control": "max-age=60"]
+        static func stored(vary: HTTPFields, captured: HTTPFields) -> StoredResponse {
+            var headers: HTTPFields = ["Cache-Control": "max-age=60"]
             headers.append(contentsOf: vary)
             return PolicyFixtures.stored(headers: headers, varying: captured)
         }

@@ -1,5 +1,6 @@
 import DiskCache
 import Foundation
+import HTTPTypes
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
