@@ -49,7 +49,7 @@ extension ProxyHandler {
                     while try await body.next() != nil {}
                     let cache = self.cache
                     let merged = try await BlockingIOPool.shared.run {
-                        cache.applyNotModified(fields, validated: validating, key: key, requestTime: requestTime, responseTime: responseTime)
+                        cache.applyNotModified(fields, validated: validating.entry, key: key, requestTime: requestTime, responseTime: responseTime)
                     }
                     guard let outcome = try await serveStored(HTTPURLCache.StoredVariant(entry: merged, recordKey: validating.recordKey),
                                                               exchange, status: "REVALIDATED", writer: writer)

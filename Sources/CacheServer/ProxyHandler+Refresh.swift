@@ -42,7 +42,7 @@ extension ProxyHandler {
                 if code == 304 {
                     while try await body.next() != nil {}
                     _ = try await BlockingIOPool.shared.run {
-                        cache.applyNotModified(fields, validated: validating, key: key, requestTime: requestTime, responseTime: responseTime)
+                        cache.applyNotModified(fields, validated: validating.entry, key: key, requestTime: requestTime, responseTime: responseTime)
                     }
                     return
                 }

@@ -200,7 +200,7 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
         let (cache, request) = (self.cache, exchange.cacheRequest)
         if code == 304, let validating {
             let merged = try await BlockingIOPool.shared.run {
-                cache.applyNotModified(responseFields, validated: validating, key: key, requestTime: requestTime, responseTime: responseTime)
+                cache.applyNotModified(responseFields, validated: validating.entry, key: key, requestTime: requestTime, responseTime: responseTime)
             }
             if var served = try await serve(HTTPURLCache.StoredVariant(entry: merged, recordKey: validating.recordKey), exchange) {
                 // The app's cookies are for this client: sent on, never stored.

@@ -388,8 +388,11 @@ public final class CachingHTTPClient: Sendable {
 
         if http.statusCode == 304, let validating = exchange.validatingEntry, let key = exchange.key {
             let merged = try await BlockingIOPool.shared.run {
-                self.mergeNotModified(headers, into: validating, key: key, request: exchange.request,
-                                      requestTime: requestTime, responseTime: responseTime)
+                // A validated response held in a file keeps it: only its metadata is rewritten.
+                Held(entry: self.cache.applyNotModified(headers, validated: validating.entry, key: key,
+                                                        requestTime: requestTime, responseTime: responseTime,
+                                                        through: .init(request: exchange.request, validatedBody: validating.file == nil)),
+                     file: validating.file)
             }
             return served(merged, at: responseTime, source: .revalidated)
         }
@@ -423,8 +426,8 @@ public final class CachingHTTPClient: Sendable {
             try await BlockingIOPool.shared.run {
                 for key in invalidated { try? self.cache.responses.removeAll(forKey: key) }
                 if freshensHEAD, let key = exchange.key {
-                    self.freshenStoredResponses(afterHEAD: headers, exchange: exchange, key: key,
-                                                requestTime: requestTime, responseTime: responseTime)
+                    self.cache.freshenAfterHEAD(headers, request: exchange.cacheRequest, key: key, requestTime: requestTime,
+                                                responseTime: responseTime, through: .init(request: exchange.request))
                 }
                 // A body in a file is linked into the cache (moved), no byte copied: the file
                 // stays open here for the callers, whatever name it has.
@@ -463,75 +466,6 @@ public final class CachingHTTPClient: Sendable {
             try await BlockingIOPool.shared.run { try file.append(piece) }
         }
         return (.file(file), http)
-    }
-
-    /// Applies a 304 to the stored responses it selects (RFC 9111 §4.3.4) and returns the
-    /// updated form of the one that was validated.
-    ///
-    /// When the 304 selects none (a server that omits validators from its 304s), it is applied
-    /// to the validated response, which is what the conditional request asked about.
-    /// A validated response held in a file keeps it (its body is not in memory: only its
-    /// metadata is rewritten).
-    private func mergeNotModified(
-        _ headers: HTTPFields,
-        into held: Held,
-        key: String,
-        request: URLRequest,
-        requestTime: Date,
-        responseTime: Date
-    ) -> Held {
-        let validating = held.entry
-        let variants = cache.responses.variants(forKey: key, loadingBodies: false)
-        let validatingIndex = variants.firstIndex { $0.entry.variantID == validating.variantID }
-        var indices = CachePolicyEngine.storedResponsesToUpdate(by: headers, among: variants.map(\.entry.response))
-        if indices.isEmpty, let validatingIndex { indices = [validatingIndex] }
-
-        var result = validating
-        result.response = CachePolicyEngine.updating(validating.response, with: headers, requestTime: requestTime, responseTime: responseTime)
-        for index in indices {
-            // The others' bodies are not read: only their metadata is rewritten.
-            let isValidating = index == validatingIndex
-            var entry = isValidating ? validating : variants[index].entry
-            let stored = entry.response.responseTime
-            entry.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
-            cache.store(entry, for: request, refreshing: stored, onlyMetadata: !isValidating || held.file != nil)
-            if isValidating { result = entry }
-        }
-        return Held(entry: result, file: held.file)
-    }
-
-    /// A 200 to a HEAD updates the stored GET responses the HEAD could have been answered
-    /// with (RFC 9111 §4.3.5): those whose validators match it get its header fields (their
-    /// bodies stay as they are); the others are removed. A stored GET response's body is never
-    /// replaced by a HEAD.
-    ///
-    /// A stored response matches when every validator the HEAD response has (`ETag`,
-    /// `Last-Modified`) equals the stored response's, and its `Content-Length`, if it has one,
-    /// equals the stored response's `Content-Length` field (the stored body's length when the
-    /// stored response has none; a transport may have decoded a compressed body). A stored
-    /// response that does not match is removed, which the RFC allows in place of marking it
-    /// stale.
-    private func freshenStoredResponses(
-        afterHEAD headers: HTTPFields,
-        exchange: Exchange,
-        key: String,
-        requestTime: Date,
-        responseTime: Date
-    ) {
-        // Neither body is read: the stored size says what the length must be, and only the
-        // metadata is rewritten.
-        for variant in cache.responses.variants(forKey: key, loadingBodies: false)
-        where variant.entry.response.requestMethod == "GET" && CachePolicyEngine.varyMatches(variant.entry.response, request: exchange.cacheRequest) {
-            let entry = variant.entry
-            let bodySize = cache.responses.records.storedSize(for: variant.recordKey).map { Int($0) }
-            if HTTPURLCache.headResponse(headers, matches: entry.response, bodySize: bodySize) {
-                var updated = entry
-                updated.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
-                cache.store(updated, for: exchange.request, refreshing: entry.response.responseTime, onlyMetadata: true)
-            } else {
-                try? cache.responses.remove(variantID: entry.variantID, forKey: key)
-            }
-        }
     }
 
     // MARK: - Helpers

@@ -145,25 +145,53 @@ extension HTTPURLCache {
         try responses.store(final, forKey: key)
     }
 
+    /// How a refresh (``applyNotModified(_:validated:key:requestTime:responseTime:through:)``,
+    /// ``freshenAfterHEAD(_:request:key:requestTime:responseTime:through:)``) stores what it
+    /// rewrote: through ``store(_:for:refreshing:bodyFile:onlyMetadata:)`` for `request`, so that
+    /// ``willStore`` sees it (the caching client), rather than as it is (the server and the
+    /// middleware, which run no hook). With `validatedBody`, the validated response is stored
+    /// with the body it holds, for the hook to see; every other store rewrites metadata only.
+    package struct Refreshing {
+        let request: URLRequest
+        let validatedBody: Bool
+
+        package init(request: URLRequest, validatedBody: Bool = false) {
+            self.request = request
+            self.validatedBody = validatedBody
+        }
+    }
+
     /// Applies a 304's header fields to the stored responses it selects (RFC 9111 §4.3.4; the
-    /// validated one when it selects none), rewriting their metadata only, and returns the
-    /// validated response as updated.
-    package func applyNotModified(_ headers: HTTPFields, validated: StoredVariant, key: String,
-                                  requestTime: Date, responseTime: Date) -> CachedHTTPResponse {
+    /// validated one when it selects none, a server that omits validators from its 304s),
+    /// rewriting their metadata only (see ``Refreshing``), and returns the validated response
+    /// as updated. Blocking: call it on an I/O thread.
+    package func applyNotModified(_ headers: HTTPFields, validated: CachedHTTPResponse, key: String,
+                                  requestTime: Date, responseTime: Date, through refreshing: Refreshing? = nil) -> CachedHTTPResponse {
         let variants = responses.variants(forKey: key, loadingBodies: false)
-        let validatedIndex = variants.firstIndex { $0.entry.variantID == validated.entry.variantID }
+        let validatedIndex = variants.firstIndex { $0.entry.variantID == validated.variantID }
         var indices = CachePolicyEngine.storedResponsesToUpdate(by: headers, among: variants.map(\.entry.response))
         if indices.isEmpty, let validatedIndex { indices = [validatedIndex] }
-        var result = validated.entry
+        var result = validated
         result.response = CachePolicyEngine.updating(result.response, with: headers, requestTime: requestTime, responseTime: responseTime)
         for index in indices {
-            var entry = variants[index].entry
+            // The others' bodies are not read: only their metadata is rewritten.
+            let isValidated = index == validatedIndex
+            var entry = isValidated ? validated : variants[index].entry
             let stored = entry.response.responseTime
             entry.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
-            try? responses.store(entry, forKey: key, refreshing: stored, bodyUnchanged: true, onlyMetadata: true)
-            if index == validatedIndex { result = entry }
+            storeRefreshed(entry, key: key, refreshing: stored, through: refreshing, withBody: isValidated)
+            if isValidated { result = entry }
         }
         return result
+    }
+
+    private func storeRefreshed(_ entry: CachedHTTPResponse, key: String, refreshing stored: Date,
+                                through refreshing: Refreshing?, withBody: Bool = false) {
+        if let refreshing {
+            _ = store(entry, for: refreshing.request, refreshing: stored, onlyMetadata: !(withBody && refreshing.validatedBody))
+        } else {
+            try? responses.store(entry, forKey: key, refreshing: stored, bodyUnchanged: true, onlyMetadata: true)
+        }
     }
 
     /// Whether a stored GET response is the one a 200 to a HEAD describes (RFC 9111 §4.3.5):
@@ -179,12 +207,13 @@ extension HTTPURLCache {
     }
 
     /// A 200 to a HEAD of `request` updates the stored GET responses the HEAD could have been
-    /// answered with (RFC 9111 §4.3.5), as ``CachingHTTPClient`` does: each that
-    /// ``headResponse(_:matches:bodySize:)`` gets its header fields, in its metadata only (the
-    /// body on disk is not read or rewritten); each that does not is removed. Blocking: call it
-    /// on an I/O thread.
+    /// answered with (RFC 9111 §4.3.5): each that ``headResponse(_:matches:bodySize:)`` gets
+    /// its header fields, in its metadata only (the body on disk is not read or rewritten; see
+    /// ``Refreshing``); each that does not is removed, which the RFC allows in place of marking
+    /// it stale. A stored GET response's body is never replaced by a HEAD. Blocking: call it on
+    /// an I/O thread.
     package func freshenAfterHEAD(_ headers: HTTPFields, request: CacheRequest, key: String,
-                                  requestTime: Date, responseTime: Date) {
+                                  requestTime: Date, responseTime: Date, through refreshing: Refreshing? = nil) {
         for variant in responses.variants(forKey: key, loadingBodies: false)
         where variant.entry.response.requestMethod == "GET" && CachePolicyEngine.varyMatches(variant.entry.response, request: request) {
             let entry = variant.entry
@@ -192,7 +221,7 @@ extension HTTPURLCache {
             if Self.headResponse(headers, matches: entry.response, bodySize: bodySize) {
                 var updated = entry
                 updated.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
-                try? responses.store(updated, forKey: key, refreshing: entry.response.responseTime, bodyUnchanged: true, onlyMetadata: true)
+                storeRefreshed(updated, key: key, refreshing: entry.response.responseTime, through: refreshing)
             } else {
                 try? responses.remove(variantID: entry.variantID, forKey: key)
             }
