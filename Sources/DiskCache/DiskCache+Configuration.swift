@@ -64,9 +64,10 @@ extension DiskCache {
     public struct Configuration: Sendable {
         /// The most the cache may occupy on disk, in bytes, counting bodies, metadata files
         /// and the journal at the filesystem's block granularity. 512 MiB by default.
-        /// Enforced by the sweeper: a store that passes it waits for a sweep that brings the
-        /// cache back under (to `lowWatermark`), so the cache is never over by more than one
-        /// entry for each store in flight (with `sweepInterval` nil, only at
+        /// Enforced by the sweeper: a store that passes it waits until a sweep has brought the
+        /// cache back under (the sweep goes on to `lowWatermark` beside later stores), so the
+        /// cache is never over by more than one entry for each store in flight (with
+        /// `sweepInterval` nil, only at
         /// ``DiskCache/sweep()-2dxyb``). Change it while open with ``DiskCache/diskCapacity``.
         public var diskCapacity: Int64
 

@@ -190,6 +190,7 @@ extension DiskCache {
         for (hash, entry) in expired {
             if maintenance.isStopping { break }
             evict(hash, entry, reason: .expired, report: &report)
+            maintenance.noteRemoval(owner: self)
         }
         // Whatever could not be removed (a failed removal, a sweep cut short) is tracked again.
         state.withLock { state in
@@ -212,6 +213,7 @@ extension DiskCache {
         for candidate in candidates {
             if maintenance.isStopping || !state.withLock({ isOver(&$0) }) { return }
             evict(candidate.hash, candidate.entry, reason: reason, report: &report)
+            maintenance.noteRemoval(owner: self)
         }
     }
 

@@ -108,6 +108,35 @@ struct SweeperTests {
         #expect(cache.count == 9)
     }
 
+    /// A writer over a limit waits only until there is room: once the first eviction has
+    /// brought the cache back under its count limit it goes on, while the sweep goes on to the
+    /// low watermark. The sweep here stops at its second eviction until the writer has come
+    /// back; a writer that waited for the whole sweep would never come back, and the eviction
+    /// would give up waiting for it after 60 s.
+    @Test func aWriterOverALimitGoesOnOnceThereIsRoom() throws {
+        let dir = TemporaryDirectory()
+        let clock = ManualClock()
+        let writerBack = DispatchSemaphore(value: 0)
+        let evictions = PthreadMutex(0)
+        let sawWriterBack = PthreadMutex<Bool?>(nil)
+        var config = configuration(clock: clock, countLimit: 10)
+        config.sweepInterval = .seconds(3600)
+        config.onEviction = { _ in
+            let count = evictions.withLock { $0 += 1; return $0 }
+            if count == 2 { sawWriterBack.withLock { $0 = writerBack.wait(timeout: .now() + 60) == .success } }
+        }
+        let done = DispatchSemaphore(value: 0)
+        config.onSweepCompleted = { _ in done.signal() }
+        let cache = try DiskCache(directory: dir.cache, configuration: config)
+        try fill(cache, clock, count: 11)
+        // The eleventh store went over the limit and came back: one eviction had made room.
+        #expect(cache.count <= 10)
+        writerBack.signal()
+        #expect(done.wait(timeout: .now() + 120) == .success)
+        #expect(sawWriterBack.withLock { $0 } == true)
+        #expect(cache.count == 9)
+    }
+
     @Test func expiredEntriesAreRemovedBySweep() throws {
         let dir = TemporaryDirectory()
         let clock = ManualClock()

@@ -27,6 +27,12 @@ final class Maintenance: Sendable {
     private let stopping = Atomic<Bool>(false)
     private let compactionScheduled = Atomic<Bool>(false)
     private let sweepScheduled = Atomic<Bool>(false)
+    /// How many sweeps ``requestSweep(owner:)`` has started.
+    private let sweepsStarted = Atomic<Int>(0)
+    /// Writers over a limit waiting for room (``waitForRoom(owner:)``), each with the number of
+    /// sweeps started before it came.
+    private let roomWaiters = PthreadMutex<[(sweepsStartedBefore: Int, room: DispatchSemaphore)]>([])
+    private let hasRoomWaiters = Atomic<Bool>(false)
     /// Whether a tick has logged that the cache directory went away (logged once).
     let reportedDirectoryGone = Atomic<Bool>(false)
     /// When the last background sweep check ran (ContinuousClock instant as nanoseconds).
@@ -81,13 +87,55 @@ final class Maintenance: Sendable {
         }
     }
 
-    /// Schedules a sweep at once (unless one is already waiting).
+    /// Schedules a sweep at once (unless one is already waiting). When it ends, the writers
+    /// that were waiting for room before it started go (``waitForRoom(owner:)``).
     func requestSweep(owner: DiskCache) {
         guard !sweepScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        async(owner: owner) { [self] cache in
+        queue.async { [weak owner, self] in
             sweepScheduled.store(false, ordering: .releasing)
-            cache.runSweep()
+            let started = sweepsStarted.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue
+            if !isStopping, let owner {
+                // Writers wait for this sweep: in shared mode it waits for another instance's to end.
+                owner.runSweep(wait: hasRoomWaiters.load(ordering: .acquiring))
+            }
+            // It ran whole after the writes of those waiting since before it started.
+            releaseRoomWaiters { $0 < started }
         }
+    }
+
+    /// A writer over a limit waits here: it asks for a sweep and goes as soon as an eviction
+    /// has brought the cache back under its limits (the sweep goes on down to the low
+    /// watermark beside the writes that follow: eviction on the maintenance queue's thread,
+    /// writes on theirs), or once a sweep that started after it came has ended.
+    private func waitForRoom(owner: DiskCache) {
+        let room = DispatchSemaphore(value: 0)
+        roomWaiters.withLock { waiters in
+            waiters.append((sweepsStarted.load(ordering: .acquiring), room))
+            hasRoomWaiters.store(true, ordering: .releasing)
+        }
+        requestSweep(owner: owner)
+        room.wait()
+    }
+
+    /// Called by a sweep after each removal: lets the writers waiting for room go once the
+    /// cache is under its limits. Costs one atomic load when nobody waits.
+    func noteRemoval(owner: DiskCache) {
+        guard hasRoomWaiters.load(ordering: .acquiring), !owner.isOverLimits else { return }
+        releaseRoomWaiters { _ in true }
+    }
+
+    private func releaseRoomWaiters(where goes: (_ sweepsStartedBefore: Int) -> Bool) {
+        let going = roomWaiters.withLock { waiters -> [DispatchSemaphore] in
+            var going: [DispatchSemaphore] = []
+            waiters.removeAll { waiter in
+                guard goes(waiter.sweepsStartedBefore) else { return false }
+                going.append(waiter.room)
+                return true
+            }
+            hasRoomWaiters.store(!waiters.isEmpty, ordering: .releasing)
+            return going
+        }
+        for room in going { room.signal() }
     }
 
     /// Whether the periodic sweep check is due at this tick.
@@ -108,11 +156,11 @@ final class Maintenance: Sendable {
     }
 
     /// Called after each write (holding no lock): when the write took the cache over its count
-    /// limit or disk capacity, the writer waits for a sweep to bring it back under (to the low
-    /// watermark), run on the maintenance queue, one at a time; writers over a limit meanwhile
-    /// wait behind it. So whatever the write rate, the cache holds at most its limits plus one
-    /// entry for each write in flight (with the background sweeper off, limits hold at each
-    /// ``DiskCache/sweep()`` only). A write made from the maintenance queue itself (an
+    /// limit or disk capacity, the writer waits until a sweep on the maintenance queue has
+    /// brought it back under (``waitForRoom(owner:)``); the sweep goes on to the low watermark
+    /// while the writes go on. So whatever the write rate, the cache holds at most its limits
+    /// plus one entry for each write in flight (with the background sweeper off, limits hold at
+    /// each ``DiskCache/sweep()`` only). A write made from the maintenance queue itself (an
     /// `onEviction` callback's) only asks for a sweep. Also schedules a compaction when the
     /// journal has become mostly redundant.
     func noteWrite(owner: DiskCache) {
@@ -120,7 +168,7 @@ final class Maintenance: Sendable {
             if DispatchQueue.getSpecific(key: Self.queueKey) == true {
                 requestSweep(owner: owner)
             } else {
-                queue.sync { if !isStopping, owner.isOverLimits { owner.runSweep(wait: true) } }
+                waitForRoom(owner: owner)
             }
         }
         guard owner.needsCompaction, !compactionScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
@@ -140,6 +188,8 @@ final class Maintenance: Sendable {
     /// Stops the timer and waits for running work to finish (it checks `isStopping` and returns early).
     func stop() {
         stopping.store(true, ordering: .relaxed)
+        // No sweep makes room any more: writers waiting for one go.
+        releaseRoomWaiters { _ in true }
         timer.withLock { source in
             source?.source.cancel()
             source = nil
