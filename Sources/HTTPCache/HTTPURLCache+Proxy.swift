@@ -3,9 +3,9 @@ package import FoundationNetworking
 #endif
 package import Foundation
 package import DiskCache
+package import HTTPTypes
 #if canImport(Glibc)
 import Glibc
-package import HTTPTypes
 #endif
 
 // What a caching proxy over this cache needs beyond `URLCache`'s surface: stored responses
@@ -176,7 +176,9 @@ extension HTTPURLCache {
         for index in indices {
             // The others' bodies are not read: only their metadata is rewritten.
             let isValidated = index == validatedIndex
-            var entry = isValidated ? validated : variants[index].entry
+            // The client's validated response is the one it holds (its body, if loaded, goes
+            // with it); the server and the middleware rewrite the stored one as read now.
+            var entry = isValidated && refreshing != nil ? validated : variants[index].entry
             let stored = entry.response.responseTime
             entry.response = CachePolicyEngine.updating(entry.response, with: headers, requestTime: requestTime, responseTime: responseTime)
             storeRefreshed(entry, key: key, refreshing: stored, through: refreshing, withBody: isValidated)

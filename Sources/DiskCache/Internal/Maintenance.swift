@@ -93,10 +93,14 @@ final class Maintenance: Sendable {
         guard !sweepScheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         queue.async { [weak owner, self] in
             sweepScheduled.store(false, ordering: .releasing)
-            let started = sweepsStarted.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue
+            // Counted, and the waiters it serves seen, under the waiters' lock: a writer that
+            // comes after it was counted waits for a later sweep, never for this one.
+            let (started, servesWriters) = roomWaiters.withLock { waiters in
+                (sweepsStarted.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue, !waiters.isEmpty)
+            }
             if !isStopping, let owner {
-                // Writers wait for this sweep: in shared mode it waits for another instance's to end.
-                owner.runSweep(wait: hasRoomWaiters.load(ordering: .acquiring))
+                // A sweep writers wait for waits, in shared mode, for another instance's to end.
+                owner.runSweep(wait: servesWriters)
             }
             // It ran whole after the writes of those waiting since before it started.
             releaseRoomWaiters { $0 < started }

@@ -52,7 +52,9 @@ extension PolicyEngineTests {
         @Test func theStoredFormKeepsDuplicatesOrderAndUTF8Values() throws {
             let headers = HTTPFields([("Set-Cookie", "a=1"), ("Date", PolicyFixtures.t0HTTP), ("set-cookie", "b=2"), ("X-Name", "Zoë 🔑")])
             let response = StoredResponse(status: 200, headers: headers, requestTime: PolicyFixtures.t0, responseTime: PolicyFixtures.t0)
-            let data = try JSONEncoder().encode(response)
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys  // a stable order of keys to look for
+            let data = try encoder.encode(response)
             #expect(String(decoding: data, as: UTF8.self).contains(#"{"name":"X-Name","value":"Zoë 🔑"}"#))
             let decoded = try JSONDecoder().decode(StoredResponse.self, from: data)
             #expect(Array(decoded.headers) == Array(headers))
