@@ -23,7 +23,7 @@ public func fuzzEntityTag(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     // header's: swift-http-types makes it another.
     let field = HTTPField(name: .eTag, value: value)
     guard field.value == value else { return 0 }
-    let headers: HTTPFields = [field]
+    let headers = HTTPFields([field])
     let stored = StoredResponse(status: 200, headers: headers, requestTime: .distantPast, responseTime: .distantPast)
     guard let storedTag = stored.entityTag else {
         require(false, "\(value.debugDescription) parses alone but not as a field line")
