@@ -34,7 +34,7 @@ extension CachePolicyEngine {
     /// The fields that describe one connection (RFC 9110 §7.6.1): a cache never stores them
     /// (RFC 9111 §3.1) and a proxy never forwards them.
     package static let connectionFields: [HTTPField.Name] = [
-        .connection, HTTPField.Name("Keep-Alive")!, HTTPField.Name("Proxy-Connection")!, .te, .transferEncoding, .upgrade,
+        .connection, .keepAlive, .proxyConnection, .te, .transferEncoding, .upgrade,
         .trailer, .proxyAuthenticate, .proxyAuthorization,
     ]
 

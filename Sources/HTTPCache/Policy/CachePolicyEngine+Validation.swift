@@ -82,7 +82,7 @@ extension CachePolicyEngine {
     /// - `Content-Encoding`: the stored body may have been decoded when received, and §3.2 lets
     ///   a cache keep fields that would make the stored metadata contradict the stored body.
     public static let fieldsNotUpdatedByNotModified: [HTTPField.Name] = [
-        .connection, HTTPField.Name("Keep-Alive")!, HTTPField.Name("Proxy-Connection")!, .te, .transferEncoding, .upgrade, .trailer,
+        .connection, .keepAlive, .proxyConnection, .te, .transferEncoding, .upgrade, .trailer,
         .proxyAuthenticate, .contentLength, .contentRange, .contentEncoding,
     ]
 

@@ -28,6 +28,9 @@ extension HTTPFields {
 extension HTTPField.Name {
     /// `Pragma` (RFC 9111 §5.4, deprecated), read in requests for HTTP/1.0's `no-cache`.
     package static let pragma = HTTPField.Name("Pragma")!
+    /// `Keep-Alive` and `Proxy-Connection`: connection fields of HTTP/1.0 and old proxies.
+    package static let keepAlive = HTTPField.Name("Keep-Alive")!
+    package static let proxyConnection = HTTPField.Name("Proxy-Connection")!
     /// `CDN-Cache-Control` (RFC 9213).
     package static let cdnCacheControl = HTTPField.Name("CDN-Cache-Control")!
 }

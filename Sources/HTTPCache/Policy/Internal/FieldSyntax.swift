@@ -22,6 +22,9 @@ extension String {
 
     /// The value with optional whitespace (SP / HTAB, RFC 9110 §5.6.3) removed from both ends.
     var _trimmingOWS: String {
+        // As a rule nothing to trim (NIO and Foundation hand over trimmed values): no copy then.
+        func isOWS(_ byte: UInt8?) -> Bool { byte == 0x20 || byte == 0x09 }
+        if !isOWS(utf8.first) && !isOWS(utf8.last) { return self }
         let bytes = Array(utf8)
         var start = 0, end = bytes.count
         while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
