@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *hash);
+ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *hash, int without_waiting);
 
 static double now(void) {
     struct timespec t;
@@ -57,7 +57,7 @@ int main(int argc, char **argv) {
                     sink += buffer[size - 1];
                 } else {
                     uint64_t hash;
-                    if (cdiskcache_read_hashing(fd, buffer, size, &hash) != (ssize_t)size) return 1;
+                    if (cdiskcache_read_hashing(fd, buffer, size, &hash, 0) != (ssize_t)size) return 1;
                     sink += hash;
                 }
                 free(buffer);

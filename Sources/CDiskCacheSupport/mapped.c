@@ -15,11 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-// In support.c: whether reads on this thread must not wait for the disk, and the note that one
-// would have.
-int cdiskcache_reads_without_waiting(void);
-void cdiskcache_note_read_would_have_waited(void);
-
 // The jump out of a hash interrupted by SIGBUS, set only while this thread hashes a mapping.
 static _Thread_local sigjmp_buf *bus_jump;
 static struct sigaction previous_bus;
@@ -130,9 +125,8 @@ static int resident(const void *bytes, size_t count) {
     return 1;
 }
 
-int cdiskcache_hash_mapped(const void *bytes, size_t count, uint64_t *hash) {
-    if (cdiskcache_reads_without_waiting() && !resident(bytes, count)) {
-        cdiskcache_note_read_would_have_waited();
+int cdiskcache_hash_mapped(const void *bytes, size_t count, uint64_t *hash, int without_waiting) {
+    if (without_waiting && !resident(bytes, count)) {
         errno = EAGAIN;
         return -1;
     }
@@ -151,9 +145,8 @@ int cdiskcache_hash_mapped(const void *bytes, size_t count, uint64_t *hash) {
     return 0;
 }
 
-int cdiskcache_copy_hash_mapped(const void *bytes, size_t count, void *destination, uint64_t *hash) {
-    if (cdiskcache_reads_without_waiting() && !resident(bytes, count)) {
-        cdiskcache_note_read_would_have_waited();
+int cdiskcache_copy_hash_mapped(const void *bytes, size_t count, void *destination, uint64_t *hash, int without_waiting) {
+    if (without_waiting && !resident(bytes, count)) {
         errno = EAGAIN;
         return -1;
     }

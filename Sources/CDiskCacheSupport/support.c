@@ -7,28 +7,13 @@
 #include <sys/uio.h>
 #include <time.h>
 
-static _Thread_local int reads_without_waiting;
-static _Thread_local int read_would_have_waited;
-
-void cdiskcache_set_reads_without_waiting(int on) {
-    reads_without_waiting = on;
-    read_would_have_waited = 0;
-}
-
-int cdiskcache_read_would_have_waited(void) { return read_would_have_waited; }
-
-// For mapped.c, which checks residency itself instead of reading with RWF_NOWAIT.
-int cdiskcache_reads_without_waiting(void) { return reads_without_waiting; }
-void cdiskcache_note_read_would_have_waited(void) { read_would_have_waited = 1; }
-
-ssize_t cdiskcache_pread_entry(int fd, void *buffer, size_t count, off_t offset) {
-    if (!reads_without_waiting) return pread(fd, buffer, count, offset);
+ssize_t cdiskcache_pread_entry(int fd, void *buffer, size_t count, off_t offset, int without_waiting) {
+    if (!without_waiting) return pread(fd, buffer, count, offset);
 #if defined(__linux__) && defined(RWF_NOWAIT)
     struct iovec vector = { .iov_base = buffer, .iov_len = count };
     ssize_t got = preadv2(fd, &vector, 1, offset, RWF_NOWAIT);
     if (got >= 0 || (errno != EAGAIN && errno != EOPNOTSUPP && errno != ENOSYS)) return got;
 #endif
-    read_would_have_waited = 1;
     errno = EAGAIN;
     return -1;
 }

@@ -8,13 +8,13 @@
 #include <stdatomic.h>
 
 uint64_t cdiskcache_xxh3_64_avx2(const void *bytes, size_t count);
-ssize_t cdiskcache_read_hashing_avx2(int fd, void *buffer, size_t count, uint64_t *hash);
+ssize_t cdiskcache_read_hashing_avx2(int fd, void *buffer, size_t count, uint64_t *hash, int without_waiting);
 uint64_t cdiskcache_xxh3_64_avx512(const void *bytes, size_t count);
 void cdiskcache_xxh3_update_avx2(void *state, const void *bytes, size_t count);
 void cdiskcache_xxh3_update_avx512(void *state, const void *bytes, size_t count);
-ssize_t cdiskcache_read_hashing_avx512(int fd, void *buffer, size_t count, uint64_t *hash);
-ssize_t cdiskcache_hash_file_avx2(int fd, off_t offset, size_t count, uint64_t *hash);
-ssize_t cdiskcache_hash_file_avx512(int fd, off_t offset, size_t count, uint64_t *hash);
+ssize_t cdiskcache_read_hashing_avx512(int fd, void *buffer, size_t count, uint64_t *hash, int without_waiting);
+ssize_t cdiskcache_hash_file_avx2(int fd, off_t offset, size_t count, uint64_t *hash, int without_waiting);
+ssize_t cdiskcache_hash_file_avx512(int fd, off_t offset, size_t count, uint64_t *hash, int without_waiting);
 
 enum { VECTOR_BASELINE = 0, VECTOR_AVX2 = 1, VECTOR_AVX512 = 2 };
 
@@ -58,26 +58,26 @@ void cdiskcache_xxh3_128(const void *bytes, size_t count, uint64_t *high, uint64
 #define HASH_FILE_NAME hash_file_baseline
 #include "read_hash.inc"
 
-ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *hash) {
+ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *hash, int without_waiting) {
 #if defined(__x86_64__) && defined(__clang__)
     switch (vector_unit()) {
-    case VECTOR_AVX512: return cdiskcache_read_hashing_avx512(fd, buffer, count, hash);
-    case VECTOR_AVX2: return cdiskcache_read_hashing_avx2(fd, buffer, count, hash);
+    case VECTOR_AVX512: return cdiskcache_read_hashing_avx512(fd, buffer, count, hash, without_waiting);
+    case VECTOR_AVX2: return cdiskcache_read_hashing_avx2(fd, buffer, count, hash, without_waiting);
     default: break;
     }
 #endif
-    return read_hashing_baseline(fd, buffer, count, hash);
+    return read_hashing_baseline(fd, buffer, count, hash, without_waiting);
 }
 
-ssize_t cdiskcache_hash_file(int fd, off_t offset, size_t count, uint64_t *hash) {
+ssize_t cdiskcache_hash_file(int fd, off_t offset, size_t count, uint64_t *hash, int without_waiting) {
 #if defined(__x86_64__) && defined(__clang__)
     switch (vector_unit()) {
-    case VECTOR_AVX512: return cdiskcache_hash_file_avx512(fd, offset, count, hash);
-    case VECTOR_AVX2: return cdiskcache_hash_file_avx2(fd, offset, count, hash);
+    case VECTOR_AVX512: return cdiskcache_hash_file_avx512(fd, offset, count, hash, without_waiting);
+    case VECTOR_AVX2: return cdiskcache_hash_file_avx2(fd, offset, count, hash, without_waiting);
     default: break;
     }
 #endif
-    return hash_file_baseline(fd, offset, count, hash);
+    return hash_file_baseline(fd, offset, count, hash, without_waiting);
 }
 
 void *cdiskcache_xxh3_state_create(void) {

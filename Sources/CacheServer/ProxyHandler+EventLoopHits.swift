@@ -18,8 +18,8 @@ extension ProxyHandler {
     /// The answer to `head`, when it can be given at once on the event loop: a GET or HEAD
     /// without a body, on a connection kept alive, for which a stored response may be served as
     /// it is, and either the memory tier holds it with its body, or the page cache holds its
-    /// files (read with ``DiskCache/withoutWaitingForDisk(_:)``: a read that would wait for the
-    /// disk gives the request to the task instead) and its body is at most
+    /// files (read with `DiskCache.PageCacheOnly`: a read that would wait for the disk gives the
+    /// request to the task instead) and its body is at most
     /// ``eventLoopCheckLimit`` bytes: checked whole, then sent from its file by the kernel.
     /// Nil for every other request (it takes the connection's task: the disk, the origin, a body
     /// to read, the server's own endpoints). Counted as the task would count it. In shared mode
@@ -39,9 +39,9 @@ extension ProxyHandler {
         if let found = cache.storedVariantsInMemory(forKey: key) {
             variants = found
         } else {
-            let cache = self.cache, limit = memoryBodyLimit
-            let (stored, waited) = DiskCache.withoutWaitingForDisk { cache.storedVariants(forKey: key, bodyLimit: limit) }
-            guard !waited else { return nil }
+            let reads = DiskCache.PageCacheOnly()
+            let stored = cache.storedVariants(forKey: key, bodyLimit: memoryBodyLimit, pageCacheOnly: reads)
+            guard !reads.gaveUp else { return nil }
             variants = stored
         }
         guard !variants.isEmpty else { return nil }
@@ -77,11 +77,11 @@ extension ProxyHandler {
         let response = variant.entry.response
         let headers = servedHeaders(response, status: "HIT")
         if let parts = notModified(response, exchange, headers) { return (parts, Outcome(status: 304, cacheStatus: "HIT")) }
-        let cache = self.cache, limit = min(configuration.wholeCheckLimit, Self.eventLoopCheckLimit)
-        let copying = self.copying
-        let (found, waited) = DiskCache.withoutWaitingForDisk { try? cache.checkedBody(of: variant, sizeLimit: limit, copying: copying) }
-        guard let checked = found else { return nil }
-        if waited {
+        let reads = DiskCache.PageCacheOnly()
+        guard let checked = try? cache.checkedBody(of: variant, sizeLimit: min(configuration.wholeCheckLimit, Self.eventLoopCheckLimit),
+                                                   copying: copying, pageCacheOnly: reads)
+        else { return nil }
+        if reads.gaveUp {
             checked.discard()
             return nil
         }

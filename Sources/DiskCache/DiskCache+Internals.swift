@@ -31,15 +31,19 @@ extension DiskCache {
 
     /// Reads an entry file whole (and its XXH3-64, when `hashing`); the caller owns the buffer
     /// (``EntryBytes``). A short file is damage, as ``ReadOutcome/init(opening:)`` says of an open.
-    private func readEntryFile(_ hash: KeyHash, slot: UInt8, body: Bool, count: Int,
-                               hashing: Bool = false) -> ReadOutcome<(buffer: UnsafeMutableRawBufferPointer, checksum: UInt64?)> {
+    private func readEntryFile(_ hash: KeyHash, slot: UInt8, body: Bool, count: Int, hashing: Bool = false,
+                               pageCacheOnly: PageCacheOnly?) -> ReadOutcome<(buffer: UnsafeMutableRawBufferPointer, checksum: UInt64?)> {
         let opening = { self.layout.openEntryFileToRead(hash, slot: slot, body: body) }
-        let result = hashing ? FileIO.readHashing(opening: opening, count: count).map { $0.map { ($0.0, Optional($0.1)) } }
-                             : FileIO.read(opening: opening, count: count).map { $0.map { ($0, UInt64?.none) } }
+        let withoutWaiting = pageCacheOnly != nil
+        let result = hashing
+            ? FileIO.readHashing(opening: opening, count: count, withoutWaiting: withoutWaiting).map { $0.map { ($0.0, Optional($0.1)) } }
+            : FileIO.read(opening: opening, count: count, withoutWaiting: withoutWaiting).map { $0.map { ($0, UInt64?.none) } }
         switch result {
         case .success(let (buffer, checksum)?): return .found((buffer, checksum))
         case .success(nil): return .damaged
-        case .failure(let error): return ReadOutcome<Int32>(opening: .failure(error)).withoutValue()
+        case .failure(let error):
+            pageCacheOnly?.note(error)
+            return ReadOutcome<Int32>(opening: .failure(error)).withoutValue()
         }
     }
 
@@ -127,11 +131,14 @@ extension DiskCache {
         }
     }
 
-    /// ``openBody(for:reading:_:)`` reading the entry's metadata file (and an inline body with it).
-    func openBody<T>(for key: String,
+    /// ``openBody(for:pageCacheOnly:reading:_:)`` reading the entry's metadata file (and an
+    /// inline body with it).
+    func openBody<T>(for key: String, pageCacheOnly: PageCacheOnly? = nil,
                      _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> ReadOutcome<T>)
         throws(DiskCacheError) -> T? {
-        try openBody(for: key, reading: { hash, entry in readEntry(hash, key: key, expected: entry, wantBody: entry.isInline) }, open)
+        try openBody(for: key, pageCacheOnly: pageCacheOnly, reading: { hash, entry in
+            readEntry(hash, key: key, expected: entry, wantBody: entry.isInline, pageCacheOnly: pageCacheOnly)
+        }, open)
     }
 
     /// The read path every read of a value takes: the lookup (counting a hit), the expiry,
@@ -140,10 +147,12 @@ extension DiskCache {
     /// out a miss is taken back, a damaged entry is removed (once confirmed, see
     /// ``removeIfUnchanged(_:_:key:)``), and the whole is tried again when a writer replaced the
     /// entry meanwhile: up to four times without the key's lock, then once holding it.
+    /// `pageCacheOnly`, which `reading` and `open` read with: a read that gave up rather than
+    /// wait for the disk ends as a miss that is not counted.
     ///
     /// Both closures are non-escaping, so a read allocates no closure context and retains
     /// nothing for them.
-    func openBody<T>(for key: String,
+    func openBody<T>(for key: String, pageCacheOnly: PageCacheOnly?,
                      reading: (KeyHash, IndexEntry) -> ReadOutcome<EntryRead>,
                      _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> ReadOutcome<T>)
         throws(DiskCacheError) -> T? {
@@ -163,7 +172,7 @@ extension DiskCache {
                 do throws(DiskCacheError) {
                     outcome = try open(hash, entry, read.meta, read.body)
                 } catch {
-                    takeBackHit(countingMiss: true)
+                    takeBackHit(countingMiss: pageCacheOnly?.gaveUp != true)
                     throw error
                 }
             case let other:
@@ -172,10 +181,10 @@ extension DiskCache {
             switch outcome {
             case .found, .absent: break
             case .otherKey:
-                takeBackHit(countingMiss: true)
+                takeBackHit(countingMiss: pageCacheOnly?.gaveUp != true)
                 state.withLock { $0.statistics.hashCollisions += 1 }
             case .unavailable:
-                takeBackHit(countingMiss: true)
+                takeBackHit(countingMiss: pageCacheOnly?.gaveUp != true)
             case .expired, .damaged, .replaced:
                 // The removal, or the next attempt, counts what the read ends as.
                 takeBackHit(countingMiss: false)
@@ -194,7 +203,7 @@ extension DiskCache {
                 removeExpired(hash, entry, key: key)
                 return nil
             case (.damaged, let entry?):
-                if removeIfUnchanged(hash, entry, key: key) { return nil }
+                if removeIfUnchanged(hash, entry, key: key, pageCacheOnly: pageCacheOnly) { return nil }
             case (.replaced, _):
                 continue
             default:
@@ -229,21 +238,21 @@ extension DiskCache {
     }
 
     /// Takes back the hit ``lookupForRead(_:at:)`` counted, for a read that found nothing.
-    /// `countingMiss`: the read ends here, as a miss (uncounted when it gave up rather than wait
-    /// for the disk, see ``withoutWaitingForDisk(_:)``); otherwise what ends it counts it (a
-    /// removal, or the next attempt's lookup).
+    /// `countingMiss`: the read ends here, as a miss; otherwise what ends it counts it (a
+    /// removal, or the next attempt's lookup), or nothing does (a read that gave up rather than
+    /// wait for the disk, see ``PageCacheOnly``).
     func takeBackHit(countingMiss: Bool) {
-        let miss = countingMiss && !Self.readGaveUpWaiting
         state.withLock {
             $0.statistics.hits -= 1
-            if miss { $0.statistics.misses += 1 }
+            if countingMiss { $0.statistics.misses += 1 }
         }
     }
 
     /// Reads and checks an entry's files against what the index vouches for.
-    func readEntry(_ hash: KeyHash, key: String, expected: IndexEntry, wantBody: Bool) -> ReadOutcome<EntryRead> {
+    func readEntry(_ hash: KeyHash, key: String, expected: IndexEntry, wantBody: Bool,
+                   pageCacheOnly: PageCacheOnly? = nil) -> ReadOutcome<EntryRead> {
         let file: EntryBytes
-        switch readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize)) {
+        switch readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize), pageCacheOnly: pageCacheOnly) {
         case .found(let read): file = EntryBytes(read.buffer)
         case let other: return other.withoutValue()
         }
@@ -260,15 +269,15 @@ extension DiskCache {
             return .found((meta, Data(inline)))
         }
         guard wantBody else { return .found((meta, nil)) }
-        return readBody(hash, meta: meta, slot: expected.slot)
+        return readBody(hash, meta: meta, slot: expected.slot, pageCacheOnly: pageCacheOnly)
     }
 
     /// ``readEntry(_:key:expected:wantBody:)`` for a read that wants only the value: the metadata
     /// file is read in place, and an inline body is handed out without a copy. The result's
     /// metadata carries only the key, size, checksum and expiry.
-    func readValue(_ hash: KeyHash, key: String, expected: IndexEntry) -> ReadOutcome<EntryRead> {
+    func readValue(_ hash: KeyHash, key: String, expected: IndexEntry, pageCacheOnly: PageCacheOnly? = nil) -> ReadOutcome<EntryRead> {
         let file: EntryBytes
-        switch readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize)) {
+        switch readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize), pageCacheOnly: pageCacheOnly) {
         case .found(let read): file = EntryBytes(read.buffer)
         case let other: return other.withoutValue()
         }
@@ -277,13 +286,13 @@ extension DiskCache {
         }
         guard let view else {
             // Not the layout this library writes, or another key: the full decoder decides.
-            return readEntry(hash, key: key, expected: expected, wantBody: true)
+            return readEntry(hash, key: key, expected: expected, wantBody: true, pageCacheOnly: pageCacheOnly)
         }
         let meta = EntryMetadata(key: key, size: view.size, checksum: view.checksum, created: expected.created,
                                  accessed: expected.accessedMilliseconds, expires: view.expires, metadata: [:], inlineBody: nil)
         guard view.checksum == expected.checksum, view.size == expected.size,
               (view.inlineBody != nil) == expected.isInline else { return .damaged }
-        guard let inline = view.inlineBody else { return readBody(hash, meta: meta, slot: expected.slot) }
+        guard let inline = view.inlineBody else { return readBody(hash, meta: meta, slot: expected.slot, pageCacheOnly: pageCacheOnly) }
         if configuration.verifiesChecksums,
            file.withBytes({ Checksum.xxh3(UnsafeRawBufferPointer(rebasing: $0[inline])) }) != view.checksum {
             return .damaged
@@ -292,8 +301,9 @@ extension DiskCache {
     }
 
     /// Reads and checks a body file of exactly `meta.size` bytes.
-    private func readBody(_ hash: KeyHash, meta: EntryMetadata, slot: UInt8) -> ReadOutcome<EntryRead> {
-        switch readEntryFile(hash, slot: slot, body: true, count: Int(meta.size), hashing: configuration.verifiesChecksums) {
+    private func readBody(_ hash: KeyHash, meta: EntryMetadata, slot: UInt8, pageCacheOnly: PageCacheOnly?) -> ReadOutcome<EntryRead> {
+        switch readEntryFile(hash, slot: slot, body: true, count: Int(meta.size), hashing: configuration.verifiesChecksums,
+                             pageCacheOnly: pageCacheOnly) {
         case .found(let read):
             let file = EntryBytes(read.buffer)
             if let checksum = read.checksum, checksum != meta.checksum { return .damaged }
@@ -312,11 +322,11 @@ extension DiskCache {
     /// write, so under the stripe the committed entry's files are exactly what a read must find.
     /// Comparing index entries alone is not enough, since two commits of one value into one slot
     /// within a millisecond are equal.
-    func removeIfUnchanged(_ hash: KeyHash, _ seen: IndexEntry, key: String) -> Bool {
+    func removeIfUnchanged(_ hash: KeyHash, _ seen: IndexEntry, key: String, pageCacheOnly: PageCacheOnly? = nil) -> Bool {
         let confirmDamage: (IndexEntry) -> Bool = { entry in
-            switch self.readEntry(hash, key: key, expected: entry, wantBody: entry.isInline) {
+            switch self.readEntry(hash, key: key, expected: entry, wantBody: entry.isInline, pageCacheOnly: pageCacheOnly) {
             case .damaged: return true
-            case .found where !entry.isInline: return self.bodyFileIsDamaged(hash, entry)
+            case .found where !entry.isInline: return self.bodyFileIsDamaged(hash, entry, pageCacheOnly: pageCacheOnly)
             default: return false
             }
         }
@@ -335,7 +345,7 @@ extension DiskCache {
     /// Whether `entry`'s body file is missing, of the wrong size or (with checksums on) fails
     /// its checksum (see ``checkBodyFile(_:_:_:)``). A read that fails for another reason says
     /// nothing about the file: false.
-    private func bodyFileIsDamaged(_ hash: KeyHash, _ entry: IndexEntry) -> Bool {
+    private func bodyFileIsDamaged(_ hash: KeyHash, _ entry: IndexEntry, pageCacheOnly: PageCacheOnly?) -> Bool {
         let fd: Int32
         switch ReadOutcome(opening: layout.openEntryFileToRead(hash, slot: entry.slot, body: true)) {
         case .found(let value): fd = value
@@ -343,7 +353,7 @@ extension DiskCache {
         default: return false
         }
         defer { Syscall.close(fd) }
-        if case .damaged = checkBodyFile(fd, hash, entry) { return true }
+        if case .damaged = checkBodyFile(fd, hash, entry, pageCacheOnly: pageCacheOnly) { return true }
         return false
     }
 

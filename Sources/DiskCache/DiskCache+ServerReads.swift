@@ -65,23 +65,24 @@ extension DiskCache {
         }
     }
 
-    /// Runs `body` with every read of an entry file on this thread taking only what the page
-    /// cache holds: a read that would wait for the disk (or on a system that cannot tell) fails
-    /// at once instead, and the read it was part of ends as a plain miss that leaves the entry
-    /// alone and counts nothing in the statistics. `waited` says whether that happened; the
-    /// value is then incomplete and should be thrown away (after closing any file it holds), and
-    /// the work done again where waiting is allowed. For a caller that must not block, such as
-    /// an event loop answering from the page cache. Not to be nested.
-    package static func withoutWaitingForDisk<T>(_ body: () throws -> T) rethrows -> (value: T, waited: Bool) {
-        cdiskcache_set_reads_without_waiting(1)
-        defer { cdiskcache_set_reads_without_waiting(0) }
-        let value = try body()
-        return (value, readGaveUpWaiting)
-    }
+    /// Reads that take only what the page cache holds, for a caller that must not block (an
+    /// event loop answering from the page cache). Passed to a read (`pageCacheOnly:`), it makes
+    /// every read of an entry file that would wait for the disk (or on a system that cannot
+    /// tell) fail at once; the read ends as a plain miss that leaves the entry alone and counts
+    /// nothing in the statistics, and ``gaveUp`` says so. What that read returned is then
+    /// incomplete: throw it away (after closing any file it holds) and ask again where waiting
+    /// is allowed. Used by one caller at a time, on its own thread.
+    package final class PageCacheOnly {
+        /// A read given this gave up rather than wait for the disk.
+        package private(set) var gaveUp = false
 
-    /// A read on this thread inside ``withoutWaitingForDisk(_:)`` gave up rather than wait:
-    /// the miss it ends in is not counted.
-    static var readGaveUpWaiting: Bool { cdiskcache_read_would_have_waited() != 0 }
+        package init() {}
+
+        /// Notes a read that failed with `error`: EAGAIN is one that would have waited.
+        func note(_ error: SyscallError) {
+            if error.rawValue == EAGAIN { gaveUp = true }
+        }
+    }
 
     /// How many bytes of body files may be kept mapped so that ``checkedBody(for:)`` hashes
     /// them straight from the page cache instead of reading them into a buffer first (see
@@ -97,16 +98,17 @@ extension DiskCache {
     /// its checksum (the entry is then removed, as a read removes it). The check hashes the
     /// file's mapping (``mappedBodyCapacity``) or reads it through a 64 KiB buffer, so no memory
     /// the size of the body is used, unless `copying` asks for a copy made as it is hashed.
-    /// Blocking: call it on an I/O thread.
-    package func checkedBody(for key: String, copying: BodyCopying? = nil) throws(DiskCacheError) -> CheckedBody? {
-        try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> ReadOutcome<CheckedBody> in
+    /// Blocking: call it on an I/O thread, or with `pageCacheOnly`.
+    package func checkedBody(for key: String, copying: BodyCopying? = nil,
+                             pageCacheOnly: PageCacheOnly? = nil) throws(DiskCacheError) -> CheckedBody? {
+        try openBody(for: key, pageCacheOnly: pageCacheOnly) { hash, entry, meta, inline throws(DiskCacheError) -> ReadOutcome<CheckedBody> in
             if let inline { return .found(CheckedBody(source: .bytes(inline), size: entry.size, metadata: meta.metadata)) }
             let file: OpenFile
             switch openBodyFile(hash, entry) {
             case .found(let value): file = OpenFile(value)
             case let other: return other.withoutValue()
             }
-            switch isCurrent(hash, entry) ? checkBodyFile(file.fd, hash, entry, copying: copying) : .replaced {
+            switch isCurrent(hash, entry) ? checkBodyFile(file.fd, hash, entry, copying: copying, pageCacheOnly: pageCacheOnly) : .replaced {
             case .found(nil):
                 return .found(CheckedBody(source: .file(descriptor: file.release()), size: entry.size, metadata: meta.metadata))
             case .found(let bytes?):

@@ -351,7 +351,7 @@ extension DiskCache {
     /// a 64 KiB buffer.
     static func hashFile(_ fd: Int32, path: String) throws(DiskCacheError) -> (size: Int64, checksum: UInt64) {
         var checksum: UInt64 = 0
-        let read = cdiskcache_hash_file(fd, 0, Int.max, &checksum)
+        let read = cdiskcache_hash_file(fd, 0, Int.max, &checksum, 0)
         guard read >= 0 else { throw DiskCacheError.io(SyscallError.current, "read the body", path: path) }
         return (Int64(read), checksum)
     }

@@ -178,29 +178,37 @@ extension DiskCache {
     ///
     /// Found: a regular file of the entry's size whose bytes match its checksum (when checksums
     /// are verified), with its copy when one was made (of the entry's size, allocated with
-    /// `cdiskcache_copy_allocate`). Unavailable: it could not be read, so nothing is known of it.
-    func checkBodyFile(_ fd: Int32, _ hash: KeyHash, _ entry: IndexEntry, copying: BodyCopying? = nil)
-        -> ReadOutcome<UnsafeMutableRawPointer?> {
+    /// `cdiskcache_copy_allocate`). Unavailable: it could not be read, so nothing is known of it
+    /// (with `pageCacheOnly`, one that would have waited for the disk is noted there).
+    func checkBodyFile(_ fd: Int32, _ hash: KeyHash, _ entry: IndexEntry, copying: BodyCopying? = nil,
+                       pageCacheOnly: PageCacheOnly? = nil) -> ReadOutcome<UnsafeMutableRawPointer?> {
         guard case .success(let info) = Syscall.fstat(fd) else { return .unavailable }
         guard info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == entry.size else { return .damaged }
         guard configuration.verifiesChecksums else { return .found(nil) }
         var checksum: UInt64 = 0
         let mappedBodies = layout.directory.mappedBodies
+        let withoutWaiting: Int32 = pageCacheOnly == nil ? 0 : 1
         if let mapping = mappedBodies.mapping(of: fd, info, size: entry.size, path: { layout.bodyFile(hash, slot: entry.slot) }) {
             let copy = copying.flatMap { $0.allocate(entry.size) }
-            let result = copy.map { cdiskcache_copy_hash_mapped(mapping.bytes, mapping.size, $0, &checksum) }
-                ?? cdiskcache_hash_mapped(mapping.bytes, mapping.size, &checksum)
+            let result = copy.map { cdiskcache_copy_hash_mapped(mapping.bytes, mapping.size, $0, &checksum, withoutWaiting) }
+                ?? cdiskcache_hash_mapped(mapping.bytes, mapping.size, &checksum, withoutWaiting)
             if result == 0, checksum == entry.checksum { return .found(copy) }
             let error = errno
             cdiskcache_copy_free(copy)
-            // EFAULT: cut short since it was mapped. EAGAIN: not all in the page cache, on a
-            // thread that must not wait for the disk. ENOMEM: no memory for the hash's state.
-            if result != 0, error != EFAULT { return .unavailable }
+            // EFAULT: cut short since it was mapped. EAGAIN: not all in the page cache, for a
+            // read that must not wait for the disk. ENOMEM: no memory for the hash's state.
+            if result != 0, error != EFAULT {
+                pageCacheOnly?.note(SyscallError(rawValue: error))
+                return .unavailable
+            }
             mappedBodies.drop(mapping.id)
             return .damaged
         }
-        let read = cdiskcache_hash_file(fd, 0, Int(entry.size), &checksum)
-        if read < 0 { return .unavailable }
+        let read = cdiskcache_hash_file(fd, 0, Int(entry.size), &checksum, withoutWaiting)
+        if read < 0 {
+            pageCacheOnly?.note(SyscallError.current)
+            return .unavailable
+        }
         return read == entry.size && checksum == entry.checksum ? .found(nil) : .damaged
     }
 

@@ -178,23 +178,28 @@ public final class DiskCache: Sendable {
     /// `open`/`pread`/`close` of the `.meta` file (and of the `.body` file unless the body is
     /// inline), and an XXH3-64 over the body. An inline body is handed out without a copy.
     public func data(for key: String) -> Data? {
-        read(key, withEntry: false)?.data
+        read(key, withEntry: false, pageCacheOnly: nil)?.data
     }
 
     /// The value and its entry (key, dates, metadata) in one read; nil as for ``data(for:)-7qmtl``.
     public func dataAndEntry(for key: String) -> (data: Data, entry: Entry)? {
-        guard let (data, entry) = read(key, withEntry: true), let entry else { return nil }
+        dataAndEntry(for: key, pageCacheOnly: nil)
+    }
+
+    /// ``dataAndEntry(for:)``, reading only what the page cache holds when `pageCacheOnly` is given.
+    package func dataAndEntry(for key: String, pageCacheOnly: PageCacheOnly?) -> (data: Data, entry: Entry)? {
+        guard let (data, entry) = read(key, withEntry: true, pageCacheOnly: pageCacheOnly), let entry else { return nil }
         return (data, entry)
     }
 
     /// The shared read path: index lookup, file reads, key and checksum checks, expiry. Without
     /// `withEntry` the metadata file is read in place (``EntryMetadata/ReadView``) instead of
     /// being decoded whole.
-    private func read(_ key: String, withEntry: Bool) -> (data: Data, entry: Entry?)? {
+    private func read(_ key: String, withEntry: Bool, pageCacheOnly: PageCacheOnly?) -> (data: Data, entry: Entry?)? {
         // Nothing below throws: `open` never does.
-        return try? openBody(for: key, reading: { hash, expected in
-            withEntry ? readEntry(hash, key: key, expected: expected, wantBody: true)
-                      : readValue(hash, key: key, expected: expected)
+        return try? openBody(for: key, pageCacheOnly: pageCacheOnly, reading: { hash, expected in
+            withEntry ? readEntry(hash, key: key, expected: expected, wantBody: true, pageCacheOnly: pageCacheOnly)
+                      : readValue(hash, key: key, expected: expected, pageCacheOnly: pageCacheOnly)
         }) { _, entry, meta, body in
             guard let body else { return .replaced }  // the files had no body this time: look again
             return .found((body, withEntry ? Entry(meta, entry) : nil))
@@ -204,11 +209,16 @@ public final class DiskCache: Sendable {
     /// The entry's key, size, dates and metadata, without reading its body; nil when
     /// ``data(for:)-7qmtl`` would return nil for a missing or expired entry.
     public func entry(for key: String) -> Entry? {
+        entry(for: key, pageCacheOnly: nil)
+    }
+
+    /// ``entry(for:)``, reading only what the page cache holds when `pageCacheOnly` is given.
+    package func entry(for key: String, pageCacheOnly: PageCacheOnly?) -> Entry? {
         let hash = configuration.keyHasher.hash(key)
         guard let indexEntry = state.withLock({ $0.isClosed ? nil : $0.index[hash] }) else { return nil }
         let now = configuration.clock()
         guard !indexEntry.hasExpired(atMilliseconds: now),
-              case .found(let read) = readEntry(hash, key: key, expected: indexEntry, wantBody: false),
+              case .found(let read) = readEntry(hash, key: key, expected: indexEntry, wantBody: false, pageCacheOnly: pageCacheOnly),
               read.meta.expires.map({ $0 > now }) ?? true
         else { return nil }
         return Entry(read.meta, indexEntry)

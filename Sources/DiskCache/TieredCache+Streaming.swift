@@ -76,14 +76,16 @@ extension TieredCache {
 
     /// `key`'s value checked whole and handed out as an open file or a copy (see
     /// ``DiskCache/checkedBody(for:copying:)``); a memory-tier record as its bytes. Counted as
-    /// ``chunks(for:chunkSize:)`` counts. Blocking: call it on an I/O thread.
-    package func checkedBody(for key: String, copying: DiskCache.BodyCopying? = nil) throws -> DiskCache.CheckedBody? {
+    /// ``chunks(for:chunkSize:)`` counts (a read that gave up rather than wait for the disk,
+    /// with `pageCacheOnly`, counts nothing). Blocking: call it on an I/O thread, or with `pageCacheOnly`.
+    package func checkedBody(for key: String, copying: DiskCache.BodyCopying? = nil,
+                             pageCacheOnly: DiskCache.PageCacheOnly? = nil) throws -> DiskCache.CheckedBody? {
         dropWhatOthersChanged()
         if let record = memoryRecord(for: key) {
             return DiskCache.CheckedBody(source: .bytes(record.data), size: Int64(record.data.count), metadata: record.metadata)
         }
-        let body = try disk?.checkedBody(for: key, copying: copying)
-        count(hit: body != nil)
+        let body = try disk?.checkedBody(for: key, copying: copying, pageCacheOnly: pageCacheOnly)
+        if body != nil || pageCacheOnly?.gaveUp != true { count(hit: body != nil) }
         return body
     }
 
@@ -140,7 +142,6 @@ extension TieredCache {
     }
 
     private func count(hit: Bool) {
-        if !hit && DiskCache.readGaveUpWaiting { return }
         shared.state.withLock { if hit { $0.statistics.diskHits += 1 } else { $0.statistics.misses += 1 } }
     }
 

@@ -257,19 +257,25 @@ public final class TieredCache: Sendable {
     /// The record for `key`: from memory, else from disk (then kept in memory); nil on a miss
     /// or when it has expired.
     public func record(for key: String) -> Record? {
+        record(for: key, pageCacheOnly: nil)
+    }
+
+    /// ``record(for:)``, reading the disk tier's files only from the page cache when
+    /// `pageCacheOnly` is given (see `DiskCache.PageCacheOnly`).
+    package func record(for key: String, pageCacheOnly: DiskCache.PageCacheOnly?) -> Record? {
         dropWhatOthersChanged()
-        return memoryRecord(for: key) ?? diskRecord(for: key)
+        return memoryRecord(for: key) ?? diskRecord(for: key, pageCacheOnly: pageCacheOnly)
     }
 
     /// ``record(for:)`` after the memory tier missed: from disk (then kept in memory), counted
-    /// as a disk hit or a miss.
-    func diskRecord(for key: String) -> Record? {
+    /// as a disk hit or a miss (not counted when the read gave up rather than wait for the disk).
+    func diskRecord(for key: String, pageCacheOnly: DiskCache.PageCacheOnly? = nil) -> Record? {
         // Read and promote under the key's lock, so that a store or removal of the key cannot
         // fall between the disk read and the promotion.
         let fromDisk: Record? = stripe(key).mutex.withLock { _ in
             if let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true { return record }
             let epoch = externalEpoch()
-            guard let (data, entry) = disk?.dataAndEntry(for: key) else { return nil }
+            guard let (data, entry) = disk?.dataAndEntry(for: key, pageCacheOnly: pageCacheOnly) else { return nil }
             let record = Record(data: data, metadata: entry.metadata, created: entry.created, expires: entry.expires)
             putInMemory(record, for: key, unlessLarge: true)
             dropIfOthersChanged(key, since: epoch)
@@ -279,7 +285,7 @@ public final class TieredCache: Sendable {
             shared.state.withLock { $0.statistics.diskHits += 1 }
             return fromDisk
         }
-        if !DiskCache.readGaveUpWaiting { shared.state.withLock { $0.statistics.misses += 1 } }
+        if pageCacheOnly?.gaveUp != true { shared.state.withLock { $0.statistics.misses += 1 } }
         return nil
     }
 
@@ -329,11 +335,17 @@ public final class TieredCache: Sendable {
     /// The record for `key` without its body (`data` is empty): from memory, else from the disk
     /// tier's metadata file alone. Nothing is promoted into memory and no statistic counts it.
     public func recordWithoutBody(for key: String) -> Record? {
+        recordWithoutBody(for: key, pageCacheOnly: nil)
+    }
+
+    /// ``recordWithoutBody(for:)``, reading the metadata file only from the page cache when
+    /// `pageCacheOnly` is given.
+    package func recordWithoutBody(for key: String, pageCacheOnly: DiskCache.PageCacheOnly?) -> Record? {
         dropWhatOthersChanged()
         if let record = memory.valueWithoutUse(for: key), record.expires.map({ $0 > Date() }) ?? true {
             return Record(data: Data(), metadata: record.metadata, created: record.created, expires: record.expires)
         }
-        guard let entry = disk?.entry(for: key) else { return nil }
+        guard let entry = disk?.entry(for: key, pageCacheOnly: pageCacheOnly) else { return nil }
         return Record(data: Data(), metadata: entry.metadata, created: entry.created, expires: entry.expires)
     }
 

@@ -57,9 +57,11 @@ extension HTTPURLCache {
 
     /// Every response stored under `key` (from ``key(method:url:request:)``), without bodies
     /// but for a single one of at most `bodyLimit` bytes (read from memory, or from disk and
-    /// then kept in memory).
-    package func storedVariants(forKey key: String, bodyLimit: Int64 = -1) -> [StoredVariant] {
-        responses.variants(forKey: key, loadingBodies: bodyLimit >= 0, bodyLimit: max(bodyLimit, 0))
+    /// then kept in memory). With `pageCacheOnly`, files are read only from the page cache (see
+    /// `DiskCache.PageCacheOnly`): when it says a read gave up, the list is incomplete.
+    package func storedVariants(forKey key: String, bodyLimit: Int64 = -1,
+                                pageCacheOnly: DiskCache.PageCacheOnly? = nil) -> [StoredVariant] {
+        responses.variants(forKey: key, loadingBodies: bodyLimit >= 0, bodyLimit: max(bodyLimit, 0), pageCacheOnly: pageCacheOnly)
             .map { StoredVariant(entry: $0.entry, recordKey: $0.recordKey, isLoaded: $0.isLoaded, metadataText: $0.text) }
     }
 
@@ -115,11 +117,12 @@ extension HTTPURLCache {
     /// `DiskCache.CheckedBody.discard()`), or, when it is in memory or inline, as bytes; `nil`
     /// when its record has gone, now holds another response, or failed its checksum (and was
     /// removed), and when the index records a body larger than `sizeLimit` (nothing is read
-    /// then). Blocking: call it on an I/O thread.
-    package func checkedBody(of variant: StoredVariant, sizeLimit: Int64 = .max,
-                             copying: DiskCache.BodyCopying? = nil) throws -> DiskCache.CheckedBody? {
+    /// then). Blocking: call it on an I/O thread, or with `pageCacheOnly` (then nil too when a
+    /// read gave up rather than wait for the disk, which it says).
+    package func checkedBody(of variant: StoredVariant, sizeLimit: Int64 = .max, copying: DiskCache.BodyCopying? = nil,
+                             pageCacheOnly: DiskCache.PageCacheOnly? = nil) throws -> DiskCache.CheckedBody? {
         guard responses.records.storedSize(for: variant.recordKey).map({ $0 <= sizeLimit }) ?? false,
-              let body = try responses.records.checkedBody(for: variant.recordKey, copying: copying)
+              let body = try responses.records.checkedBody(for: variant.recordKey, copying: copying, pageCacheOnly: pageCacheOnly)
         else { return nil }
         guard Self.record(body.metadata, holds: variant) else {
             body.discard()

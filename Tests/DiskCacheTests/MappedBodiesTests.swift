@@ -93,25 +93,25 @@ struct MappedBodiesTests {
         defer { munmap(mapped, 1 << 20) }
 
         var hash: UInt64 = 0
-        #expect(cdiskcache_hash_mapped(mapped, 1 << 20, &hash) == 0)
+        #expect(cdiskcache_hash_mapped(mapped, 1 << 20, &hash, 0) == 0)
         #expect(hash == bytes.withUnsafeBytes { cdiskcache_xxh3_64($0.baseAddress, $0.count) })
         #expect(ftruncate(fd, 8192) == 0)
         // Twice: the handler stays in place after the first fault it caught.
         for _ in 0..<2 {
             errno = 0
-            #expect(cdiskcache_hash_mapped(mapped, 1 << 20, &hash) == -1)
+            #expect(cdiskcache_hash_mapped(mapped, 1 << 20, &hash, 0) == -1)
             #expect(errno == EFAULT)
         }
         // What is still in the file hashes as before.
-        #expect(cdiskcache_hash_mapped(mapped, 8192, &hash) == 0)
+        #expect(cdiskcache_hash_mapped(mapped, 8192, &hash, 0) == 0)
         #expect(hash == bytes.prefix(8192).withUnsafeBytes { cdiskcache_xxh3_64($0.baseAddress, $0.count) })
         // Copying as it hashes: the same error, part way through the copy.
         let copy = UnsafeMutableRawPointer.allocate(byteCount: 1 << 20, alignment: 64)
         defer { copy.deallocate() }
         errno = 0
-        #expect(cdiskcache_copy_hash_mapped(mapped, 1 << 20, copy, &hash) == -1)
+        #expect(cdiskcache_copy_hash_mapped(mapped, 1 << 20, copy, &hash, 0) == -1)
         #expect(errno == EFAULT)
-        #expect(cdiskcache_copy_hash_mapped(mapped, 8192, copy, &hash) == 0)
+        #expect(cdiskcache_copy_hash_mapped(mapped, 8192, copy, &hash, 0) == 0)
         #expect(hash == bytes.prefix(8192).withUnsafeBytes { cdiskcache_xxh3_64($0.baseAddress, $0.count) })
         #expect(Data(bytes: copy, count: 8192) == bytes.prefix(8192))
     }

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 import TestSupport
 
-/// `DiskCache.withoutWaitingForDisk`: reads that take only what the page cache holds, for an
+/// `DiskCache.PageCacheOnly`: reads that take only what the page cache holds, for an
 /// event loop that must not block. A read that would wait gives up as a plain miss that keeps
 /// the entry and counts nothing; once the page cache holds the files, the same read succeeds.
 @Suite(.enabled(if: PageCache.canDrop, "the temporary directory's file system keeps its pages in memory"))
@@ -16,21 +16,21 @@ struct ReadsWithoutWaitingTests {
         #expect(PageCache.dropEntryFiles(under: dir.cache), "a file stayed in the page cache")
     }
 
-    /// Reads with `read` without waiting for the disk, the `extensions` files dropped from the
+    /// Reads with `read` (given a fresh `PageCacheOnly`), the `extensions` files dropped from the
     /// page cache before each attempt, until an attempt gives up (at most 20); how many
     /// succeeded before that, or nil (an issue recorded) when none gave up. A read that would
     /// wait still starts the disk read (readahead), and a fast disk can finish it before the
     /// kernel looks again, so an attempt can succeed on a cold page cache: each that does must
     /// give the right value (`isRight`) and is counted as the hit it is.
     func succeededBeforeGivingUp<T>(_ dir: TemporaryDirectory, extensions: Set<String> = ["meta", "body"],
-                                    _ read: () -> T?, isRight: (T) -> Bool,
+                                    _ read: (DiskCache.PageCacheOnly) -> T?, isRight: (T) -> Bool,
                                     sourceLocation: SourceLocation = #_sourceLocation) -> Int? {
         for attempt in 0..<20 {
             guard PageCache.dropEntryFiles(under: dir.cache, extensions: extensions) else {
                 Issue.record("a file stayed in the page cache", sourceLocation: sourceLocation)
                 return nil
             }
-            let outcome = DiskCache.withoutWaitingForDisk(read)
+            let outcome = Self.withoutWaiting(read)
             guard let value = outcome.value else {
                 #expect(outcome.waited, "a read that did not wait gave nothing", sourceLocation: sourceLocation)
                 return attempt
@@ -39,6 +39,13 @@ struct ReadsWithoutWaitingTests {
         }
         Issue.record("20 reads from a dropped page cache all succeeded", sourceLocation: sourceLocation)
         return nil
+    }
+
+    /// `read` given a fresh `PageCacheOnly`: what it returned, and whether a read gave up.
+    static func withoutWaiting<T>(_ read: (DiskCache.PageCacheOnly) -> T) -> (value: T, waited: Bool) {
+        let reads = DiskCache.PageCacheOnly()
+        let value = read(reads)
+        return (value, reads.gaveUp)
     }
 
     /// Closes the file a checked body read holds; true when it is `size` bytes long.
@@ -61,9 +68,9 @@ struct ReadsWithoutWaitingTests {
         // Every file dropped before each attempt: one that gives up still starts the disk read.
         var succeeded = 0
         for (key, value) in [("small", small), ("large", large)] {
-            succeeded += try #require(succeededBeforeGivingUp(dir, { cache.data(for: key) }, isRight: { $0 == value }))
+            succeeded += try #require(succeededBeforeGivingUp(dir, { cache.dataAndEntry(for: key, pageCacheOnly: $0)?.data }, isRight: { $0 == value }))
         }
-        succeeded += try #require(succeededBeforeGivingUp(dir, { try? cache.checkedBody(for: "large") },
+        succeeded += try #require(succeededBeforeGivingUp(dir, { try? cache.checkedBody(for: "large", pageCacheOnly: $0) },
                                                           isRight: { closing($0, size: large.count) }))
         #expect(cache.statistics.hits == before.hits + succeeded && cache.statistics.misses == before.misses)
         #expect(cache.statistics.corruptEntriesRemoved == 0)
@@ -73,19 +80,19 @@ struct ReadsWithoutWaitingTests {
         #expect(cache.data(for: "small") == small)
         #expect(cache.data(for: "large") == large)
         for (key, value) in [("small", small), ("large", large)] {
-            let again = DiskCache.withoutWaitingForDisk { cache.data(for: key) }
+            let again = Self.withoutWaiting { cache.dataAndEntry(for: key, pageCacheOnly: $0)?.data }
             #expect(again.value == value && !again.waited, "\(key)")
         }
-        let body = DiskCache.withoutWaitingForDisk { try? cache.checkedBody(for: "large") }
+        let body = Self.withoutWaiting { try? cache.checkedBody(for: "large", pageCacheOnly: $0) }
         #expect(!body.waited && body.value.map { closing($0, size: large.count) } == true)
         succeeded += 5
         #expect(cache.statistics.hits == before.hits + succeeded && cache.statistics.misses == before.misses)
 
         // Only the body file gone from the page cache: the read that hashes a body file as it
         // reads it, and the check of a body file in place, give up too.
-        succeeded += try #require(succeededBeforeGivingUp(dir, extensions: ["body"], { cache.data(for: "large") },
+        succeeded += try #require(succeededBeforeGivingUp(dir, extensions: ["body"], { cache.dataAndEntry(for: "large", pageCacheOnly: $0)?.data },
                                                           isRight: { $0 == large }))
-        succeeded += try #require(succeededBeforeGivingUp(dir, extensions: ["body"], { try? cache.checkedBody(for: "large") },
+        succeeded += try #require(succeededBeforeGivingUp(dir, extensions: ["body"], { try? cache.checkedBody(for: "large", pageCacheOnly: $0) },
                                                           isRight: { closing($0, size: large.count) }))
         #expect(cache.statistics.hits == before.hits + succeeded && cache.statistics.misses == before.misses)
         #expect(cache.contains("large"))
@@ -105,7 +112,7 @@ struct ReadsWithoutWaitingTests {
         // check is what must give up.
         for _ in 0..<2 {
             #expect(PageCache.dropEntryFiles(under: dir.cache, extensions: ["body"]), "a body stayed in the page cache")
-            let attempt = DiskCache.withoutWaitingForDisk { try? cache.checkedBody(for: "large") }
+            let attempt = Self.withoutWaiting { try? cache.checkedBody(for: "large", pageCacheOnly: $0) }
             #expect(attempt.value == nil && attempt.waited)
         }
         #expect(cache.statistics.hits == before.hits && cache.statistics.corruptEntriesRemoved == 0)
@@ -114,7 +121,7 @@ struct ReadsWithoutWaitingTests {
         // Checked the ordinary way (which waits) through the same mapping, then without waiting.
         for waiting in [true, false] {
             let body = waiting ? (value: try? cache.checkedBody(for: "large"), waited: false)
-                               : DiskCache.withoutWaitingForDisk { try? cache.checkedBody(for: "large") }
+                               : Self.withoutWaiting { try? cache.checkedBody(for: "large", pageCacheOnly: $0) }
             #expect(!body.waited && body.value?.size == Int64(large.count))
             if case .file(let descriptor)? = body.value?.source { close(descriptor) }
         }
@@ -131,9 +138,9 @@ struct ReadsWithoutWaitingTests {
         try cache.disk?.flush()
         try dropEveryFile(dir)
         let before = cache.statistics
-        var succeeded = try #require(succeededBeforeGivingUp(dir, { cache.record(for: "large") },
+        var succeeded = try #require(succeededBeforeGivingUp(dir, { cache.record(for: "large", pageCacheOnly: $0) },
                                                              isRight: { $0.data == large }))
-        succeeded += try #require(succeededBeforeGivingUp(dir, { try? cache.checkedBody(for: "large") },
+        succeeded += try #require(succeededBeforeGivingUp(dir, { try? cache.checkedBody(for: "large", pageCacheOnly: $0) },
                                                           isRight: { closing($0, size: large.count) }))
         #expect(cache.statistics.misses == before.misses && cache.statistics.diskHits == before.diskHits + succeeded)
         #expect(cache.record(for: "large")?.data == large)

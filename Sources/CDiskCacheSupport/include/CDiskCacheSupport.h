@@ -31,36 +31,31 @@ void cdiskcache_xxh3_128(const void *bytes, size_t count, uint64_t *high, uint64
 /// Reads up to `count` bytes of `fd` from offset 0 into `buffer` (retrying EINTR, stopping
 /// at end of file) and sets `*hash` to the XXH3-64 of the bytes read, hashing each chunk
 /// right after it is read. Returns the number of bytes read, or -1 with errno set.
-ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *hash);
+/// `without_waiting`: read with `cdiskcache_pread_entry`'s, failing with EAGAIN rather than
+/// wait for the disk.
+ssize_t cdiskcache_read_hashing(int fd, void *buffer, size_t count, uint64_t *hash, int without_waiting);
 
 /// Sets `*hash` to the XXH3-64 of up to `count` bytes of `fd` from `offset` (retrying EINTR,
 /// stopping at end of file), read through a 64 KiB buffer on the stack. Returns the number of
-/// bytes hashed, or -1 with errno set.
-ssize_t cdiskcache_hash_file(int fd, off_t offset, size_t count, uint64_t *hash);
-
-/// Reads of entry files on the calling thread that take only what the page cache holds
-/// (`DiskCache.withoutWaitingForDisk`): while `on` is 1, `cdiskcache_pread_entry` (and so
-/// `cdiskcache_read_hashing` and `cdiskcache_hash_file`) fails at once with EAGAIN, and notes
-/// it, instead of waiting for the disk. Setting it clears the note.
-void cdiskcache_set_reads_without_waiting(int on);
-/// 1 when a read on this thread failed that way since the last `cdiskcache_set_reads_without_waiting`.
-int cdiskcache_read_would_have_waited(void);
+/// bytes hashed, or -1 with errno set. `without_waiting` as for `cdiskcache_read_hashing`.
+ssize_t cdiskcache_hash_file(int fd, off_t offset, size_t count, uint64_t *hash, int without_waiting);
 
 /// Sets `*hash` to the XXH3-64 of `count` bytes at `bytes`, a read-only shared mapping of a
 /// file (page-aligned), and returns 0. Returns -1 with errno EFAULT when a page of it is
 /// beyond the file's end (the file was cut short after it was mapped: the SIGBUS that touching
 /// such a page raises is caught for this thread while it hashes, and ends the hash instead of
-/// the process; a handler installed before the first call gets every other SIGBUS), or EAGAIN
-/// when reads on this thread must not wait for the disk and a page is not in the page cache
-/// (noted as `cdiskcache_read_would_have_waited`).
-int cdiskcache_hash_mapped(const void *bytes, size_t count, uint64_t *hash);
+/// the process; a handler installed before the first call gets every other SIGBUS), or, with
+/// `without_waiting`, EAGAIN when a page is not in the page cache (`mincore`): touching it
+/// would wait for the disk.
+int cdiskcache_hash_mapped(const void *bytes, size_t count, uint64_t *hash, int without_waiting);
 
 /// `cdiskcache_hash_mapped`, copying the bytes to `destination` (`count` bytes, not
 /// overlapping) a piece at a time as it goes: `*hash` is the XXH3-64 of the bytes copied (read
 /// from `destination` just after each piece is copied), so that what the copy holds is what was
 /// hashed, whatever another process does to the file. The same errors; `destination`'s bytes
 /// are then undefined. ENOMEM when the hash's state cannot be allocated.
-int cdiskcache_copy_hash_mapped(const void *bytes, size_t count, void *destination, uint64_t *hash);
+int cdiskcache_copy_hash_mapped(const void *bytes, size_t count, void *destination, uint64_t *hash,
+                                int without_waiting);
 
 /// Memory for copies of bodies, counted process-wide while allocated: `malloc(size)`, or NULL
 /// when that would take the bytes allocated this way past `budget` (or malloc fails).
@@ -71,11 +66,11 @@ void *cdiskcache_copy_reallocate(void *bytes, size_t size);
 void cdiskcache_copy_free(void *bytes);
 size_t cdiskcache_copies_in_flight(void);
 
-/// `pread`, or (while `cdiskcache_set_reads_without_waiting(1)` holds on this thread) Linux
-/// `preadv2` with `RWF_NOWAIT`: -1 with errno EAGAIN when the bytes are not all in the page
-/// cache, or the system cannot tell (no `preadv2`, a filesystem without `RWF_NOWAIT`). It may
-/// return fewer bytes than asked for, as `pread` may.
-ssize_t cdiskcache_pread_entry(int fd, void *buffer, size_t count, off_t offset);
+/// `pread`, or with `without_waiting` (a read that must not wait for the disk: an event loop
+/// answering from the page cache) Linux `preadv2` with `RWF_NOWAIT`: -1 with errno EAGAIN when
+/// the bytes are not all in the page cache, or the system cannot tell (no `preadv2`, a
+/// filesystem without `RWF_NOWAIT`). It may return fewer bytes than asked for, as `pread` may.
+ssize_t cdiskcache_pread_entry(int fd, void *buffer, size_t count, off_t offset, int without_waiting);
 
 /// Opens `path`, relative to the directory `directory`, without following a symbolic link at
 /// any component and without leaving that directory (Linux `openat2` with

@@ -96,10 +96,15 @@ enum FileIO {
         read(opening: { open(path, readFlags, in: directory) }, count: count)
     }
 
-    /// ``read(_:count:in:)`` of the file `opening` opens (with ``readFlags``).
-    static func read(opening: () -> Result<Int32, SyscallError>, count: Int) -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
-        readFresh(opening: opening, count: count) { fd, buffer in
-            Syscall.preadAll(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: 0, read: cdiskcache_pread_entry)
+    /// ``read(_:count:in:)`` of the file `opening` opens (with ``readFlags``). `withoutWaiting`:
+    /// fail with EAGAIN rather than wait for the disk (``DiskCache/PageCacheOnly``).
+    static func read(opening: () -> Result<Int32, SyscallError>, count: Int,
+                     withoutWaiting: Bool = false) -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
+        let mode: Int32 = withoutWaiting ? 1 : 0
+        return readFresh(opening: opening, count: count) { fd, buffer in
+            Syscall.preadAll(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: 0) {
+                cdiskcache_pread_entry($0, $1, $2, $3, mode)
+            }
         }
     }
 
@@ -109,11 +114,13 @@ enum FileIO {
         readHashing(opening: { open(path, readFlags, in: directory) }, count: count)
     }
 
-    /// ``readHashing(_:count:in:)`` of the file `opening` opens (with ``readFlags``).
-    static func readHashing(opening: () -> Result<Int32, SyscallError>, count: Int) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, SyscallError> {
+    /// ``readHashing(_:count:in:)`` of the file `opening` opens (with ``readFlags``);
+    /// `withoutWaiting` as for ``read(opening:count:withoutWaiting:)``.
+    static func readHashing(opening: () -> Result<Int32, SyscallError>, count: Int,
+                            withoutWaiting: Bool = false) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, SyscallError> {
         var hash: UInt64 = 0
         return readFresh(opening: opening, count: count) { fd, buffer in
-            let read = cdiskcache_read_hashing(fd, buffer.baseAddress, count, &hash)
+            let read = cdiskcache_read_hashing(fd, buffer.baseAddress, count, &hash, withoutWaiting ? 1 : 0)
             return read < 0 ? .failure(SyscallError.current) : .success(read)
         }.map { $0.map { ($0, hash) } }
     }

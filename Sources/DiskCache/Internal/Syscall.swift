@@ -171,7 +171,7 @@ enum Syscall {
 
     /// Reads up to `buffer.count` bytes at `position`; returns how many were read (short only at
     /// end of file). `read` is `pread` unless an entry file is read (`cdiskcache_pread_entry`,
-    /// which may refuse to wait for the disk, see ``DiskCache/withoutWaitingForDisk(_:)``).
+    /// which may refuse to wait for the disk, see ``DiskCache/PageCacheOnly``).
     static func preadAll(_ fd: Int32, _ buffer: UnsafeMutableRawBufferPointer, at position: Int64,
                          read: (Int32, UnsafeMutableRawPointer, Int, off_t) -> Int = Glibc_pread) -> Result<Int, SyscallError> {
         var offset = 0

@@ -119,13 +119,18 @@ final class _HTTPResponseStore: Sendable {
     /// streams the chosen one's body).
     ///
     /// `bodyLimit`: a single variant's body is loaded only when it is at most this long.
-    func variants(forKey primaryKey: String, loadingBodies: Bool = true, bodyLimit: Int64 = .max) -> [Variant] {
+    ///
+    /// `pageCacheOnly`: the disk tier's files are read only from the page cache; when a read gave
+    /// up rather than wait for the disk (it says so), the variants are incomplete.
+    func variants(forKey primaryKey: String, loadingBodies: Bool = true, bodyLimit: Int64 = .max,
+                  pageCacheOnly: DiskCache.PageCacheOnly? = nil) -> [Variant] {
         let keys = takenSlots(primaryKey).map { Self.variantKey(primaryKey, slot: $0) }
         let loaded = loadingBodies && keys.count == 1
             && (bodyLimit == .max || records.storedSize(for: keys[0]).map { $0 <= bodyLimit } ?? false)
         return keys
             .compactMap { key -> Variant? in
-                guard let record = loaded ? records.record(for: key) : records.recordWithoutBody(for: key),
+                guard let record = loaded ? records.record(for: key, pageCacheOnly: pageCacheOnly)
+                                          : records.recordWithoutBody(for: key, pageCacheOnly: pageCacheOnly),
                       let entry = CachedHTTPResponse(body: record.data, metadata: record.metadata)
                 else { return nil }
                 return Variant(entry: entry, recordKey: key, isLoaded: loaded, text: record.metadata[CachedHTTPResponse.metadataField])
