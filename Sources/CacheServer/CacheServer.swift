@@ -203,7 +203,7 @@ public final class CacheServer: Service, Sendable {
             }
         }
         await handler.waitForRefreshes()
-        handler.origin.pool.closeAll()
+        await handler.origin.pool.closeAll()
         do {
             try cache.closeStore()
             logger.notice("Stopped; the store is closed")

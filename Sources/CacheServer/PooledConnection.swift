@@ -10,6 +10,7 @@ final class PooledConnection: Sendable {
     init(_ connection: OriginClient.Connection, pool: OriginPool) {
         let (stream, jobs) = AsyncStream<Job>.makeStream()
         self.jobs = jobs
+        pool.started()
         Task { [weak pool, jobs] in
             try? await connection.executeThenClose { inbound, outbound in
                 var parts = inbound.makeAsyncIterator()
@@ -19,6 +20,7 @@ final class PooledConnection: Sendable {
                 }
             }
             jobs.finish()
+            pool?.ended()
         }
     }
 
