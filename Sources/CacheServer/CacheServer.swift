@@ -41,7 +41,7 @@ public final class CacheServer: Service, Sendable {
 
     struct Connections {
         /// Busy: the connection's task is answering a request.
-        var open: [Int: (channel: any Channel, busy: Bool, activity: ConnectionActivity)] = [:]
+        var open: [Int: (channel: any Channel, busy: Bool, activity: InFlightCount)] = [:]
         var nextID = 0
         var isDraining = false
     }
@@ -116,7 +116,7 @@ public final class CacheServer: Service, Sendable {
         let clock = ClientTimeouts.Clock()
         try pipeline.addHandler(RequestGuard(clock: clock))
         let sentFiles = SentFiles(counting: sentFileCount)
-        let activity = ConnectionActivity()
+        let activity = InFlightCount()
         channel.closeFuture.whenComplete { _ in activity.closed() }
         let handedOn = HandedOn()
         if configuration.answersFromBytes, !admin {
@@ -243,7 +243,7 @@ public final class CacheServer: Service, Sendable {
     struct Connection: Sendable {
         let channel: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
         let sentFiles: SentFiles
-        let activity: ConnectionActivity
+        let activity: InFlightCount
         /// Accepted on the admin address: only the node's own endpoints answer.
         let isAdmin: Bool
     }

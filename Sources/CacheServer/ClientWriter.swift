@@ -3,11 +3,11 @@ import NIOHTTP1
 
 /// What a request's task writes its response with: the connection's writer, the files of
 /// bodies it sends with `sendfile` (``SentFiles``), and the count of responses not yet written
-/// to the socket (``ConnectionActivity``), which a response's `.end` enters here.
+/// to the socket (``InFlightCount``), which a response's `.end` enters here.
 struct ClientWriter: Sendable {
     let outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>
     let sentFiles: SentFiles
-    let activity: ConnectionActivity
+    let activity: InFlightCount
 
     func write(_ part: HTTPServerResponsePart) async throws {
         try await write(contentsOf: [part])

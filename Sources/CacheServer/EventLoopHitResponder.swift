@@ -14,7 +14,7 @@ final class EventLoopHitResponder: ChannelInboundHandler, RemovableChannelHandle
     typealias InboundOut = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private let activity: ConnectionActivity
+    private let activity: InFlightCount
     private let answer: (HTTPRequestHead) -> ReadyResponse?
     private let answered: (HTTPRequestHead, Outcome, ContinuousClock.Instant) -> Void
     /// The rest of a request answered here (its `.end`) is not passed on.
@@ -27,7 +27,7 @@ final class EventLoopHitResponder: ChannelInboundHandler, RemovableChannelHandle
 
     /// `answer` answers a request head or declines (nil); `answered` is told of each answer
     /// given (the access log). `activity` counts the answers not yet written to the socket.
-    init(activity: ConnectionActivity, answer: @escaping (HTTPRequestHead) -> ReadyResponse?,
+    init(activity: InFlightCount, answer: @escaping (HTTPRequestHead) -> ReadyResponse?,
          answered: @escaping (HTTPRequestHead, Outcome, ContinuousClock.Instant) -> Void) {
         self.activity = activity
         self.answer = answer
@@ -39,7 +39,7 @@ final class EventLoopHitResponder: ChannelInboundHandler, RemovableChannelHandle
         case .head(let head):
             let started = ContinuousClock.now
             // Counted before `answer` looks, and counted out once the answer's `.end` is written
-            // (see `ConnectionActivity`). A channel that is not writable (a client that does not
+            // (see `InFlightCount`). A channel that is not writable (a client that does not
             // read its answers) gets none from here: the task's writer waits for it instead of
             // piling answers up in memory.
             activity.begin()

@@ -3,16 +3,9 @@ import DiskCacheLocking
 /// Idle kept-alive origin connections (at most 64; more are closed, and every one given back
 /// after ``closeAll()``), and a count of every pooled connection whose task has not yet ended.
 final class OriginPool: Sendable {
-    private struct State {
-        var idle: [PooledConnection] = []
-        var isClosed = false
-        /// Connections whose task has not ended (idle, in use or closing).
-        var live = 0
-        /// ``closeAll()`` waiting for `live` to reach 0.
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let state = PthreadMutex(State())
+    private let state = PthreadMutex((idle: [PooledConnection](), isClosed: false))
+    /// Connections whose task has not ended (idle, in use or closing).
+    let tasks = InFlightCount()
 
     func take() -> PooledConnection? { state.withLock { $0.idle.popLast() } }
 
@@ -23,23 +16,6 @@ final class OriginPool: Sendable {
             return true
         }
         if !kept { connection.close() }
-    }
-
-    /// Connections whose task has not ended.
-    var openConnections: Int { state.withLock { $0.live } }
-
-    /// A connection's task began.
-    func started() { state.withLock { $0.live += 1 } }
-
-    /// A connection's task ended: its channel is closed.
-    func ended() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.live -= 1
-            guard state.live == 0 else { return [] }
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
     }
 
     /// Closes every idle connection, and from now on each one given back; returns once every
@@ -53,13 +29,6 @@ final class OriginPool: Sendable {
             return state.idle
         }
         for connection in idle { connection.close() }
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let done = state.withLock { state -> Bool in
-                guard state.live > 0 else { return true }
-                state.waiters.append(waiter)
-                return false
-            }
-            if done { waiter.resume() }
-        }
+        await tasks.idle()
     }
 }

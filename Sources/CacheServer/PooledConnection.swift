@@ -10,7 +10,7 @@ final class PooledConnection: Sendable {
     init(_ connection: OriginClient.Connection, pool: OriginPool) {
         let (stream, jobs) = AsyncStream<Job>.makeStream()
         self.jobs = jobs
-        pool.started()
+        pool.tasks.begin()
         Task { [weak pool, jobs] in
             try? await connection.executeThenClose { inbound, outbound in
                 var parts = inbound.makeAsyncIterator()
@@ -20,7 +20,7 @@ final class PooledConnection: Sendable {
                 }
             }
             jobs.finish()
-            pool?.ended()
+            pool?.tasks.end()
         }
     }
 

@@ -37,7 +37,7 @@ final class RawHitResponder: ChannelDuplexHandler, RemovableChannelHandler {
     static let bodyInHeadLimit = 4096
 
     private let handedOn: HandedOn
-    private let activity: ConnectionActivity
+    private let activity: InFlightCount
     private let answer: (PreparedHits.Target) -> Answer?
     private let answered: (PreparedHits.Target, Outcome, ContinuousClock.Instant) -> Void
     /// The start of a head still to come whole.
@@ -55,7 +55,7 @@ final class RawHitResponder: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// `answer` gives the answer for a target or declines (nil), `answered` is told of each
     /// answer written (the access log); `activity` counts the answers not yet on the socket.
-    init(handedOn: HandedOn, activity: ConnectionActivity, clock: ClientTimeouts.Clock,
+    init(handedOn: HandedOn, activity: InFlightCount, clock: ClientTimeouts.Clock,
          answer: @escaping (PreparedHits.Target) -> Answer?,
          answered: @escaping (PreparedHits.Target, Outcome, ContinuousClock.Instant) -> Void) {
         self.handedOn = handedOn
@@ -163,7 +163,7 @@ final class RawHitResponder: ChannelDuplexHandler, RemovableChannelHandler {
     /// Answers made and not yet written: written together, the last with a promise that counts
     /// them out of the connection's activity once written (or failed).
     private struct AnswerGroup {
-        let activity: ConnectionActivity
+        let activity: InFlightCount
         var parts: [IOData] = []
         /// The bytes of ``parts``.
         var bytes = 0

@@ -3,18 +3,18 @@ import NIOHTTP1
 
 /// Sees every response part on its way to the socket: closes the file of a body sent as a
 /// `FileRegion` once its write is done or failed, counts a response out of the connection's
-/// ``ConnectionActivity`` once its `.end` is, and counts each `.end` into ``HandedOn`` as it
+/// ``InFlightCount`` once its `.end` is, and counts each `.end` into ``HandedOn`` as it
 /// passes (on its way, not yet written: an answer ``RawHitResponder`` writes after it follows it).
 final class ResponseWrites: ChannelOutboundHandler, RemovableChannelHandler {
     typealias OutboundIn = HTTPServerResponsePart
     typealias OutboundOut = HTTPServerResponsePart
 
     private let files: SentFiles
-    private let activity: ConnectionActivity
+    private let activity: InFlightCount
     private let handedOn: HandedOn
     private let clock: ClientTimeouts.Clock
 
-    init(files: SentFiles, activity: ConnectionActivity, handedOn: HandedOn, clock: ClientTimeouts.Clock) {
+    init(files: SentFiles, activity: InFlightCount, handedOn: HandedOn, clock: ClientTimeouts.Clock) {
         self.files = files
         self.activity = activity
         self.handedOn = handedOn
