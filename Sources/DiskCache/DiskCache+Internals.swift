@@ -248,16 +248,35 @@ extension DiskCache {
         }
     }
 
+    /// Reads an entry's `.meta` file, then checks that the index still holds `expected`: the
+    /// file may have been retired and written again for another entry since it was opened
+    /// (``RetiredFiles``), which only a replacement or removal of `expected` lets happen.
+    /// The caller owns the buffer (``EntryBytes``).
+    private func readMetaFile(_ hash: KeyHash, expected: IndexEntry,
+                              pageCacheOnly: PageCacheOnly?) -> ReadOutcome<UnsafeMutableRawBufferPointer> {
+        switch readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize), pageCacheOnly: pageCacheOnly) {
+        case .found(let read):
+            guard isCurrent(hash, expected) else {
+                read.buffer.deallocate()
+                return .replaced
+            }
+            return .found(read.buffer)
+        case let other:
+            return other.withoutValue()
+        }
+    }
+
     /// Reads and checks an entry's files against what the index vouches for.
     func readEntry(_ hash: KeyHash, key: String, expected: IndexEntry, wantBody: Bool,
                    pageCacheOnly: PageCacheOnly? = nil) -> ReadOutcome<EntryRead> {
         let file: EntryBytes
-        switch readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize), pageCacheOnly: pageCacheOnly) {
-        case .found(let read): file = EntryBytes(read.buffer)
+        switch readMetaFile(hash, expected: expected, pageCacheOnly: pageCacheOnly) {
+        case .found(let read): file = EntryBytes(read)
         case let other: return other.withoutValue()
         }
         guard var meta = file.withBytes(EntryMetadata.decode) else { return .damaged }
-        guard meta.key == key else { return .otherKey }
+        // Another key of the same hash is a collision; one of another hash, a misplaced file.
+        guard meta.key == key else { return configuration.keyHasher.hash(meta.key) == hash ? .otherKey : .damaged }
         guard meta.checksum == expected.checksum, meta.size == expected.size,
               (meta.inlineBody != nil) == expected.isInline else { return .damaged }
         if let inline = meta.inlineBody {
@@ -277,8 +296,8 @@ extension DiskCache {
     /// metadata carries only the key, size, checksum and expiry.
     func readValue(_ hash: KeyHash, key: String, expected: IndexEntry, pageCacheOnly: PageCacheOnly? = nil) -> ReadOutcome<EntryRead> {
         let file: EntryBytes
-        switch readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize), pageCacheOnly: pageCacheOnly) {
-        case .found(let read): file = EntryBytes(read.buffer)
+        switch readMetaFile(hash, expected: expected, pageCacheOnly: pageCacheOnly) {
+        case .found(let read): file = EntryBytes(read)
         case let other: return other.withoutValue()
         }
         let view = file.withBytes { bytes in
@@ -404,7 +423,7 @@ extension DiskCache {
                 return removed
             }
             guard let removed else { return nil }
-            unlinkFiles(hash, of: removed.result)
+            discardFiles(hash, of: removed.result)
             return (removed.position, removed.result.size)
         }
         guard let position else {
@@ -444,7 +463,7 @@ extension DiskCache {
     ///    appends the record and updates the index under one lock; in `.immediate` makes the
     ///    record durable before the earlier value's files go, so that power loss cannot leave
     ///    neither value;
-    /// 4. unlinks the committed entry's files, garbage now.
+    /// 4. discards the committed entry's files, garbage now (``discardFiles(_:of:)``).
     ///
     /// A failure before the append removes the new slot's files and leaves the committed entry.
     /// Returns whether a record was committed.
@@ -492,16 +511,22 @@ extension DiskCache {
                 throw error
             }
             if immediate { try syncJournal(through: position) }
-            if let current { unlinkFiles(hash, of: current) }
+            if let current { discardFiles(hash, of: current) }
             return true
         }
         if committed { maintenance.noteWrite(owner: self) }
         return committed
     }
 
-    /// Unlinks the files of `entry`, which no record vouches for any more.
-    func unlinkFiles(_ hash: KeyHash, of entry: IndexEntry) {
-        unlinkFiles(hash, slot: entry.slot, body: !entry.isInline)
+    /// Discards the files of `entry`, which no record vouches for any more: the `.meta` file is
+    /// retired for a later write to reuse (``RetiredFiles``), or unlinked; a `.body` file is
+    /// unlinked (never written again: a server may be sending it).
+    func discardFiles(_ hash: KeyHash, of entry: IndexEntry) {
+        let meta = layout.metaFile(hash, slot: entry.slot)
+        if !retiredFiles.retire(meta, to: layout.retired + "/" + temporaryName("meta"), layout: layout) {
+            _ = layout.directory.unlink(meta)
+        }
+        if !entry.isInline { _ = layout.directory.unlink(layout.bodyFile(hash, slot: entry.slot)) }
     }
 
     /// Unlinks the `.meta` file of `slot`, and its `.body` file when `body`.
@@ -510,11 +535,13 @@ extension DiskCache {
         if body { _ = layout.directory.unlink(layout.bodyFile(hash, slot: slot)) }
     }
 
-    /// Creates an entry file in a slot no record vouches for (see `FileIO.writeEntryFile`). A
-    /// shard directory that has gone (removed by hand while the cache was open) is made again.
+    /// Creates an entry file in a slot no record vouches for (see `FileIO.writeEntryFile`); a
+    /// `.meta` file (`reusing`) reuses a retired one when this instance keeps one. A shard
+    /// directory that has gone (removed by hand while the cache was open) is made again.
     func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], hash: KeyHash, sync: Bool,
-                        action: String) throws(DiskCacheError) {
-        var result = FileIO.writeEntryFile(path, parts, sync: sync, in: layout.directory)
+                        reusing: Bool = false, action: String) throws(DiskCacheError) {
+        let retired = reusing ? retiredFiles.take() : nil
+        var result = FileIO.writeEntryFile(path, parts, sync: sync, in: layout.directory, reusing: retired)
         if case .failure(.noSuchFileOrDirectory) = result {
             try restoreShard(hash)
             result = FileIO.writeEntryFile(path, parts, sync: sync, in: layout.directory)

@@ -285,7 +285,12 @@ extension DiskCache {
     /// outliving its cache (closed, then the directory opened again) can never remove a file of
     /// the next instance's.
     func temporaryFile(_ prefix: String) -> String {
-        layout.tempFile("\(prefix)-\(getpid())-\(temporaryTag)-\(temporaryCounter.add(1, ordering: .relaxed).newValue)")
+        layout.tempFile(temporaryName(prefix))
+    }
+
+    /// A name no other file of this cache's has had: ``temporaryFile(_:)``'s, without the folder.
+    func temporaryName(_ prefix: String) -> String {
+        "\(prefix)-\(getpid())-\(temporaryTag)-\(temporaryCounter.add(1, ordering: .relaxed).newValue)"
     }
 
     /// A new empty file of the cache's own in `tmp/`, open for reading and writing (mode 0600):
@@ -426,7 +431,7 @@ extension DiskCache {
             try parts.head.withUnsafeBytes { head in
                 parts.tail.withUnsafeBytes { tail in
                     Result { () throws(DiskCacheError) in
-                        try writeEntryFile(metaPath, [head, tail], hash: hash, sync: immediate, action: "write the metadata")
+                        try writeEntryFile(metaPath, [head, tail], hash: hash, sync: immediate, reusing: true, action: "write the metadata")
                     }
                 }
             }.get()

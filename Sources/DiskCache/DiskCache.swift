@@ -29,7 +29,8 @@ import Darwin
 ///
 /// **Commit and recovery.** A write creates its files in the slot the committed entry does not
 /// use, then appends a record to the journal: that record is the commit point, and only then
-/// are the earlier value's files unlinked. Opening replays the journal to rebuild the in-memory
+/// are the earlier value's files discarded (its `.meta` file kept for a later write to reuse, see
+/// docs/on-disk-format.md). Opening replays the journal to rebuild the in-memory
 /// index without listing directories. A torn or corrupt journal tail is cut at the last good
 /// record; a damaged record in the middle costs only the entries it described; a missing
 /// journal is rebuilt by scanning the shards. After an unclean shutdown a background scan
@@ -78,6 +79,8 @@ public final class DiskCache: Sendable {
     let temporaryCounter = Atomic<UInt64>(0)
     /// Names this instance's files in `tmp/` apart from any other's (see `temporaryFile`).
     let temporaryTag = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+    /// This instance's `.meta` files of replaced and removed entries, for writes to reuse.
+    let retiredFiles = RetiredFiles()
     let maintenance: Maintenance
     let logger: Logger
 
@@ -320,8 +323,10 @@ public final class DiskCache: Sendable {
     /// #### Implementation details
     /// Creates the entry's files directly under their names in the slot the committed entry does
     /// not use (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600, one `pwritev(2)` each: the metadata file
-    /// holds the body too when it is at most ``Configuration/inlineThreshold``), appends a PUT
-    /// record to the journal (the commit point), then unlinks the previous slot's files. With
+    /// holds the body too when it is at most ``Configuration/inlineThreshold``; or a `.meta` file
+    /// of a replaced entry, retired to `retired/`, renamed there, written over and cut to length),
+    /// appends a PUT record to the journal (the commit point), then discards the previous slot's
+    /// files (its `.meta` file retired for reuse, its `.body` file unlinked). With
     /// `.immediate` durability it also fsyncs the journal after the append; before it, an inline
     /// entry whose metadata file is at most 256 KiB has the whole file copied into its record
     /// (PUT+FILE, synced by a checkpoint within a second), and any other entry has its files,
@@ -359,7 +364,7 @@ public final class DiskCache: Sendable {
                             }
                             let file = isInline ? [head, body, tail] : [head, tail]
                             try writeEntryFile(layout.metaFile(hash, slot: slot), file, hash: hash,
-                                               sync: immediate && !carriesFile, action: "write the metadata")
+                                               sync: immediate && !carriesFile, reusing: true, action: "write the metadata")
                             return PlacedFiles(put: put, carryingRecord: carriesFile ? Journal.encodePut(put, carrying: file) : nil)
                         }
                     }
@@ -371,7 +376,8 @@ public final class DiskCache: Sendable {
     /// Removes the value stored for `key`, if any.
     ///
     /// #### Implementation details
-    /// Appends a REMOVE record, then unlinks the entry's files.
+    /// Appends a REMOVE record, then discards the entry's files (as a store discards a
+    /// replaced value's).
     public func removeValue(for key: String) throws {
         let hash = configuration.keyHasher.hash(key)
         guard let entry = state.withLock({ $0.index[hash] }) else {
@@ -482,6 +488,8 @@ public final class DiskCache: Sendable {
             }
             return failure
         }
+        // Closed: no write takes or retires a file any more.
+        retiredFiles.removeAll(layout: layout)
         sharedRegion?.lock(.presence, .unlock)
         locks.withLock { $0 = [] }
         layout.directory.mappedBodies.dropAll()
@@ -503,7 +511,7 @@ extension DiskCache {
     /// #### Implementation details
     /// Writes the new `.meta` file in the entry's unused slot (an inline body is copied into it;
     /// a `.body` file gets a second name there with `link(2)`, no bytes copied), appends a PUT
-    /// record, then unlinks the old slot's names. The same crash guarantees as a store hold.
+    /// record, then discards the old slot's files. The same crash guarantees as a store hold.
     @discardableResult
     public func updateMetadata(_ metadata: [String: String], for key: String) throws -> Bool {
         let hash = configuration.keyHasher.hash(key)
@@ -539,7 +547,7 @@ extension DiskCache {
             try bytes.withUnsafeBytes { raw in
                 Result { () throws(DiskCacheError) in
                     try writeEntryFile(layout.metaFile(hash, slot: slot), [raw], hash: hash, sync: immediate,
-                                       action: "write the metadata")
+                                       reusing: true, action: "write the metadata")
                 }
             }.get()
             return PlacedFiles(put: Journal.Put(hash: hash, size: meta.size, metaSize: UInt32(bytes.count),

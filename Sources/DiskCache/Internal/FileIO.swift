@@ -42,7 +42,11 @@ enum FileIO {
     /// interrupted write left (or, after damage, a directory): it is removed and the file made afresh (never truncated in place,
     /// which would make ext4 start writeback at close). On failure the partial file is removed.
     static func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], sync: Bool,
-                               in directory: CacheDirectory) -> Result<Void, SyscallError> {
+                               in directory: CacheDirectory, reusing retired: String? = nil) -> Result<Void, SyscallError> {
+        if let retired {
+            if let result = overwrite(retired, movedTo: path, parts, sync: sync, in: directory) { return result }
+            _ = directory.unlink(retired)
+        }
         let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW
         var opened = directory.open(path, flags, 0o600)
         if case .failure(.fileExists) = opened {
@@ -55,6 +59,30 @@ enum FileIO {
         case .failure(let error): return .failure(error)
         }
         var result = Syscall.pwritevAll(fd, parts)
+        if case .success = result, sync { result = Syscall.fsync(fd) }
+        Syscall.close(fd)
+        if case .failure = result { _ = directory.unlink(path) }
+        return result
+    }
+
+    /// ``writeEntryFile(_:_:sync:in:reusing:)`` into a retired `.meta` file (``RetiredFiles``):
+    /// moved to `path` (replacing what is there, garbage in a slot no record vouches for), then
+    /// written over and cut to the new length. Nil, with nothing at `path`, when the file is
+    /// not a regular file of one name that can be moved and opened: the caller creates one.
+    private static func overwrite(_ retired: String, movedTo path: String, _ parts: [UnsafeRawBufferPointer], sync: Bool,
+                                  in directory: CacheDirectory) -> Result<Void, SyscallError>? {
+        guard case .success = directory.rename(retired, path) else { return nil }
+        guard case .success(let fd) = directory.open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK, 0) else {
+            _ = directory.unlink(path)
+            return nil
+        }
+        guard case .success(let info) = Syscall.fstat(fd), info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 else {
+            Syscall.close(fd)
+            _ = directory.unlink(path)
+            return nil
+        }
+        var result = Syscall.pwritevAll(fd, parts)
+        if case .success = result { result = Syscall.ftruncate(fd, Int64(parts.reduce(0) { $0 + $1.count })) }
         if case .success = result, sync { result = Syscall.fsync(fd) }
         Syscall.close(fd)
         if case .failure = result { _ = directory.unlink(path) }

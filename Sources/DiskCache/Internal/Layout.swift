@@ -37,6 +37,8 @@ struct Layout: Sendable {
 
         """.utf8)
     static let temporaryDirectoryName = "tmp"
+    /// Where `.meta` files wait to be reused (``RetiredFiles``).
+    static let retiredDirectoryName = "retired"
     static let metaSuffix: StaticString = ".meta"
     static let bodySuffix: StaticString = ".body"
     static let slot1Mark = ".1"
@@ -89,6 +91,7 @@ struct Layout: Sendable {
     var journalTemp: String { root + "/" + Journal.journalTempFileName }
     var journalCorrupt: String { root + "/" + Journal.journalCorruptFileName }
     var temp: String { root + "/" + Self.temporaryDirectoryName }
+    var retired: String { root + "/" + Self.retiredDirectoryName }
 
     /// The directory holding the entry's files: "ab" (or "ab/cd" in format 1).
     func shardDirectory(_ hash: KeyHash) -> String {

@@ -112,6 +112,8 @@ struct Opener {
         var recovery = DiskCache.Recovery()
         recovery.sharedPageMovedAside = sharedPageMovedAside
         recovery.temporaryFilesRemoved = try cleanTemporaryFiles()
+        // `.meta` files retired by instances that ended without closing (``RetiredFiles``).
+        layout.directory.removeTree(layout.retired)
         if case .success(let names) = layout.directory.listDirectory(layout.root) {
             for (name, _) in names where name.hasPrefix(FormatMarker.temporaryPrefix) {
                 layout.directory.removeTree(layout.root + "/" + name)

@@ -1,0 +1,86 @@
+@testable import DiskCache
+import DiskCacheLocking
+import Foundation
+import Testing
+import TestSupport
+
+/// The `.meta` files of replaced and removed entries are moved to `retired/` and written again
+/// for later entries (`RetiredFiles`) instead of being unlinked and created anew.
+struct RetiredFilesTests {
+    func inode(_ path: String) -> UInt64? {
+        var info = stat()
+        return lstat(path, &info) == 0 ? UInt64(info.st_ino) : nil
+    }
+
+    func retiredCount(_ dir: TemporaryDirectory) -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: dir.cache.appendingPathComponent("retired").path).count) ?? 0
+    }
+
+    @Test func aReplacedEntrysMetadataFileIsWrittenAgainForTheNextEntry() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+        let long = Data(repeating: 7, count: 2_000)
+        try cache.store(long, for: "a")
+        let first = try #require(inode(EntryFiles(cache, key: "a").meta))
+        try cache.store(bytes("second"), for: "a")
+        #expect(retiredCount(dir) == 1)
+        // A shorter file than the one it reuses: cut to its own length.
+        try cache.store(bytes("b's value"), for: "b", metadata: ["m": "1"])
+        #expect(inode(EntryFiles(cache, key: "b").meta) == first)
+        #expect(retiredCount(dir) == 0)
+        #expect(cache.data(for: "a") == bytes("second") && cache.data(for: "b") == bytes("b's value"))
+        #expect(cache.entry(for: "b")?.metadata == ["m": "1"])
+        #expect(try cache.verify().isHealthy)
+        // A removed entry's file is retired too; closing removes what is left.
+        try cache.removeValue(for: "a")
+        #expect(retiredCount(dir) == 1)
+        try cache.close()
+        #expect(retiredCount(dir) == 0)
+        let reopened = try DiskCache(directory: dir.cache, configuration: .testing())
+        #expect(reopened.data(for: "b") == bytes("b's value") && reopened.data(for: "a") == nil)
+    }
+
+    /// A reader that opened an entry's `.meta` file before the entry was removed, and reads it
+    /// after the file was written again for another entry, gets a miss: never the other
+    /// entry's bytes, and nothing counted as damage.
+    @Test func aFileWrittenAgainWhileAReaderHasItOpenIsNotReadAsItsEntry() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+        try cache.store(bytes("a's value"), for: "a")
+        let path = EntryFiles(cache, key: "a").meta
+        let reused = try #require(inode(path))
+        let fired = PthreadMutex(false)
+        let token = FileSystemObservers.add { event in
+            guard case .open(_, let opened, false, _) = event, opened == path,
+                  fired.withLock({ fired in defer { fired = true }; return !fired }) else { return }
+            // Between the reader's open and its read: `a` removed, its file retired and written for `b`.
+            try? cache.removeValue(for: "a")
+            try? cache.store(bytes("b's value"), for: "b")
+        }
+        defer { FileSystemObservers.remove(token) }
+        #expect(cache.data(for: "a") == nil)
+        #expect(fired.withLock { $0 })
+        #expect(inode(EntryFiles(cache, key: "b").meta) == reused)
+        #expect(cache.data(for: "b") == bytes("b's value"))
+        #expect(cache.statistics.corruptEntriesRemoved == 0)
+    }
+
+    @Test func filesACrashLeftInRetiredAreRemovedAtOpen() throws {
+        let dir = TemporaryDirectory()
+        do {
+            let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+            try cache.store(bytes("one"), for: "k")
+            try cache.store(bytes("two"), for: "k")
+            #expect(retiredCount(dir) == 1)
+            try cache.flush()
+            // Not closed, as after `kill -9`: the retired file stays.
+            cache.maintenance.stop()
+            cache.state.withLock { $0.isClosed = true }
+            cache.locks.withLock { $0 = [] }
+        }
+        let reopened = try DiskCache(directory: dir.cache, configuration: .testing())
+        #expect(retiredCount(dir) == 0)
+        #expect(reopened.data(for: "k") == bytes("two"))
+        #expect(try reopened.verify().isHealthy)
+    }
+}
