@@ -254,15 +254,16 @@ extension DiskCache {
     /// The caller owns the buffer (``EntryBytes``).
     private func readMetaFile(_ hash: KeyHash, expected: IndexEntry,
                               pageCacheOnly: PageCacheOnly?) -> ReadOutcome<UnsafeMutableRawBufferPointer> {
-        switch readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize), pageCacheOnly: pageCacheOnly) {
+        let outcome = readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize), pageCacheOnly: pageCacheOnly)
+        // Behind the journal, the index cannot say: the read is not trusted.
+        let current = state.withLock { !$0.isBehind && $0.index[hash]?.isSameCommit(as: expected) == true }
+        switch outcome {
+        case .found(let read) where current: return .found(read.buffer)
         case .found(let read):
-            guard isCurrent(hash, expected) else {
-                read.buffer.deallocate()
-                return .replaced
-            }
-            return .found(read.buffer)
-        case let other:
-            return other.withoutValue()
+            read.buffer.deallocate()
+            return .replaced
+        case .damaged where !current: return .replaced  // gone or cut short by a later write
+        case let other: return other.withoutValue()
         }
     }
 
@@ -423,7 +424,8 @@ extension DiskCache {
                 return removed
             }
             guard let removed else { return nil }
-            discardFiles(hash, of: removed.result)
+            // What frees space frees it; a damaged entry's files may not be files at all.
+            discardFiles(hash, of: removed.result, reusing: reason != .freeSpace && reason != .corrupt)
             return (removed.position, removed.result.size)
         }
         guard let position else {
@@ -519,19 +521,20 @@ extension DiskCache {
     }
 
     /// Discards the files of `entry`, which no record vouches for any more: the `.meta` file is
-    /// retired for a later write to reuse (``RetiredFiles``), or unlinked; a `.body` file is
-    /// unlinked (never written again: a server may be sending it).
-    func discardFiles(_ hash: KeyHash, of entry: IndexEntry) {
+    /// retired for a later write to reuse (``RetiredFiles``) when `reusing`, or unlinked; a
+    /// `.body` file is unlinked (never written again: a server may be sending it).
+    func discardFiles(_ hash: KeyHash, of entry: IndexEntry, reusing: Bool = true) {
         let meta = layout.metaFile(hash, slot: entry.slot)
-        if !retiredFiles.retire(meta, to: layout.retired + "/" + temporaryName("meta"), layout: layout) {
-            _ = layout.directory.unlink(meta)
+        if reusing, retiredFiles.retire(meta, size: Int64(entry.metaSize), to: layout.retired + "/" + temporaryName("meta"), layout: layout) {
+            unlinkFiles(hash, slot: entry.slot, meta: false, body: !entry.isInline)
+        } else {
+            unlinkFiles(hash, slot: entry.slot, body: !entry.isInline)
         }
-        if !entry.isInline { _ = layout.directory.unlink(layout.bodyFile(hash, slot: entry.slot)) }
     }
 
-    /// Unlinks the `.meta` file of `slot`, and its `.body` file when `body`.
-    func unlinkFiles(_ hash: KeyHash, slot: UInt8, body: Bool) {
-        _ = layout.directory.unlink(layout.metaFile(hash, slot: slot))
+    /// Unlinks the `.meta` file of `slot` (unless `meta` is false), and its `.body` file when `body`.
+    func unlinkFiles(_ hash: KeyHash, slot: UInt8, meta: Bool = true, body: Bool) {
+        if meta { _ = layout.directory.unlink(layout.metaFile(hash, slot: slot)) }
         if body { _ = layout.directory.unlink(layout.bodyFile(hash, slot: slot)) }
     }
 
@@ -540,7 +543,7 @@ extension DiskCache {
     /// directory that has gone (removed by hand while the cache was open) is made again.
     func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], hash: KeyHash, sync: Bool,
                         reusing: Bool = false, action: String) throws(DiskCacheError) {
-        let retired = reusing ? retiredFiles.take() : nil
+        let retired = reusing ? retiredFiles.take(atMost: parts.reduce(0) { $0 + $1.count }) : nil
         var result = FileIO.writeEntryFile(path, parts, sync: sync, in: layout.directory, reusing: retired)
         if case .failure(.noSuchFileOrDirectory) = result {
             try restoreShard(hash)

@@ -229,6 +229,8 @@ extension DiskCache {
             return nil
         }
         defer { buffer.deallocate() }
-        return EntryMetadata.decode(UnsafeRawBufferPointer(buffer))?.key
+        // Read without the key's lock: the file may have been written again for another key since.
+        guard let key = EntryMetadata.decode(UnsafeRawBufferPointer(buffer))?.key, configuration.keyHasher.hash(key) == hash else { return nil }
+        return key
     }
 }

@@ -218,13 +218,18 @@ public final class DiskCache: Sendable {
     /// ``entry(for:)``, reading only what the page cache holds when `pageCacheOnly` is given.
     package func entry(for key: String, pageCacheOnly: PageCacheOnly?) -> Entry? {
         let hash = configuration.keyHasher.hash(key)
-        guard let indexEntry = state.withLock({ $0.isClosed ? nil : $0.index[hash] }) else { return nil }
-        let now = configuration.clock()
-        guard !indexEntry.hasExpired(atMilliseconds: now),
-              case .found(let read) = readEntry(hash, key: key, expected: indexEntry, wantBody: false, pageCacheOnly: pageCacheOnly),
-              read.meta.expires.map({ $0 > now }) ?? true
-        else { return nil }
-        return Entry(read.meta, indexEntry)
+        // Looked up again when a write replaced the entry while its file was read.
+        for _ in 0..<4 {
+            guard let indexEntry = state.withLock({ $0.isClosed ? nil : $0.index[hash] }) else { return nil }
+            let now = configuration.clock()
+            guard !indexEntry.hasExpired(atMilliseconds: now) else { return nil }
+            switch readEntry(hash, key: key, expected: indexEntry, wantBody: false, pageCacheOnly: pageCacheOnly) {
+            case .found(let read): return read.meta.expires.map({ $0 > now }) ?? true ? Entry(read.meta, indexEntry) : nil
+            case .replaced: continue
+            default: return nil
+            }
+        }
+        return nil
     }
 
     /// True if a value is stored for `key` (by the index alone: no file is read, so a
@@ -324,7 +329,8 @@ public final class DiskCache: Sendable {
     /// Creates the entry's files directly under their names in the slot the committed entry does
     /// not use (`O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600, one `pwritev(2)` each: the metadata file
     /// holds the body too when it is at most ``Configuration/inlineThreshold``; or a `.meta` file
-    /// of a replaced entry, retired to `retired/`, renamed there, written over and cut to length),
+    /// of a replaced entry no longer than the new one, retired to `retired/`, renamed there and
+    /// written over),
     /// appends a PUT record to the journal (the commit point), then discards the previous slot's
     /// files (its `.meta` file retired for reuse, its `.body` file unlinked). With
     /// `.immediate` durability it also fsyncs the journal after the append; before it, an inline

@@ -19,16 +19,16 @@ struct RetiredFilesTests {
     @Test func aReplacedEntrysMetadataFileIsWrittenAgainForTheNextEntry() throws {
         let dir = TemporaryDirectory()
         let cache = try DiskCache(directory: dir.cache, configuration: .testing())
-        let long = Data(repeating: 7, count: 2_000)
-        try cache.store(long, for: "a")
+        try cache.store(bytes("first"), for: "a")
         let first = try #require(inode(EntryFiles(cache, key: "a").meta))
-        try cache.store(bytes("second"), for: "a")
+        try cache.store(Data(repeating: 7, count: 2_000), for: "a")
         #expect(retiredCount(dir) == 1)
-        // A shorter file than the one it reuses: cut to its own length.
-        try cache.store(bytes("b's value"), for: "b", metadata: ["m": "1"])
+        // A longer file than the one it reuses (a shorter one is never written over a longer).
+        let long = Data(repeating: 9, count: 1_000)
+        try cache.store(long, for: "b", metadata: ["m": "1"])
         #expect(inode(EntryFiles(cache, key: "b").meta) == first)
         #expect(retiredCount(dir) == 0)
-        #expect(cache.data(for: "a") == bytes("second") && cache.data(for: "b") == bytes("b's value"))
+        #expect(cache.data(for: "a") == Data(repeating: 7, count: 2_000) && cache.data(for: "b") == long)
         #expect(cache.entry(for: "b")?.metadata == ["m": "1"])
         #expect(try cache.verify().isHealthy)
         // A removed entry's file is retired too; closing removes what is left.
@@ -37,7 +37,7 @@ struct RetiredFilesTests {
         try cache.close()
         #expect(retiredCount(dir) == 0)
         let reopened = try DiskCache(directory: dir.cache, configuration: .testing())
-        #expect(reopened.data(for: "b") == bytes("b's value") && reopened.data(for: "a") == nil)
+        #expect(reopened.data(for: "b") == long && reopened.data(for: "a") == nil)
     }
 
     /// A reader that opened an entry's `.meta` file before the entry was removed, and reads it

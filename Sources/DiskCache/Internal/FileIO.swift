@@ -39,12 +39,17 @@ enum FileIO {
 
     /// Creates an entry file at `path` in a slot no journal record vouches for, writes `parts`
     /// with one gathered write, optionally fsyncs, and closes. A file already there is what an
-    /// interrupted write left (or, after damage, a directory): it is removed and the file made afresh (never truncated in place,
-    /// which would make ext4 start writeback at close). On failure the partial file is removed.
+    /// interrupted write left (or, after damage, a directory): it is removed and the file made
+    /// afresh (never truncated to nothing in place, which would make ext4 start writeback at
+    /// close). With `retired`, a retired `.meta` file (``RetiredFiles``) no longer than `parts`
+    /// is moved to `path` instead and written over; one that is not a regular file of one name
+    /// is unlinked and a file created. On failure the partial file is removed.
     static func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], sync: Bool,
                                in directory: CacheDirectory, reusing retired: String? = nil) -> Result<Void, SyscallError> {
         if let retired {
-            if let result = overwrite(retired, movedTo: path, parts, sync: sync, in: directory) { return result }
+            if let fd = openRetired(retired, movedTo: path, in: directory) {
+                return write(fd, parts, at: path, sync: sync, in: directory)
+            }
             _ = directory.unlink(retired)
         }
         let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW
@@ -53,11 +58,16 @@ enum FileIO {
             _ = directory.removeEntryFile(path)
             opened = directory.open(path, flags, 0o600)
         }
-        let fd: Int32
         switch opened {
-        case .success(let value): fd = value
+        case .success(let fd): return write(fd, parts, at: path, sync: sync, in: directory)
         case .failure(let error): return .failure(error)
         }
+    }
+
+    /// Writes `parts` from offset 0 of `fd` (the file at `path`), fsyncs when `sync`, and closes
+    /// it; unlinks `path` on failure.
+    private static func write(_ fd: Int32, _ parts: [UnsafeRawBufferPointer], at path: String, sync: Bool,
+                              in directory: CacheDirectory) -> Result<Void, SyscallError> {
         var result = Syscall.pwritevAll(fd, parts)
         if case .success = result, sync { result = Syscall.fsync(fd) }
         Syscall.close(fd)
@@ -65,12 +75,11 @@ enum FileIO {
         return result
     }
 
-    /// ``writeEntryFile(_:_:sync:in:reusing:)`` into a retired `.meta` file (``RetiredFiles``):
-    /// moved to `path` (replacing what is there, garbage in a slot no record vouches for), then
-    /// written over and cut to the new length. Nil, with nothing at `path`, when the file is
-    /// not a regular file of one name that can be moved and opened: the caller creates one.
-    private static func overwrite(_ retired: String, movedTo path: String, _ parts: [UnsafeRawBufferPointer], sync: Bool,
-                                  in directory: CacheDirectory) -> Result<Void, SyscallError>? {
+    /// A retired `.meta` file moved to `path` (replacing what is there, garbage in a slot no
+    /// record vouches for) and opened to be written over. Nil, with nothing at `path`, when it
+    /// cannot be moved or opened, or is not a regular file of one name (a power cut can leave a
+    /// second name): the caller creates a file.
+    private static func openRetired(_ retired: String, movedTo path: String, in directory: CacheDirectory) -> Int32? {
         guard case .success = directory.rename(retired, path) else { return nil }
         guard case .success(let fd) = directory.open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK, 0) else {
             _ = directory.unlink(path)
@@ -81,12 +90,7 @@ enum FileIO {
             _ = directory.unlink(path)
             return nil
         }
-        var result = Syscall.pwritevAll(fd, parts)
-        if case .success = result { result = Syscall.ftruncate(fd, Int64(parts.reduce(0) { $0 + $1.count })) }
-        if case .success = result, sync { result = Syscall.fsync(fd) }
-        Syscall.close(fd)
-        if case .failure = result { _ = directory.unlink(path) }
-        return result
+        return fd
     }
 
     /// How the cache opens a file to read it: never through a symbolic link, and never

@@ -93,7 +93,7 @@ enum FormatMarker {
     static func isRecognisablyACache(_ names: [(name: String, type: UInt8)], minimumShards: Int = 128) -> Bool {
         let ours: Set<String> = [Layout.versionFileName, Layout.cacheDirectoryTagFileName, Layout.lockFileName, SharedRegion.fileName,
                                  Journal.journalFileName, Journal.journalTempFileName, Journal.journalCorruptFileName,
-                                 Layout.temporaryDirectoryName]
+                                 Layout.temporaryDirectoryName, Layout.retiredDirectoryName]
         var shards = 0
         for (name, type) in names {
             if Layout.isShardName(name) {

@@ -12,33 +12,56 @@ import DiskCacheLocking
 /// are seen only by a read whose check then fails. `.body` files are never reused: a server
 /// sends them with `sendfile`, or keeps them mapped, after the check.
 ///
-/// Each instance keeps its own files, at most ``capacity``; `close()` removes them, and opening
-/// a cache no other instance has open empties `retired/` (what a crash left).
+/// Each instance keeps its own files: at most ``capacity`` of them, each of at most
+/// ``largestFile`` bytes and ``byteBudget`` bytes together, which the cache's `diskCapacity`
+/// does not count. The oldest is taken first, so that a file waits as long as it can before it
+/// is written again. `close()` removes an instance's files, and opening a cache no other
+/// instance has open empties `retired/` (what a crash left).
 final class RetiredFiles: Sendable {
     static let capacity = 256
-    private let paths = PthreadMutex([String]())
+    static let largestFile: Int64 = 64 << 10
+    static let byteBudget: Int64 = 4 << 20
+    private let kept = PthreadMutex((paths: [(path: String, size: Int64)](), bytes: Int64(0)))
 
-    /// Moves the file at `path` to `target` in `retired/` (made when missing); false when this
-    /// instance keeps ``capacity`` files already or the move failed: the caller unlinks it then.
-    func retire(_ path: String, to target: @autoclosure () -> String, layout: Layout) -> Bool {
-        guard paths.withLock({ $0.count < Self.capacity }) else { return false }
+    /// Moves the file at `path`, of `size` bytes, to `target` in `retired/` (made when missing);
+    /// false when it is too large, when this instance keeps as many files or bytes as it may,
+    /// or when the move failed: the caller unlinks it then.
+    func retire(_ path: String, size: Int64, to target: @autoclosure () -> String, layout: Layout) -> Bool {
+        guard size <= Self.largestFile,
+              kept.withLock({ $0.paths.count < Self.capacity && $0.bytes + size <= Self.byteBudget }) else { return false }
         let target = target()
         var moved = layout.directory.rename(path, target)
         if case .failure(.noSuchFileOrDirectory) = moved, case .success = layout.directory.mkdir(layout.retired, 0o700) {
             moved = layout.directory.rename(path, target)
         }
         guard case .success = moved else { return false }
-        paths.withLock { $0.append(target) }
+        kept.withLock {
+            $0.paths.append((target, size))
+            $0.bytes += size
+        }
         return true
     }
 
-    /// A retired file's path, no longer kept here: the caller moves it where it writes, or
-    /// unlinks it.
-    func take() -> String? { paths.withLock { $0.popLast() } }
+    /// The path of the oldest retired file of at most `size` bytes, no longer kept here: the
+    /// caller moves it where it writes `size` bytes over it, or unlinks it. Never a longer one,
+    /// which would have to be cut short: a power cut can keep the new bytes and lose the cut,
+    /// leaving bytes past the length the journal records.
+    func take(atMost size: Int) -> String? {
+        kept.withLock { kept in
+            guard let index = kept.paths.firstIndex(where: { $0.size <= size }) else { return nil }
+            let taken = kept.paths.remove(at: index)
+            kept.bytes -= taken.size
+            return taken.path
+        }
+    }
 
     /// Unlinks every file kept, then `retired/` unless another instance keeps files there.
     func removeAll(layout: Layout) {
-        for path in paths.withLock({ paths in defer { paths = [] }; return paths }) { _ = layout.directory.unlink(path) }
+        let paths = kept.withLock { kept in
+            defer { kept = ([], 0) }
+            return kept.paths.map(\.path)
+        }
+        for path in paths { _ = layout.directory.unlink(path) }
         _ = layout.directory.rmdir(layout.retired)
     }
 }
