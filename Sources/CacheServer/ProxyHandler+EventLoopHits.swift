@@ -77,14 +77,10 @@ extension ProxyHandler {
         let response = variant.entry.response
         let headers = servedHeaders(response, status: "HIT")
         if let parts = notModified(response, exchange, headers) { return (parts, Outcome(status: 304, cacheStatus: "HIT")) }
-        let reads = DiskCache.PageCacheOnly()
+        // A read that gave up rather than wait ends as nil: the task answers then.
         guard let checked = try? cache.checkedBody(of: variant, sizeLimit: min(configuration.wholeCheckLimit, Self.eventLoopCheckLimit),
-                                                   copying: copying, pageCacheOnly: reads)
+                                                   copying: copying, pageCacheOnly: DiskCache.PageCacheOnly())
         else { return nil }
-        if reads.gaveUp {
-            checked.discard()
-            return nil
-        }
         return checkedResponse(checked, response, headers, exchange, status: "HIT", sentFiles: sentFiles)
     }
 }
