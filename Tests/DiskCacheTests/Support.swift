@@ -157,10 +157,13 @@ final class Worker: @unchecked Sendable {  // unchecked: `collected` and `buffer
         return nil
     }
 
-    /// SIGKILL, then waits for the process and for the rest of its output.
+    /// SIGKILL, then waits for the process (for at most a minute) and for the rest of its output.
+    /// Not `waitUntilExit()`: that once waited forever here for a worker already killed, holding
+    /// one of the test process's few threads; a test that goes on reports what it then finds.
     func kill() {
         Foundation.kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        let deadline = Date().addingTimeInterval(60)
+        while process.isRunning && Date() < deadline { usleep(2_000) }
         _ = finished.wait(timeout: .now() + 5)
     }
 

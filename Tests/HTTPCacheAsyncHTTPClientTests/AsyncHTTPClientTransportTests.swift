@@ -28,10 +28,12 @@ import TestSupport
         try FileManager.default.contentsOfDirectory(atPath: cacheDirectory.appendingPathComponent("tmp").path)
     }
 
-    /// Waits until `condition` holds, checking every 10 ms for at most `seconds`; whether it did.
-    func eventually(within seconds: Double = 60, _ condition: () throws -> Bool) async throws -> Bool {
-        let end = Date().addingTimeInterval(seconds)
-        while Date() < end {
+    /// Waits until `condition` holds, checking it at most `attempts` times 10 ms apart; whether it
+    /// did. A count, not a deadline: while the test process's threads are all busy with other
+    /// tests (two of them on two cores), this task is not run and spends no attempt, where a
+    /// deadline would pass with nothing done.
+    func eventually(attempts: Int = 6_000, _ condition: () throws -> Bool) async throws -> Bool {
+        for _ in 0..<attempts {
             if try condition() { return true }
             try await Task.sleep(for: .milliseconds(10))
         }
