@@ -1,7 +1,6 @@
 import Foundation
 import HTTPCache
 import NIOCore
-import NIOHTTP1
 import HTTPTypes
 
 /// A client's `Range` (RFC 9110 §14.2) against a body of known size: one byte range, served as
@@ -36,8 +35,8 @@ enum ByteRange: Equatable {
     /// The range a client asked of a response with these fields: none (the whole body) when
     /// the request has an `If-Range` that does not hold for it (RFC 9110 §13.1.5: a strong
     /// entity-tag match, or a date equal to its `Last-Modified`).
-    init(request: HTTPHeaders, response: HTTPFields, size: Int64) {
-        if let ifRange = request.first(name: "If-Range") {
+    init(request: HTTPFields, response: HTTPFields, size: Int64) {
+        if let ifRange = request[values: .ifRange].first {
             let holds: Bool
             if ifRange.hasPrefix("\"") || ifRange.hasPrefix("W/") {
                 let stored = response[.eTag].flatMap(EntityTag.init)
@@ -47,7 +46,7 @@ enum ByteRange: Equatable {
             }
             guard holds else { self = .whole; return }
         }
-        self.init(request.first(name: "Range"), size: size)
+        self.init(request[values: .range].first, size: size)
     }
 
     /// The part of `buffer`, which starts at `offset` of the body, that lies in the range.
@@ -68,19 +67,19 @@ enum ByteRange: Equatable {
     }
 
     /// The status, and the fields to set, for a body of `size` bytes.
-    func apply(to headers: inout HTTPHeaders, status: HTTPResponseStatus, size: Int64) -> HTTPResponseStatus {
-        headers.remove(name: "Transfer-Encoding")
+    func apply(to fields: inout HTTPFields, status: HTTPResponse.Status, size: Int64) -> HTTPResponse.Status {
+        fields[.transferEncoding] = nil
         switch self {
         case .whole:
-            headers.replaceOrAdd(name: "Content-Length", value: String(size))
+            fields.replaceOrAppend(.contentLength, String(size))
             return status
         case .range(let first, let last):
-            headers.replaceOrAdd(name: "Content-Range", value: "bytes \(first)-\(last)/\(size)")
-            headers.replaceOrAdd(name: "Content-Length", value: String(last - first + 1))
+            fields.replaceOrAppend(.contentRange, "bytes \(first)-\(last)/\(size)")
+            fields.replaceOrAppend(.contentLength, String(last - first + 1))
             return .partialContent
         case .unsatisfiable:
-            headers.replaceOrAdd(name: "Content-Range", value: "bytes */\(size)")
-            headers.replaceOrAdd(name: "Content-Length", value: "0")
+            fields.replaceOrAppend(.contentRange, "bytes */\(size)")
+            fields.replaceOrAppend(.contentLength, "0")
             return .rangeNotSatisfiable
         }
     }

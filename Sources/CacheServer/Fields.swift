@@ -4,24 +4,42 @@ import NIOHTTP1
 import RawStructuredFieldValues
 import HTTPTypes
 
-/// Header-field rules of a proxy (RFC 9110 §7.6.1, RFC 9111 §3.1).
+/// Header-field rules of a proxy (RFC 9110 §7.6.1, RFC 9111 §3.1), and the one place where
+/// the server's vocabulary meets NIO's.
+///
+/// Inside the server a request is an `HTTPRequest` and fields are `HTTPFields` (swift-http-types,
+/// as in HTTPCache's policy engine and stored responses). NIO's HTTP/1 types stay at the wire
+/// only: the channel handlers that read and frame requests, and the parts written to a client
+/// or an origin. Not NIOHTTPTypesHTTP1's codecs: their response parts carry a body as a
+/// `ByteBuffer` only, where a stored body goes out as a `FileRegion` (`sendfile`), and their
+/// `HTTPRequest` keeps no protocol version, which `Via` names.
 enum Fields {
-    /// Fields that describe one connection, never forwarded or stored.
-    static let hopByHop = CachePolicyEngine.connectionFields.map(\.rawName)
-
-    /// `headers` without hop-by-hop fields and those their `Connection` field names.
-    static func endToEnd(_ headers: HTTPHeaders) -> HTTPHeaders {
-        var result = headers
-        let named = headers[canonicalForm: "Connection"].map(String.init)
-        for name in hopByHop + named { result.remove(name: name) }
-        return result
+    /// The request a client's head asks, its fields as sent (`Host` among them); nil when its
+    /// method is not a token (NIO's parser lets none in).
+    static func request(_ head: HTTPRequestHead) -> HTTPRequest? {
+        // NIO names `M-SEARCH` `.MSEARCH`, whose raw value has no hyphen.
+        guard let method = HTTPRequest.Method(head.method == .MSEARCH ? "M-SEARCH" : head.method.rawValue) else { return nil }
+        return HTTPRequest(method: method, scheme: nil, authority: nil, path: head.uri, headerFields: fields(head.headers))
     }
 
-    /// The conditional fields of a client's request.
-    static let conditional = CachePolicyEngine.conditionalRequestFields.map(\.rawName)
+    /// The head that asks an origin for `target` with `method` and `fields`.
+    static func originHead(_ method: HTTPRequest.Method, target: String, _ fields: HTTPFields) -> HTTPRequestHead {
+        HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: method.rawValue), uri: target, headers: headers(fields))
+    }
 
-    /// NIO's fields as the policy engine's; a name that is not a token (which NIO's parser does
-    /// not let in) is dropped.
+    /// A response head of HTTP/1.1 with `status` and `fields`, as NIO writes it.
+    static func responseHead(_ status: HTTPResponse.Status, _ fields: HTTPFields) -> HTTPResponseHead {
+        HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: status.code, reasonPhrase: status.reasonPhrase),
+                         headers: headers(fields))
+    }
+
+    /// The status of a response head NIO read.
+    static func status(_ head: HTTPResponseHead) -> HTTPResponse.Status {
+        HTTPResponse.Status(code: Int(head.status.code), reasonPhrase: head.status.reasonPhrase)
+    }
+
+    /// NIO's fields as the server's; a name that is not a token (which NIO's parser does not
+    /// let in) is dropped.
     static func fields(_ headers: HTTPHeaders) -> HTTPFields {
         var fields = HTTPFields()
         fields.reserveCapacity(headers.count)
@@ -29,32 +47,39 @@ enum Fields {
         return fields
     }
 
+    /// The server's fields as NIO writes them.
     static func headers(_ fields: HTTPFields) -> HTTPHeaders {
         HTTPHeaders(fields.map { ($0.name.rawName, $0.value) })
     }
 
     /// Whether a client's `If-None-Match` / `If-Modified-Since` (RFC 9110 §13.1.2, §13.1.3)
     /// hold for `stored`: then a GET or HEAD is answered 304.
-    static func notModified(_ request: HTTPHeaders, stored: StoredResponse) -> Bool {
-        CachePolicyEngine.answersNotModified(ifNoneMatch: request[canonicalForm: "If-None-Match"].map(String.init),
-                                             ifModifiedSince: request.first(name: "If-Modified-Since"), stored: stored)
+    static func notModified(_ request: HTTPFields, stored: StoredResponse) -> Bool {
+        CachePolicyEngine.answersNotModified(ifNoneMatch: request.listElements(for: .ifNoneMatch),
+                                             ifModifiedSince: request[.ifModifiedSince], stored: stored)
     }
 
     /// The fields a 304 carries (RFC 9110 §15.4.5): those a 200 would have had, but the body's.
-    static func notModifiedHeaders(_ stored: HTTPHeaders) -> HTTPHeaders {
+    static func notModifiedFields(_ stored: HTTPFields) -> HTTPFields {
         var result = stored
-        for name in CachePolicyEngine.fieldsOmittedFromNotModified { result.remove(name: name.rawName) }
+        for name in CachePolicyEngine.fieldsOmittedFromNotModified { result[name] = nil }
         return result
     }
+
+    /// How a response was answered (HIT, MISS, REVALIDATED, STALE, BYPASS), as nginx's and
+    /// Varnish's configurations commonly say it.
+    static let xCache = HTTPField.Name("X-Cache")!
+    /// `Host` (RFC 9110 §7.2), which swift-http-types keeps as a request's authority instead.
+    static let host = HTTPField.Name("Host")!
 
     // MARK: - CDN-Cache-Control (RFC 9213)
 
     /// Where a response's own `Cache-Control` and `Expires` are kept while its
     /// `CDN-Cache-Control` stands in for them in the stored response.
-    static let savedCacheControl = "DiskCache-Server-Cache-Control"
-    static let savedExpires = "DiskCache-Server-Expires"
+    static let savedCacheControl = HTTPField.Name("DiskCache-Server-Cache-Control")!
+    static let savedExpires = HTTPField.Name("DiskCache-Server-Expires")!
     /// Marks a stored response whose `Cache-Control` is its `CDN-Cache-Control`.
-    static let targetedMarker = "DiskCache-Server-Targeted"
+    static let targetedMarker = HTTPField.Name("DiskCache-Server-Targeted")!
 
     /// The fields a CDN decides by (RFC 9213 §2.2): with a valid `CDN-Cache-Control`, its
     /// directives in place of `Cache-Control`, and no `Expires`; the replaced fields are kept
@@ -65,10 +90,10 @@ enum Fields {
         var result = fields
         result[.cacheControl] = nil
         result[.expires] = nil
-        for value in fields[values: .cacheControl] { result.append(name: savedCacheControl, value: value) }
-        for value in fields[values: .expires] { result.append(name: savedExpires, value: value) }
+        for value in fields[values: .cacheControl] { result.append(HTTPField(name: savedCacheControl, value: value)) }
+        for value in fields[values: .expires] { result.append(HTTPField(name: savedExpires, value: value)) }
         result.append(HTTPField(name: .cacheControl, value: cdn))
-        result.append(name: targetedMarker, value: "1")
+        result.append(HTTPField(name: targetedMarker, value: "1"))
         return result
     }
 
@@ -103,16 +128,25 @@ enum Fields {
     }
 
     /// A stored response's fields as the origin sent them: what ``targeted(_:)`` replaced, back.
-    static func clientView(_ headers: HTTPHeaders) -> HTTPHeaders {
-        guard headers.contains(name: targetedMarker) else { return headers }
-        var result = headers
-        result.remove(name: "Cache-Control")
-        result.remove(name: "Expires")
-        for value in headers[canonicalForm: savedCacheControl] { result.add(name: "Cache-Control", value: String(value)) }
-        for value in headers[savedExpires] { result.add(name: "Expires", value: value) }
-        result.remove(name: savedCacheControl)
-        result.remove(name: savedExpires)
-        result.remove(name: targetedMarker)
+    static func clientView(_ fields: HTTPFields) -> HTTPFields {
+        guard fields[targetedMarker] != nil else { return fields }
+        var result = fields
+        result[.cacheControl] = nil
+        result[.expires] = nil
+        for value in fields[values: savedCacheControl] { result.append(HTTPField(name: .cacheControl, value: value)) }
+        for value in fields[values: savedExpires] { result.append(HTTPField(name: .expires, value: value)) }
+        result[savedCacheControl] = nil
+        result[savedExpires] = nil
+        result[targetedMarker] = nil
         return result
+    }
+}
+
+extension HTTPFields {
+    /// Sets `name` to `value` as one field at the end, in place of any fields of that name (as
+    /// NIO's `replaceOrAdd` does; the subscript's setter would keep the first one's place).
+    mutating func replaceOrAppend(_ name: HTTPField.Name, _ value: String) {
+        self[name] = nil
+        append(HTTPField(name: name, value: value))
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPCache
 import NIOCore
-import NIOHTTP1
+import HTTPTypes
 
 extension PreparedHits {
     /// One prepared answer: made once from a stored response (``init(variant:key:url:at:engine:headers:)``),
@@ -13,11 +13,11 @@ extension PreparedHits {
         let recordKey: String
         /// The response's metadata text (see ``HTTPURLCache/storedResponseInMemory(forKey:)``).
         let text: String
-        let status: HTTPResponseStatus
+        let status: HTTPResponse.Status
         /// The fields sent, in the full path's order: those before `Age`, then `Age` (made
         /// for each answer), then those after it.
-        let beforeAge: HTTPHeaders
-        let afterAge: HTTPHeaders
+        let beforeAge: HTTPFields
+        let afterAge: HTTPFields
         let body: ByteBuffer
         var size: Int { body.readableBytes }
         /// The head as it goes on the wire, but for its `Age` value (see ``WireHead``); nil when
@@ -29,8 +29,8 @@ extension PreparedHits {
         /// The end of its freshness for such requests.
         let freshUntil: Date
 
-        init(primaryKey: String, recordKey: String, text: String, status: HTTPResponseStatus, beforeAge: HTTPHeaders,
-             afterAge: HTTPHeaders, body: ByteBuffer, preparedAt: Date, ageThen: TimeInterval, freshUntil: Date) {
+        init(primaryKey: String, recordKey: String, text: String, status: HTTPResponse.Status, beforeAge: HTTPFields,
+             afterAge: HTTPFields, body: ByteBuffer, preparedAt: Date, ageThen: TimeInterval, freshUntil: Date) {
             self.primaryKey = primaryKey
             self.recordKey = recordKey
             self.text = text
@@ -49,18 +49,18 @@ extension PreparedHits {
         /// decision found fresh for it: what ``ProxyHandler/inMemoryResponse(_:_:status:)`` would
         /// send (a whole response), kept until the response's freshness for such requests ends.
         /// `headers` are the fields a stored response is sent with as a hit
-        /// (``ProxyHandler/servedHeaders(_:status:at:)`` at `now`), made only once the response
+        /// (``ProxyHandler/servedFields(_:status:at:)`` at `now`), made only once the response
         /// is found preparable. Nil when the decision would read more of such a request (a
         /// `Vary`), or the response's metadata text is not known.
         init?(variant: HTTPURLCache.StoredVariant, key: String, url: URL, at now: Date, engine: CachePolicyEngine,
-              headers servedHeaders: @autoclosure () -> HTTPHeaders) {
+              fields servedFields: @autoclosure () -> HTTPFields) {
             let response = variant.entry.response
             guard let text = variant.metadataText, let freshUntil = engine.freshnessDeadline(of: response, url: url, at: now)
             else { return nil }
-            var headers = servedHeaders()
+            var fields = servedFields()
             let body = variant.entry.body
-            let status = ByteRange.whole.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: Int64(body.count))
-            let (beforeAge, afterAge) = Self.split(headers)
+            let status = ByteRange.whole.apply(to: &fields, status: HTTPResponse.Status(code: response.status), size: Int64(body.count))
+            let (beforeAge, afterAge) = Self.split(fields)
             self.init(primaryKey: key, recordKey: variant.recordKey, text: text, status: status,
                       beforeAge: beforeAge, afterAge: afterAge, body: ByteBuffer(bytes: body), preparedAt: now,
                       ageThen: engine.freshness(of: response, at: now).currentAge, freshUntil: freshUntil)
@@ -71,9 +71,9 @@ extension PreparedHits {
         /// The answer at `now` (its `Age` then), as the parts NIO's pipeline writes, and what it
         /// answers: a whole response, no body for HEAD.
         func parts(isHEAD: Bool, at now: Date) -> ReadyResponse {
-            let headers = self.headers(age: CachePolicyEngine.ageFieldValue(age(at: now)))
+            let fields = self.fields(age: CachePolicyEngine.ageFieldValue(age(at: now)))
             let body = self.body
-            return ProxyHandler.wholeResponse(status, headers, isHEAD: isHEAD, status: "HIT", range: .whole, size: Int64(size)) { _ in
+            return ProxyHandler.wholeResponse(status, fields, isHEAD: isHEAD, status: "HIT", range: .whole, size: Int64(size)) { _ in
                 .byteBuffer(body)
             }
         }
@@ -88,30 +88,21 @@ extension PreparedHits {
             var head = wire.head(age: CachePolicyEngine.ageFieldValue(age(at: now)), reserving: bodyInHead ? size : 0)
             if bodyInHead { head.writeImmutableBuffer(body) }
             return RawHitResponder.Answer(head: head, body: sendsBody && !bodyInHead ? body : nil,
-                                          outcome: Outcome(status: status.code, bytes: sendsBody ? Int64(size) : 0, cacheStatus: "HIT"))
+                                          outcome: Outcome(status: UInt(status.code), bytes: sendsBody ? Int64(size) : 0, cacheStatus: "HIT"))
         }
 
         /// The fields of the answer with `age` as its `Age`.
-        private func headers(age: String) -> HTTPHeaders {
-            var headers = beforeAge
-            headers.add(name: "Age", value: age)
-            headers.add(contentsOf: afterAge)
-            return headers
+        private func fields(age: String) -> HTTPFields {
+            var fields = beforeAge
+            fields.append(HTTPField(name: .age, value: age))
+            fields.append(contentsOf: afterAge)
+            return fields
         }
 
-        /// `headers`, which has one `Age` field, split around it.
-        private static func split(_ headers: HTTPHeaders) -> (before: HTTPHeaders, after: HTTPHeaders) {
-            var before = HTTPHeaders(), after = HTTPHeaders(), seenAge = false
-            for (name, value) in headers {
-                if name.lowercased() == "age" {
-                    seenAge = true
-                } else if seenAge {
-                    after.add(name: name, value: value)
-                } else {
-                    before.add(name: name, value: value)
-                }
-            }
-            return (before, after)
+        /// `fields`, which has one `Age` field, split around it.
+        private static func split(_ fields: HTTPFields) -> (before: HTTPFields, after: HTTPFields) {
+            guard let age = fields.firstIndex(where: { $0.name == .age }) else { return (fields, [:]) }
+            return (HTTPFields(fields[..<age]), HTTPFields(fields[(age + 1)...]))
         }
     }
 }

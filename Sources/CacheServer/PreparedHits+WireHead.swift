@@ -13,23 +13,24 @@ extension PreparedHits {
         /// CRLF ending `Age`, the fields after it and the empty line.
         let afterAge: ByteBuffer
 
-        /// Nil when a field's name is not a token or its value holds a control character (a CR
-        /// or LF would split the response): NIO's header validator refuses those on the full
-        /// path, and here nothing would. Nil too where NIO's encoder would change the fields'
-        /// framing: a status without a body (it drops `Content-Length`), no `Content-Length` (it
-        /// adds chunked coding), or a `Transfer-Encoding` beside one (it drops that).
-        init?(status: HTTPResponseStatus, beforeAge: HTTPHeaders, afterAge: HTTPHeaders) {
-            let fields = beforeAge.map { $0 } + afterAge.map { $0 }
-            guard fields.allSatisfy({ Self.isToken($0.name) && Self.isFieldValue($0.value) }), Self.isFieldValue(status.reasonPhrase),
-                  status.mayHaveResponseBody,
-                  fields.contains(where: { $0.name.lowercased() == "content-length" }),
-                  !fields.contains(where: { $0.name.lowercased() == "transfer-encoding" })
+        /// No field can split the response: `HTTPFields` holds only names that are tokens and
+        /// values without a CR, LF or other control character but tab (swift-http-types makes
+        /// any other a space), which is what NIO's header validator checks on the full path.
+        /// Nil where NIO's encoder would change the fields' framing: a status without a body (it
+        /// drops `Content-Length`), no `Content-Length` (it adds chunked coding), or a
+        /// `Transfer-Encoding` beside one (it drops that).
+        init?(status: HTTPResponse.Status, beforeAge: HTTPFields, afterAge: HTTPFields) {
+            let fields = Array(beforeAge) + Array(afterAge)
+            let head = Fields.responseHead(status, [:])
+            guard head.status.mayHaveResponseBody,
+                  fields.contains(where: { $0.name == .contentLength }),
+                  !fields.contains(where: { $0.name == .transferEncoding })
             else { return nil }
-            var before = ByteBuffer(string: "HTTP/1.1 \(status.code) \(status.reasonPhrase)\r\n")
-            for (name, value) in beforeAge { before.writeString("\(name): \(value)\r\n") }
+            var before = ByteBuffer(string: "HTTP/1.1 \(head.status.code) \(head.status.reasonPhrase)\r\n")
+            for field in beforeAge { before.writeString("\(field.name.rawName): \(field.value)\r\n") }
             before.writeString("Age: ")
             var after = ByteBuffer(string: "\r\n")
-            for (name, value) in afterAge { after.writeString("\(name): \(value)\r\n") }
+            for field in afterAge { after.writeString("\(field.name.rawName): \(field.value)\r\n") }
             after.writeString("\r\n")
             self.beforeAge = before
             self.afterAge = after
@@ -43,16 +44,6 @@ extension PreparedHits {
             head.writeString(age)
             head.writeImmutableBuffer(afterAge)
             return head
-        }
-
-        /// RFC 9110's token: what a field name is made of.
-        static func isToken(_ text: String) -> Bool {
-            !text.isEmpty && text.utf8.allSatisfy(HTTPField.isTokenByte)
-        }
-
-        /// A field value (or reason phrase) with no control character but tab.
-        static func isFieldValue(_ text: String) -> Bool {
-            text.utf8.allSatisfy { $0 == 0x09 || ($0 >= 0x20 && $0 != 0x7F) }
         }
     }
 }

@@ -57,12 +57,12 @@ extension ProxyHandler {
             case .mustFetch(let additional, let fallbackResponse):
                 let fallback = HTTPURLCache.StoredVariant.holding(fallbackResponse, among: variants)
                 // One fetch per resource at a time: the others wait for it, then look again.
-                if fallback == nil, exchange.head.method == .GET, !waited {
+                if fallback == nil, exchange.method == .get, !waited {
                     if case .leads = try await gate.enter(stored.key) {
                         defer { gate.finish(stored.key) }
                         let result = try await fetch(exchange, key: stored.key, adding: additional, validating: nil, fallback: nil, writer: writer)
                         if let outcome = result.outcome { return outcome }
-                        return try await respond(.badGateway, "The origin's answer could not be used", writer: writer, head: exchange.head)
+                        return try await respond(.badGateway, "The origin's answer could not be used", writer: writer, isHEAD: exchange.isHEAD)
                     }
                     waited = true
                     note(.coalesced)
@@ -73,7 +73,7 @@ extension ProxyHandler {
                 if let outcome = result.outcome { return outcome }
                 variants = try await lookup(exchange)?.variants ?? []
             case .gatewayTimeout, .unavailableOffline:
-                return try await respond(.gatewayTimeout, "Nothing stored satisfies only-if-cached", writer: writer, head: exchange.head)
+                return try await respond(.gatewayTimeout, "Nothing stored satisfies only-if-cached", writer: writer, isHEAD: exchange.isHEAD)
             }
         }
     }
@@ -89,15 +89,15 @@ extension ProxyHandler {
             return answer.outcome
         }
         let response = variant.entry.response
-        var headers = servedHeaders(response, status: status)
-        if let parts = notModified(response, exchange, headers) {
+        var fields = servedFields(response, status: status)
+        if let parts = notModified(response, exchange, fields) {
             try await started { try await writer.write(contentsOf: parts) }
             return Outcome(status: 304, cacheStatus: status)
         }
         // The body from disk: checked whole, then sent (a file by the kernel), or (above the
         // limit) chunks read as they are sent, the first before the head.
         if let checked = try await checkedBody(of: variant) {
-            let answer = checkedResponse(checked, response, headers, exchange, status: status, sentFiles: writer.sentFiles)
+            let answer = checkedResponse(checked, response, fields, exchange, status: status, sentFiles: writer.sentFiles)
             do {
                 try await started { try await writer.write(contentsOf: answer.parts) }
             } catch {
@@ -113,11 +113,11 @@ extension ProxyHandler {
         let first: Data?
         do { first = try await iterator.next() } catch { return nil }
         let size = chunks.size
-        let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
+        let (range, code) = servedRange(of: response, size: size, for: exchange, fields: &fields)
         // Once anything is written, a failure cannot be answered any more (see `started(_:)`).
         let sent: Int64 = try await started {
             // Parts go out together (one flush) until the next chunk has to be waited for.
-            var pending: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
+            var pending: [HTTPServerResponsePart] = [.head(Fields.responseHead(code, fields))]
             var sent: Int64 = 0
             if !exchange.isHEAD, range != .unsatisfiable {
                 // Of a range, the last piece goes only after the whole body matched its checksum
@@ -142,7 +142,7 @@ extension ProxyHandler {
             return sent
         }
         note(.bytesServed(sent))
-        return Outcome(status: code.code, bytes: sent, cacheStatus: status)
+        return Outcome(status: UInt(code.code), bytes: sent, cacheStatus: status)
     }
 
     /// A stored body from disk, checked whole, when it may be sent that way: nil when it is

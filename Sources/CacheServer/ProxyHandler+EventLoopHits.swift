@@ -32,8 +32,8 @@ extension ProxyHandler {
         let preparable = PreparedHits.canAnswer(head.headers)
         let target = PreparedHits.Target(isHEAD: head.method == .HEAD, uri: head.uri)
         if preparable, let answer = preparedAnswer(for: target) { return answer }
-        guard let (originTarget, url) = originURL(of: head.uri) else { return nil }
-        let exchange = Exchange(head: head, target: originTarget, url: url)
+        guard let (originTarget, url) = originURL(of: head.uri), let request = Fields.request(head) else { return nil }
+        let exchange = Exchange(request: request, target: originTarget, url: url)
         guard let key = cache.key(method: exchange.cacheRequest.method, url: url, request: { exchange.urlRequest }) else { return nil }
         let variants: [HTTPURLCache.StoredVariant]
         if let found = cache.storedVariantsInMemory(forKey: key) {
@@ -56,7 +56,7 @@ extension ProxyHandler {
         // Prepared only when it can be kept: otherwise every hit would prepare it again.
         if case .fresh = decision, preparable, chosen.isLoaded, prepared.fits(bodySize: chosen.entry.body.count),
            let hit = PreparedHits.Hit(variant: chosen, key: key, url: url, at: now, engine: engine,
-                                      headers: servedHeaders(chosen.entry.response, status: "HIT", at: now)) {
+                                      fields: servedFields(chosen.entry.response, status: "HIT", at: now)) {
             prepared.keep(hit, for: target)
             answer = hit.parts(isHEAD: exchange.isHEAD, at: now)
         } else {
@@ -75,12 +75,12 @@ extension ProxyHandler {
     private func pageCacheResponse(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange,
                                    sentFiles: SentFiles) -> ReadyResponse? {
         let response = variant.entry.response
-        let headers = servedHeaders(response, status: "HIT")
-        if let parts = notModified(response, exchange, headers) { return (parts, Outcome(status: 304, cacheStatus: "HIT")) }
+        let fields = servedFields(response, status: "HIT")
+        if let parts = notModified(response, exchange, fields) { return (parts, Outcome(status: 304, cacheStatus: "HIT")) }
         // A read that gave up rather than wait ends as nil: the task answers then.
         guard let checked = try? cache.checkedBody(of: variant, sizeLimit: min(configuration.wholeCheckLimit, Self.eventLoopCheckLimit),
                                                    copying: copying, pageCacheOnly: DiskCache.PageCacheOnly())
         else { return nil }
-        return checkedResponse(checked, response, headers, exchange, status: "HIT", sentFiles: sentFiles)
+        return checkedResponse(checked, response, fields, exchange, status: "HIT", sentFiles: sentFiles)
     }
 }

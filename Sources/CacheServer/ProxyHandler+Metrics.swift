@@ -2,7 +2,6 @@ import DiskCacheLocking
 import Foundation
 import HTTPCache
 import NIOCore
-import NIOHTTP1
 
 // What the handler counts: into ``ServerStatistics`` and the Prometheus metrics.
 extension ProxyHandler {

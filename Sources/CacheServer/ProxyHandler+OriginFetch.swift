@@ -21,30 +21,31 @@ extension ProxyHandler {
     /// allows it, else with what the origin sent, stored as it passes when it may be.
     func fetch(_ exchange: Exchange, key: String?, adding: HTTPFields, validating: HTTPURLCache.StoredVariant?,
                        fallback: HTTPURLCache.StoredVariant?, writer: ClientWriter) async throws -> FetchResult {
-        var headers = Fields.endToEnd(exchange.head.headers)
-        if validating != nil { for name in Fields.conditional { headers.remove(name: name) } }
+        var fields = CachePolicyEngine.endToEndFields(exchange.fields)
+        if validating != nil { for name in CachePolicyEngine.conditionalRequestFields { fields[name] = nil } }
         // A range of something that may be stored: the whole body is fetched (and stored), the
         // range cut out of it on the way.
-        if key != nil, exchange.head.method == .GET {
-            headers.remove(name: "Range")
-            headers.remove(name: "If-Range")
+        if key != nil, exchange.method == .get {
+            fields[.range] = nil
+            fields[.ifRange] = nil
         }
-        for field in adding { headers.replaceOrAdd(name: field.name.rawName, value: field.value) }
-        let head = originHead(exchange, headers: headers)
+        for field in adding { fields.replaceOrAppend(field.name, field.value) }
+        let head = originHead(exchange, fields: fields)
         let requestTime = Date()
         // Set once anything was sent to the client: an error after that cannot be answered.
         let started = PthreadMutex(false)
         do {
             return try await origin.exchangeReusing(head, informational: { [self] interim in
                 // Passed on (an answer may still follow it), never stored.
-                var headers = Fields.endToEnd(interim.headers)
-                headers.add(name: "Via", value: via)
-                try await send(.head(HTTPResponseHead(version: .http1_1, status: interim.status, headers: headers)), writer)
+                var fields = CachePolicyEngine.endToEndFields(Fields.fields(interim.headers))
+                fields.append(HTTPField(name: .via, value: via))
+                try await send(.head(Fields.responseHead(Fields.status(interim), fields)), writer)
             }) { [self] responseHead, body in
                 let responseTime = Date()
                 note(.originResponse(seconds: responseTime.timeIntervalSince(requestTime)))
                 let code = Int(responseHead.status.code)
-                let fields = policyFields(responseHead.headers)
+                let sent = Fields.fields(responseHead.headers)
+                let fields = policyFields(sent)
                 if code == 304, let validating, let key {
                     while try await body.next() != nil {}
                     let cache = self.cache
@@ -70,13 +71,13 @@ extension ProxyHandler {
                     note(.staleOnError)
                     return FetchResult(outcome: outcome)
                 }
-                let storable = key != nil && exchange.head.method == .GET && code != 304 && code != 206
-                    && isStorable(exchange.cacheRequest, status: code, fields: fields, sent: responseHead.headers)
+                let storable = key != nil && exchange.method == .get && code != 304 && code != 206
+                    && isStorable(exchange.cacheRequest, status: code, fields: fields, sent: sent)
                 let stored = storable ? StoredResponse(request: exchange.cacheRequest, status: code, headers: fields,
                                                        requestTime: requestTime, responseTime: responseTime) : nil
                 started.withLock { $0 = true }
                 note(.misses)
-                return FetchResult(outcome: try await relay(responseHead, &body, exchange, storing: stored, writer: writer))
+                return FetchResult(outcome: try await relay(responseHead, sent, &body, exchange, storing: stored, writer: writer))
             }
         } catch {
             guard !started.withLock({ $0 }), !(error is ClientGone), !(error is ResponseStarted) else { throw error }
@@ -88,7 +89,7 @@ extension ProxyHandler {
                 note(.staleOnError)
                 return FetchResult(outcome: outcome)
             }
-            return FetchResult(outcome: try await respond(Self.status(after: error), "The origin did not answer: \(error)", writer: writer, head: exchange.head))
+            return FetchResult(outcome: try await respond(Self.status(after: error), "The origin did not answer: \(error)", writer: writer, isHEAD: exchange.isHEAD))
         }
     }
 
@@ -96,8 +97,8 @@ extension ProxyHandler {
     /// (``Fields/targeted(_:)`` on a CDN), without `Set-Cookie`: a stored cookie would reach
     /// every client after (see ``isStorable(_:status:fields:sent:)``; a 304's cookies are not
     /// merged into the stored response either).
-    func policyFields(_ headers: HTTPHeaders) -> HTTPFields {
-        var fields = Fields.fields(Fields.endToEnd(headers))
+    func policyFields(_ sent: HTTPFields) -> HTTPFields {
+        var fields = CachePolicyEngine.endToEndFields(sent)
         fields[.setCookie] = nil
         return configuration.isCDN ? Fields.targeted(fields) : fields
     }
@@ -105,36 +106,30 @@ extension ProxyHandler {
     /// Whether a response of `status` may be stored for `request`: RFC 9111's rules over its
     /// ``policyFields(_:)`` `fields`, and the node's ``ServerConfiguration/setCookie`` policy
     /// over the fields as the origin `sent` them.
-    func isStorable(_ request: CacheRequest, status: Int, fields: HTTPFields, sent: HTTPHeaders) -> Bool {
-        if configuration.setCookie == .doNotStore, sent.contains(name: "Set-Cookie") { return false }
+    func isStorable(_ request: CacheRequest, status: Int, fields: HTTPFields, sent: HTTPFields) -> Bool {
+        if configuration.setCookie == .doNotStore, sent.contains(.setCookie) { return false }
         return engine.storability(ofStatus: status, headers: fields, for: request).isStorable
     }
 
-    /// The head sent to the origin for `exchange`, with `headers`. A GET or HEAD goes without a
+    /// The head sent to the origin for `exchange`, with `fields`. A GET or HEAD goes without a
     /// body and without its framing: a body the client sent with one was read and dropped (as
     /// Varnish does), and a `Content-Length` sent without its bytes would make the origin read
     /// the start of the next request on a kept-alive connection as this one's body, and answer
     /// the rest as a request of the client's making (stored under the next request's target).
-    func originHead(_ exchange: Exchange, headers: HTTPHeaders) -> HTTPRequestHead {
-        var headers = headers
-        if exchange.head.method == .GET || exchange.head.method == .HEAD {
-            headers.remove(name: "Content-Length")
-            headers.remove(name: "Transfer-Encoding")
+    func originHead(_ exchange: Exchange, fields: HTTPFields) -> HTTPRequestHead {
+        var fields = fields
+        if exchange.method == .get || exchange.method == .head {
+            fields[.contentLength] = nil
+            fields[.transferEncoding] = nil
         }
-        headers.replaceOrAdd(name: "Host", value: configuration.origin.authority)
-        headers.add(name: "Via", value: via)
-        return HTTPRequestHead(version: .http1_1, method: Self.originMethod(exchange.head.method), uri: exchange.target, headers: headers)
-    }
-
-    /// The method as the client spelled it: NIO names `M-SEARCH` `.MSEARCH`, whose raw value
-    /// has no hyphen.
-    static func originMethod(_ method: HTTPMethod) -> HTTPMethod {
-        method == .MSEARCH ? .RAW(value: "M-SEARCH") : method
+        fields.replaceOrAppend(Fields.host, configuration.origin.authority)
+        fields.append(HTTPField(name: .via, value: via))
+        return Fields.originHead(exchange.method, target: exchange.target, fields)
     }
 
     /// The status sent when the origin gave no answer: 504 when it stayed silent for the read
     /// timeout, 502 otherwise (it could not be reached, or closed the connection).
-    static func status(after originFailure: any Error) -> HTTPResponseStatus {
+    static func status(after originFailure: any Error) -> HTTPResponse.Status {
         if case OriginError.timedOut = originFailure { return .gatewayTimeout }
         return .badGateway
     }

@@ -1,7 +1,6 @@
 import Foundation
 import HTTPCache
 import NIOCore
-import NIOHTTP1
 
 // Answers prepared for fresh hits held in memory (``PreparedHits``), asked for by the doors that
 // give them: as parts (``EventLoopHitResponder``) or in their wire form (``RawHitResponder``).

@@ -2,42 +2,43 @@ import DiskCache
 import Foundation
 import HTTPCache
 import NIOCore
-import NIOHTTP1
+import HTTPTypes
 
 // PURGE, and the purge token it needs (as the metrics endpoint does where so configured).
 extension ProxyHandler {
     /// `PURGE <target>` with `Authorization: Bearer <token>`: removes what is stored for the
     /// target (GET and HEAD responses, every variant); `PURGE /prefix*` for every target that
     /// begins with `/prefix`; `PURGE *` removes everything.
-    func purge(_ head: HTTPRequestHead, writer: ClientWriter) async throws -> Outcome {
+    func purge(_ request: HTTPRequest, writer: ClientWriter) async throws -> Outcome {
+        let requested = request.path ?? ""
         guard configuration.purgeToken != nil else {
-            return try await respond(.forbidden, "Purging is off (no purge token is configured)", writer: writer, head: head, cacheStatus: "PURGE")
+            return try await respond(.forbidden, "Purging is off (no purge token is configured)", writer: writer, isHEAD: false, cacheStatus: "PURGE")
         }
-        guard carriesToken(head.headers) else {
-            return try await respond(.unauthorized, "A purge needs Authorization: Bearer <token>", writer: writer, head: head, cacheStatus: "PURGE")
+        guard carriesToken(request.headerFields) else {
+            return try await respond(.unauthorized, "A purge needs Authorization: Bearer <token>", writer: writer, isHEAD: false, cacheStatus: "PURGE")
         }
         let cache = self.cache
-        if head.uri == "*" || head.uri == "/*" {
+        if requested == "*" || requested == "/*" {
             try await BlockingIOPool.shared.run { cache.removeAllCachedResponses() }
-            return try await respond(.ok, "Purged everything", writer: writer, head: head, cacheStatus: "PURGE")
+            return try await respond(.ok, "Purged everything", writer: writer, isHEAD: false, cacheStatus: "PURGE")
         }
-        if head.uri.hasSuffix("*"), let prefix = Self.target(of: String(head.uri.dropLast())) {
+        if requested.hasSuffix("*"), let prefix = Self.target(of: String(requested.dropLast())) {
             let urlPrefix = configuration.origin.description + prefix
             let removed = try await BlockingIOPool.shared.run { try cache.purge(prefix: urlPrefix) }
-            return try await respond(.ok, "Purged \(removed) stored responses under \(prefix)", writer: writer, head: head, cacheStatus: "PURGE")
+            return try await respond(.ok, "Purged \(removed) stored responses under \(prefix)", writer: writer, isHEAD: false, cacheStatus: "PURGE")
         }
-        guard let (target, url) = originURL(of: head.uri) else {
-            return try await respond(.badRequest, "The purge target \(head.uri) is not a path", writer: writer, head: head, cacheStatus: "PURGE")
+        guard let (target, url) = originURL(of: requested) else {
+            return try await respond(.badRequest, "The purge target \(requested) is not a path", writer: writer, isHEAD: false, cacheStatus: "PURGE")
         }
         let removed = try await BlockingIOPool.shared.run { try cache.purge(url) }
         return try await respond(removed ? .ok : .notFound, removed ? "Purged \(target)" : "Nothing stored for \(target)",
-                                 writer: writer, head: head, cacheStatus: "PURGE")
+                                 writer: writer, isHEAD: false, cacheStatus: "PURGE")
     }
 
     /// Whether `headers` carry `Authorization: Bearer <purge token>`: the scheme in any case
     /// (RFC 9110 §11.1), the token compared in time that does not depend on where it differs.
-    func carriesToken(_ headers: HTTPHeaders) -> Bool {
-        guard let token = configuration.purgeToken, let value = headers.first(name: "Authorization") else { return false }
+    func carriesToken(_ fields: HTTPFields) -> Bool {
+        guard let token = configuration.purgeToken, let value = fields[values: .authorization].first else { return false }
         let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return false }
         return Self.sameBytes(Array(parts[1].trimmingCharacters(in: .whitespaces).utf8), Array(token.utf8))

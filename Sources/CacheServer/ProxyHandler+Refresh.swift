@@ -26,11 +26,11 @@ extension ProxyHandler {
     }
 
     private func refresh(_ exchange: Exchange, key: String, validating: HTTPURLCache.StoredVariant, adding: HTTPFields) async {
-        var headers = Fields.endToEnd(exchange.head.headers)
-        for name in Fields.conditional { headers.remove(name: name) }
-        for field in adding { headers.replaceOrAdd(name: field.name.rawName, value: field.value) }
+        var fields = CachePolicyEngine.endToEndFields(exchange.fields)
+        for name in CachePolicyEngine.conditionalRequestFields { fields[name] = nil }
+        for field in adding { fields.replaceOrAppend(field.name, field.value) }
         let get = exchange.asGET
-        let head = originHead(get, headers: headers)
+        let head = originHead(get, fields: fields)
         let requestTime = Date()
         let cache = self.cache
         do {
@@ -38,7 +38,8 @@ extension ProxyHandler {
                 let responseTime = Date()
                 note(.originResponse(seconds: responseTime.timeIntervalSince(requestTime)))
                 let code = Int(responseHead.status.code)
-                let fields = policyFields(responseHead.headers)
+                let sent = Fields.fields(responseHead.headers)
+                let fields = policyFields(sent)
                 if code == 304 {
                     while try await body.next() != nil {}
                     _ = try await BlockingIOPool.shared.run {
@@ -46,7 +47,7 @@ extension ProxyHandler {
                     }
                     return
                 }
-                guard isStorable(get.cacheRequest, status: code, fields: fields, sent: responseHead.headers),
+                guard isStorable(get.cacheRequest, status: code, fields: fields, sent: sent),
                       let directory = cache.temporaryDirectory else {
                     while try await body.next() != nil {}
                     return

@@ -3,31 +3,33 @@ import HTTPCache
 import Logging
 import NIOCore
 import NIOHTTP1
+import HTTPTypes
 
 // The origin's response passed on to the client as it arrives, spooled into the cache when it
 // may be stored.
 extension ProxyHandler {
     /// Sends the origin's response on to the client as it arrives, and into the cache when
     /// `storing` is set (the body spooled to a file in the cache's `tmp/`, then stored whole).
-    func relay(_ responseHead: HTTPResponseHead, _ body: inout OriginClient.ResponseBody, _ exchange: Exchange,
-                       storing: StoredResponse?, writer: ClientWriter) async throws -> Outcome {
-        var headers = Fields.endToEnd(responseHead.headers)
-        headers.add(name: "Via", value: "\(responseHead.version.major).\(responseHead.version.minor) \(configuration.viaName)")
-        headers.replaceOrAdd(name: "X-Cache", value: storing == nil ? "BYPASS" : "MISS")
+    /// `originFields` are the fields of `responseHead` (read once by the caller).
+    func relay(_ responseHead: HTTPResponseHead, _ originFields: HTTPFields, _ body: inout OriginClient.ResponseBody, _ exchange: Exchange,
+               storing: StoredResponse?, writer: ClientWriter) async throws -> Outcome {
+        var fields = CachePolicyEngine.endToEndFields(originFields)
+        fields.append(HTTPField(name: .via, value: "\(responseHead.version.major).\(responseHead.version.minor) \(configuration.viaName)"))
+        fields.replaceOrAppend(Fields.xCache, storing == nil ? "BYPASS" : "MISS")
         // A client's range of a whole body the origin sends (the range was not forwarded, so that
         // the whole body could be stored) is cut out as the body passes.
         var range = ByteRange.whole
-        var status = responseHead.status
-        if exchange.head.method == .GET, responseHead.status == .ok, exchange.head.headers.contains(name: "Range"),
-           let length = headers.first(name: "Content-Length").flatMap({ Int64($0) }) {
-            range = ByteRange(request: exchange.head.headers, response: Fields.fields(headers), size: length)
-            status = range.apply(to: &headers, status: status, size: length)
+        var status = Fields.status(responseHead)
+        if exchange.method == .get, status.code == 200, exchange.fields.contains(.range),
+           let length = fields[values: .contentLength].first.flatMap({ Int64($0) }) {
+            range = ByteRange(request: exchange.fields, response: fields, size: length)
+            status = range.apply(to: &fields, status: status, size: length)
         }
         var spool: BodySpool?
         if storing != nil, let directory = cache.temporaryDirectory { spool = BodySpool(in: directory) }
         var sent: Int64 = 0
         do {
-            try await send(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)), writer)
+            try await send(.head(Fields.responseHead(status, fields)), writer)
             // Each piece goes to the client when the next has come, the last only after the
             // store: a client that has the whole body finds it in the cache.
             var held: ByteBuffer?

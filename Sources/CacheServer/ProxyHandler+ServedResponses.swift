@@ -3,35 +3,35 @@ import Foundation
 import HTTPCache
 import NIOCore
 import NIOHTTP1
+import HTTPTypes
 
 // A stored response made into what is sent: its fields, a 304, a range, the parts written
 // together; shared by the task, the event loop and prepared hits.
 extension ProxyHandler {
     /// The fields a stored response is sent with: the stored ones a client may see, its `Age`,
     /// this node in `Via`, and how it was answered in `X-Cache`.
-    func servedHeaders(_ response: StoredResponse, status: String, at now: Date = Date()) -> HTTPHeaders {
-        var headers = Fields.clientView(Fields.headers(response.headers))
-        headers.replaceOrAdd(name: "Age", value: CachePolicyEngine.ageFieldValue(engine.freshness(of: response, at: now).currentAge))
-        headers.add(name: "Via", value: via)
-        headers.replaceOrAdd(name: "X-Cache", value: status)
-        return headers
+    func servedFields(_ response: StoredResponse, status: String, at now: Date = Date()) -> HTTPFields {
+        var fields = Fields.clientView(response.headers)
+        fields.replaceOrAppend(.age, CachePolicyEngine.ageFieldValue(engine.freshness(of: response, at: now).currentAge))
+        fields.append(HTTPField(name: .via, value: via))
+        fields.replaceOrAppend(Fields.xCache, status)
+        return fields
     }
 
-    /// The 304 that answers `exchange` from `response` (sent with `headers`) when the client's
+    /// The 304 that answers `exchange` from `response` (sent with `fields`) when the client's
     /// conditions hold for it.
-    func notModified(_ response: StoredResponse, _ exchange: Exchange, _ headers: HTTPHeaders) -> [HTTPServerResponsePart]? {
-        guard Fields.notModified(exchange.head.headers, stored: response) else { return nil }
-        let head = HTTPResponseHead(version: .http1_1, status: .notModified, headers: Fields.notModifiedHeaders(headers))
-        return [.head(head), .end(nil)]
+    func notModified(_ response: StoredResponse, _ exchange: Exchange, _ fields: HTTPFields) -> [HTTPServerResponsePart]? {
+        guard Fields.notModified(exchange.fields, stored: response) else { return nil }
+        return [.head(Fields.responseHead(.notModified, Fields.notModifiedFields(fields))), .end(nil)]
     }
 
     /// What of a stored body of `size` bytes answers `exchange` (a range only of a GET of a
-    /// 200) and the status that goes with it, its fields set in `headers`.
+    /// 200) and the status that goes with it, its fields set in `fields`.
     func servedRange(of response: StoredResponse, size: Int64, for exchange: Exchange,
-                       headers: inout HTTPHeaders) -> (ByteRange, HTTPResponseStatus) {
-        let range = exchange.head.method == .GET && response.status == 200
-            ? ByteRange(request: exchange.head.headers, response: response.headers, size: size) : .whole
-        return (range, range.apply(to: &headers, status: HTTPResponseStatus(statusCode: response.status), size: size))
+                     fields: inout HTTPFields) -> (ByteRange, HTTPResponse.Status) {
+        let range = exchange.method == .get && response.status == 200
+            ? ByteRange(request: exchange.fields, response: response.headers, size: size) : .whole
+        return (range, range.apply(to: &fields, status: HTTPResponse.Status(code: response.status), size: size))
     }
 
     /// A stored response whose body is in memory, as the parts that answer `exchange` (a 304
@@ -40,12 +40,12 @@ extension ProxyHandler {
     func inMemoryResponse(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange,
                           status: String) -> ReadyResponse {
         let response = variant.entry.response
-        var headers = servedHeaders(response, status: status)
-        if let parts = notModified(response, exchange, headers) { return (parts, Outcome(status: 304, cacheStatus: status)) }
+        var fields = servedFields(response, status: status)
+        if let parts = notModified(response, exchange, fields) { return (parts, Outcome(status: 304, cacheStatus: status)) }
         let body = variant.entry.body
         let size = Int64(body.count)
-        let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
-        return Self.wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
+        let (range, code) = servedRange(of: response, size: size, for: exchange, fields: &fields)
+        return Self.wholeResponse(code, fields, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
             let start = body.startIndex + Int(bounds.lowerBound)
             return .byteBuffer(ByteBuffer(bytes: body[start..<start + bounds.count]))
         }
@@ -53,33 +53,32 @@ extension ProxyHandler {
 
     /// A response written in one go: its head, the part of the body `range` selects (`body`
     /// makes it from its bounds; nothing for HEAD, a 416 or an empty range), and its end.
-    static func wholeResponse(_ code: HTTPResponseStatus, _ headers: HTTPHeaders, isHEAD: Bool, status: String,
+    static func wholeResponse(_ code: HTTPResponse.Status, _ fields: HTTPFields, isHEAD: Bool, status: String,
                               range: ByteRange, size: Int64, body: (Range<Int64>) -> IOData) -> ReadyResponse {
-        var parts: [HTTPServerResponsePart] = [.head(HTTPResponseHead(version: .http1_1, status: code, headers: headers))]
+        var parts: [HTTPServerResponsePart] = [.head(Fields.responseHead(code, fields))]
         var sent: Int64 = 0
         if !isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty {
             parts.append(.body(body(bounds)))
             sent = Int64(bounds.count)
         }
         parts.append(.end(nil))
-        return (parts, Outcome(status: code.code, bytes: sent, cacheStatus: status))
+        return (parts, Outcome(status: UInt(code.code), bytes: sent, cacheStatus: status))
     }
 
     /// A stored response whose body was checked whole (``checkedBody(of:)``), as the parts that
-    /// answer `exchange` (sent with `headers`): a 206 or 416 for a range, no body for HEAD; a
+    /// answer `exchange` (sent with `fields`): a 206 or 416 for a range, no body for HEAD; a
     /// body file goes as a `FileRegion` (its descriptor taken by `sentFiles`, closed once
     /// written, or here when none of it is sent).
-    func checkedResponse(_ checked: DiskCache.CheckedBody, _ response: StoredResponse, _ headers: HTTPHeaders,
-                                 _ exchange: Exchange, status: String,
-                                 sentFiles: SentFiles) -> ReadyResponse {
-        var headers = headers
+    func checkedResponse(_ checked: DiskCache.CheckedBody, _ response: StoredResponse, _ fields: HTTPFields,
+                         _ exchange: Exchange, status: String, sentFiles: SentFiles) -> ReadyResponse {
+        var fields = fields
         let size = checked.size
-        let (range, code) = servedRange(of: response, size: size, for: exchange, headers: &headers)
+        let (range, code) = servedRange(of: response, size: size, for: exchange, fields: &fields)
         // The body's part made from `part`; `release` lets go of what the body holds when no
         // part is made (HEAD, a range not satisfied), since nothing will send it then.
         func answer(releasing release: () -> Void, _ part: (Range<Int64>) -> IOData) -> ReadyResponse {
             var made = false
-            let answer = Self.wholeResponse(code, headers, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
+            let answer = Self.wholeResponse(code, fields, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
                 made = true
                 return part(bounds)
             }

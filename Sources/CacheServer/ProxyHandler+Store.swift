@@ -6,7 +6,6 @@ import FoundationNetworking
 import HTTPCache
 import Logging
 import NIOCore
-import NIOHTTP1
 import HTTPTypes
 
 // A spooled response stored in the cache.

@@ -10,7 +10,7 @@ extension ProxyHandler {
     /// on a success of an unsafe method removes what is stored for its target and for the
     /// `Location` / `Content-Location` it names (RFC 9111 §4.4), before the answer goes on.
     func forwardUnsafe(_ exchange: Exchange, parts: inout ClientParts, writer: ClientWriter) async throws -> Outcome {
-        let head = originHead(exchange, headers: Fields.endToEnd(exchange.head.headers))
+        let head = originHead(exchange, fields: CachePolicyEngine.endToEndFields(exchange.fields))
         var bodyRead = false
         var started = false
         let requestTime = Date()
@@ -30,19 +30,20 @@ extension ProxyHandler {
                 started = true
                 // Invalidated before the response goes on: a client that has it and asks for
                 // the target again must not get what was stored before.
+                let sent = Fields.fields(responseHead.headers)
                 let urls = CachePolicyEngine.urlsToInvalidate(after: exchange.cacheRequest, status: Int(responseHead.status.code),
-                                                              headers: Fields.fields(responseHead.headers))
+                                                              headers: sent)
                 if !urls.isEmpty {
                     let cache = self.cache
                     _ = try? await BlockingIOPool.shared.run { cache.invalidate(urls) }
                 }
-                return try await relay(responseHead, &body, exchange, storing: nil, writer: writer)
+                return try await relay(responseHead, sent, &body, exchange, storing: nil, writer: writer)
             }
             return outcome
         } catch {
             guard !started, !(error is ClientGone) else { throw error }
             note(.originErrors)
-            var outcome = try await respond(Self.status(after: error), "The origin did not answer: \(error)", writer: writer, head: exchange.head)
+            var outcome = try await respond(Self.status(after: error), "The origin did not answer: \(error)", writer: writer, isHEAD: exchange.isHEAD)
             outcome.canContinue = bodyRead
             return outcome
         }

@@ -47,16 +47,18 @@ final class ProxyHandler: Sendable {
 
     /// One request as the client sent it, and what the cache makes of it.
     struct Exchange {
-        let head: HTTPRequestHead
+        let request: HTTPRequest
         /// Path and query, as sent to the origin.
         let target: String
         let cacheRequest: CacheRequest
-        var isHEAD: Bool { head.method == .HEAD }
+        var method: HTTPRequest.Method { request.method }
+        var fields: HTTPFields { request.headerFields }
+        var isHEAD: Bool { request.method == .head }
 
-        init(head: HTTPRequestHead, target: String, url: URL) {
-            self.head = head
+        init(request: HTTPRequest, target: String, url: URL) {
+            self.request = request
             self.target = target
-            self.cacheRequest = CacheRequest(method: head.method.rawValue, url: url, headers: Fields.fields(Fields.endToEnd(head.headers)))
+            self.cacheRequest = CacheRequest(method: request.method.rawValue, url: url, headers: CachePolicyEngine.endToEndFields(request.headerFields))
         }
 
         /// The request as a `URLRequest` (its method, URL and end-to-end fields), made anew
@@ -71,9 +73,9 @@ final class ProxyHandler: Sendable {
 
         /// The same request as a GET (what a refresh after a HEAD fetches and stores).
         var asGET: Exchange {
-            var get = head
-            get.method = .GET
-            return Exchange(head: get, target: target, url: cacheRequest.url)
+            var get = request
+            get.method = .get
+            return Exchange(request: get, target: target, url: cacheRequest.url)
         }
     }
 
@@ -84,27 +86,32 @@ final class ProxyHandler: Sendable {
     /// On the admin address (`admin`) only the node's own endpoints answer; when there is one,
     /// the client port forwards their paths and `PURGE` to the origin like any other request.
     func handle(_ head: HTTPRequestHead, parts: inout ClientParts, writer: ClientWriter, admin: Bool = false) async throws -> Outcome {
-        let servesOwn = admin || configuration.adminHost == nil
-        if servesOwn, head.uri.hasPrefix("/_cache/") {
+        guard let request = Fields.request(head) else {
             try await drain(&parts)
-            return try await answerInternal(head, writer: writer, admin: admin)
+            return try await respond(.badRequest, "The method is not a token", writer: writer, isHEAD: false)
         }
-        if servesOwn, head.method == .RAW(value: "PURGE") {
+        let servesOwn = admin || configuration.adminHost == nil
+        let path = request.path ?? ""
+        if servesOwn, path.hasPrefix("/_cache/") {
             try await drain(&parts)
-            return try await purge(head, writer: writer)
+            return try await answerInternal(request, writer: writer, admin: admin)
+        }
+        if servesOwn, request.method.rawValue == "PURGE" {
+            try await drain(&parts)
+            return try await purge(request, writer: writer)
         }
         if admin {
             try await drain(&parts)
             return try await respond(.notFound, "The admin address answers /_cache/health, /_cache/metrics and PURGE only",
-                                     writer: writer, head: head, cacheStatus: "INTERNAL")
+                                     writer: writer, isHEAD: request.method == .head, cacheStatus: "INTERNAL")
         }
-        guard let (target, url) = originURL(of: head.uri) else {
+        guard let (target, url) = originURL(of: path) else {
             try await drain(&parts)
-            return try await respond(.badRequest, "The request target \(head.uri) is not a path", writer: writer, head: head)
+            return try await respond(.badRequest, "The request target \(path) is not a path", writer: writer, isHEAD: request.method == .head)
         }
-        let exchange = Exchange(head: head, target: target, url: url)
+        let exchange = Exchange(request: request, target: target, url: url)
         note(.requests)
-        if head.method == .GET || head.method == .HEAD {
+        if request.method == .get || request.method == .head {
             try await drain(&parts)
             return try await answerFromCache(exchange, writer: writer)
         }

@@ -1,6 +1,7 @@
 import DiskCacheLocking
 import Foundation
 import HTTPTestOrigin
+import HTTPTypes
 import NIOCore
 import NIOHTTP1
 import Testing

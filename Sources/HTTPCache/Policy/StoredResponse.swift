@@ -103,9 +103,14 @@ extension StoredResponse {
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
+        // A status of other than three digits (RFC 9110 §15) is no response: the record is damaged.
+        let status = try container.decode(Int.self, forKey: .status)
+        guard (100...999).contains(status) else {
+            throw DecodingError.dataCorruptedError(forKey: .status, in: container, debugDescription: "\(status) is not a status code")
+        }
         self.init(
             requestMethod: try container.decode(String.self, forKey: .requestMethod),
-            status: try container.decode(Int.self, forKey: .status),
+            status: status,
             headers: try container.decode(StoredFields.self, forKey: .headers).fields,
             requestTime: try container.decode(Date.self, forKey: .requestTime),
             responseTime: try container.decode(Date.self, forKey: .responseTime),

@@ -64,6 +64,20 @@ extension PolicyEngineTests {
             let read = try JSONDecoder().decode(StoredResponse.self, from: Data(written.utf8))
             #expect(Array(read.headers) == Array(HTTPFields([("X-Name", "Zoë 🔑")])))
         }
+
+        /// A stored status of other than three digits is damage, never a response to send
+        /// (swift-http-types' `HTTPResponse.Status` traps on one).
+        @Test func aStoredStatusOfOtherThanThreeDigitsIsDamage() throws {
+            for status in [-1, 0, 99, 1000, 70_000] {
+                let written = #"{"requestMethod":"GET","status":\#(status),"headers":[],"# +
+                    #""requestTime":0,"responseTime":0,"varyingRequestHeaders":[]}"#
+                #expect(throws: DecodingError.self, "\(status)") {
+                    try JSONDecoder().decode(StoredResponse.self, from: Data(written.utf8))
+                }
+            }
+            let written = #"{"requestMethod":"GET","status":599,"headers":[],"requestTime":0,"responseTime":0,"varyingRequestHeaders":[]}"#
+            #expect(try JSONDecoder().decode(StoredResponse.self, from: Data(written.utf8)).status == 599)
+        }
     }
 }
 
