@@ -429,12 +429,26 @@ extension DiskCache {
             return (removed.position, removed.result.size)
         }
         guard let position else {
-            try syncForRetriedRemove()
+            if reason == .explicit { try syncForRetriedRemove() }
             return false
         }
         configuration.onEviction?(Eviction(key: key, size: position.size, reason: reason))
-        if configuration.durability.mode == .immediate { try syncJournal(through: position.journal) }
+        // In `.immediate` a removal a caller asked for returns once durable. One the cache makes
+        // itself (an eviction, an expiry, damage found) answers no caller: the sweep's end
+        // (``syncRemovals()``) or the next write's sync makes its record durable, so that puts
+        // at capacity pay one flush each, not two.
+        if reason == .explicit, configuration.durability.mode == .immediate { try syncJournal(through: position.journal) }
         return true
+    }
+
+    /// In `.immediate`, makes the removals a sweep made durable (one journal sync for all).
+    func syncRemovals() {
+        guard configuration.durability.mode == .immediate else { return }
+        do {
+            try syncJournal(through: state.withLock { $0.journalEnd })
+        } catch {
+            logger.error("Could not sync a sweep's removals", metadata: ["error": "\(error)"])
+        }
     }
 
     /// A write's new files, placed in the slot the committed entry does not use, and the PUT

@@ -92,6 +92,7 @@ extension DiskCache {
         evictLeastRecentlyUsed(reason: .capacity, report: &report) { state in
             state.index.diskUsage + state.journalDiskUsage(blockSize: blockSize) > size
         }
+        if report.totalRemovedEntries > 0 { syncRemovals() }
         report.duration = clock.now - start
         return report
     }
@@ -165,6 +166,7 @@ extension DiskCache {
                 evictLeastRecentlyUsed(reason: .freeSpace, report: &report) { $0.index.diskUsage > target }
             }
         }
+        if report.totalRemovedEntries > 0 { syncRemovals() }
         report.duration = clock.now - start
         state.withLock { $0.lastSweep = report }
         if let onSweepCompleted = configuration.onSweepCompleted { onSweepCompleted(report) }

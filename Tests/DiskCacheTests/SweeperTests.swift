@@ -265,6 +265,34 @@ struct SweeperTests {
         #expect(cache.sweep().totalRemovedEntries == 0)
         #expect(cache.count == 5)
     }
+
+    #if DEBUG  // the file system's test hooks exist in debug builds only
+    /// In `.immediate` the removals a sweep makes are synced together once it ends, not one by
+    /// one (so a put at capacity pays one flush, not two); a removal a caller asks for is still
+    /// synced before it returns. Counted as the journal's `fdatasync` calls.
+    @Test func aSweepSyncsItsRemovalsOnceInImmediateMode() throws {
+        let dir = TemporaryDirectory()
+        let clock = ManualClock()
+        var config = configuration(clock: clock)
+        config.durability = .immediate
+        let cache = try DiskCache(directory: dir.cache, configuration: config)
+        try fill(cache, clock, count: 10)
+        let journal = cache.state.withLock { $0.journal.fd }
+        let syncs = PthreadMutex(0)
+        let token = FileSystemObservers.add { event in
+            if case .fsync(let fd) = event, fd == journal { syncs.withLock { $0 += 1 } }
+        }
+        defer { FileSystemObservers.remove(token) }
+        cache.countLimit = 4
+        #expect(cache.sweep().removedEntries == [.countLimit: 7])
+        #expect(syncs.withLock { $0 } == 1)
+        #expect(cache.sweep().totalRemovedEntries == 0)
+        #expect(syncs.withLock { $0 } == 1)
+        try cache.removeValue(for: "k9")
+        #expect(syncs.withLock { $0 } == 2)
+        #expect(cache.state.withLock { $0.journal.fd } == journal)
+    }
+    #endif
 }
 
 extension DiskCache {
