@@ -56,7 +56,7 @@ enum Fields {
     /// hold for `stored`: then a GET or HEAD is answered 304.
     static func notModified(_ request: HTTPFields, stored: StoredResponse) -> Bool {
         CachePolicyEngine.answersNotModified(ifNoneMatch: request.listElements(for: .ifNoneMatch),
-                                             ifModifiedSince: request[.ifModifiedSince], stored: stored)
+                                             ifModifiedSince: request[values: .ifModifiedSince].first, stored: stored)
     }
 
     /// The fields a 304 carries (RFC 9110 §15.4.5): those a 200 would have had, but the body's.

@@ -424,31 +424,25 @@ extension DiskCache {
                 return removed
             }
             guard let removed else { return nil }
-            // What frees space frees it; a damaged entry's files may not be files at all.
-            discardFiles(hash, of: removed.result, reusing: reason != .freeSpace && reason != .corrupt)
+            // What frees space frees it; a damaged entry's files may not be files at all. In
+            // `.immediate` a removal the cache makes itself is not synced at once: its `.meta` file
+            // is not written over before its record is durable (a power cut would bring the entry
+            // back onto a later write's bytes), so it is unlinked.
+            let unsynced = reason != .explicit && configuration.durability.mode == .immediate
+            discardFiles(hash, of: removed.result, reusing: reason != .freeSpace && reason != .corrupt && !unsynced)
             return (removed.position, removed.result.size)
         }
         guard let position else {
-            if reason == .explicit { try syncForRetriedRemove() }
+            if reason == .explicit { try syncRemovals() }
             return false
         }
         configuration.onEviction?(Eviction(key: key, size: position.size, reason: reason))
         // In `.immediate` a removal a caller asked for returns once durable. One the cache makes
-        // itself (an eviction, an expiry, damage found) answers no caller: the sweep's end
-        // (``syncRemovals()``) or the next write's sync makes its record durable, so that puts
-        // at capacity pay one flush each, not two.
+        // itself (an eviction, an expiry, damage found) answers no caller: the sweep's end or
+        // the next write's sync makes its record durable, so that puts at capacity pay one flush
+        // each, not two.
         if reason == .explicit, configuration.durability.mode == .immediate { try syncJournal(through: position.journal) }
         return true
-    }
-
-    /// In `.immediate`, makes the removals a sweep made durable (one journal sync for all).
-    func syncRemovals() {
-        guard configuration.durability.mode == .immediate else { return }
-        do {
-            try syncJournal(through: state.withLock { $0.journalEnd })
-        } catch {
-            logger.error("Could not sync a sweep's removals", metadata: ["error": "\(error)"])
-        }
     }
 
     /// A write's new files, placed in the slot the committed entry does not use, and the PUT
@@ -577,10 +571,12 @@ extension DiskCache {
         try layout.directory.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
     }
 
-    /// A remove that finds nothing to remove may be the retry of one that removed the entry and
-    /// then failed to make that durable: in `.immediate` it returns only once the journal is
-    /// synced through its end, so the retry finishes the job. Costs nothing when it is synced.
-    func syncForRetriedRemove() throws(DiskCacheError) {
+    /// In `.immediate`, syncs the journal through its end: what an explicit removal calls when it
+    /// found nothing (or less) to remove, since what it asked to remove may have gone in a
+    /// removal not yet durable (one the cache made itself, see ``remove(_:reason:key:confirming:where:)``,
+    /// or an earlier attempt that failed to sync), and a removal a caller asked for returns only
+    /// once durable. Costs nothing when the journal is synced.
+    package func syncRemovals() throws(DiskCacheError) {
         guard configuration.durability.mode == .immediate else { return }
         try syncJournal(through: state.withLock { $0.journalEnd })
     }

@@ -92,7 +92,7 @@ extension DiskCache {
         evictLeastRecentlyUsed(reason: .capacity, report: &report) { state in
             state.index.diskUsage + state.journalDiskUsage(blockSize: blockSize) > size
         }
-        if report.totalRemovedEntries > 0 { syncRemovals() }
+        syncRemovals(of: report)
         report.duration = clock.now - start
         return report
     }
@@ -166,11 +166,21 @@ extension DiskCache {
                 evictLeastRecentlyUsed(reason: .freeSpace, report: &report) { $0.index.diskUsage > target }
             }
         }
-        if report.totalRemovedEntries > 0 { syncRemovals() }
+        syncRemovals(of: report)
         report.duration = clock.now - start
         state.withLock { $0.lastSweep = report }
         if let onSweepCompleted = configuration.onSweepCompleted { onSweepCompleted(report) }
         return report
+    }
+
+    /// In `.immediate`, makes a sweep's removals durable together: one journal sync.
+    private func syncRemovals(of report: SweepReport) {
+        guard report.totalRemovedEntries > 0 else { return }
+        do {
+            try syncRemovals()
+        } catch {
+            logger.error("Could not sync a sweep's removals", metadata: ["error": "\(error)"])
+        }
     }
 
     private func removeExpiredEntries(report: inout SweepReport) {

@@ -388,7 +388,7 @@ public final class DiskCache: Sendable {
         let hash = configuration.keyHasher.hash(key)
         guard let entry = state.withLock({ $0.index[hash] }) else {
             try throwIfClosed()
-            try syncForRetriedRemove()
+            try syncRemovals()
             return
         }
         // Never remove another key's entry because its hash collides with this key.
@@ -442,6 +442,7 @@ public final class DiskCache: Sendable {
         for hash in hashes {
             try remove(hash, reason: .explicit, key: nil) { $0.created >= since }
         }
+        try syncRemovals()
     }
 
     /// Journals pending access times and makes every acknowledged write durable now, whatever

@@ -245,6 +245,8 @@ extension HTTPURLCache {
             if !responses.variants(forKey: key, loadingBodies: false).isEmpty { found = true }
             try responses.removeAll(forKey: key)
         }
+        // Durable on return, also when an eviction not yet synced took what was found.
+        try responses.records.disk?.syncRemovals()
         return found
     }
 
@@ -262,6 +264,7 @@ extension HTTPURLCache {
             try responses.removeRecord(entry.key, primaryKey: primaryKey)
             removed += 1
         }
+        try responses.records.disk?.syncRemovals()
         return removed
     }
 
