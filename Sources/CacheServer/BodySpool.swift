@@ -1,4 +1,5 @@
 import DiskCache
+import HTTPCache
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -16,7 +17,7 @@ import NIOCore
 /// copied into one growing array: that copy, and the fresh megabyte (page faults) each flush
 /// made it take, were a third of a 1 MB miss's CPU.
 final class BodySpool: @unchecked Sendable { // used by one task at a time
-    private let directory: URL
+    private let cache: HTTPURLCache
     private var file: (url: URL, fd: Int32)?
     private var pieces: [ByteBuffer] = []
     private var pendingBytes = 0
@@ -31,8 +32,10 @@ final class BodySpool: @unchecked Sendable { // used by one task at a time
         case file(URL)
     }
 
-    init(in directory: URL) {
-        self.directory = directory
+    /// Nil for a cache without a disk tier, which a large body could not be spooled into.
+    init?(for cache: HTTPURLCache) {
+        guard cache.hasDiskTier else { return nil }
+        self.cache = cache
     }
 
     deinit {
@@ -60,13 +63,9 @@ final class BodySpool: @unchecked Sendable { // used by one task at a time
     }
 
     private func createFile() async throws {
-        let directory = self.directory
-        file = try await BlockingIOPool.shared.run {
-            let url = directory.appendingPathComponent("server-\(UUID().uuidString)")
-            let fd = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-            guard fd >= 0 else { throw SpoolError(action: "create", path: url.path, errno: errno) }
-            return (url, fd)
-        }
+        let cache = self.cache
+        let made = try await BlockingIOPool.shared.run { try cache.makeTemporaryFile() }
+        file = (made.url, made.fileDescriptor)
     }
 
     private func flush() async throws {
@@ -76,20 +75,12 @@ final class BodySpool: @unchecked Sendable { // used by one task at a time
         self.pieces = []
         pendingBytes = 0
         try await BlockingIOPool.shared.run {
-            var position = off_t(offset)
+            var position = offset
             for piece in pieces {
                 try piece.withUnsafeReadableBytes { bytes in
-                    var done = 0
-                    while done < bytes.count {
-                        let count = pwrite(file.fd, bytes.baseAddress! + done, bytes.count - done, position + off_t(done))
-                        if count < 0 {
-                            if errno == EINTR { continue }
-                            throw SpoolError(action: "write", path: file.url.path, errno: errno)
-                        }
-                        done += count
-                    }
-                    position += off_t(bytes.count)
+                    try DiskCache.write(bytes, toTemporaryFile: file.fd, at: position, path: file.url.path)
                 }
+                position += Int64(piece.readableBytes)
             }
         }
         written += Int64(count)
@@ -100,11 +91,4 @@ final class BodySpool: @unchecked Sendable { // used by one task at a time
         guard let url = file?.url else { return }
         _ = try? await BlockingIOPool.shared.run { unlink(url.path) }
     }
-}
-
-struct SpoolError: Error, CustomStringConvertible {
-    let action: String
-    let path: String
-    let errno: Int32
-    var description: String { "cannot \(action) \(path): \(String(cString: strerror(errno)))" }
 }

@@ -47,12 +47,10 @@ extension ProxyHandler {
                     }
                     return
                 }
-                guard isStorable(get.cacheRequest, status: code, fields: fields, sent: sent),
-                      let directory = cache.temporaryDirectory else {
+                guard isStorable(get.cacheRequest, status: code, fields: fields, sent: sent), let spool = BodySpool(for: cache) else {
                     while try await body.next() != nil {}
                     return
                 }
-                let spool = BodySpool(in: directory)
                 do {
                     while let buffer = try await body.next() { try await spool.append(buffer) }
                 } catch {

@@ -26,7 +26,7 @@ extension ProxyHandler {
             status = range.apply(to: &fields, status: status, size: length)
         }
         var spool: BodySpool?
-        if storing != nil, let directory = cache.temporaryDirectory { spool = BodySpool(in: directory) }
+        if storing != nil { spool = BodySpool(for: cache) }
         var sent: Int64 = 0
         do {
             try await send(.head(Fields.responseHead(status, fields)), writer)

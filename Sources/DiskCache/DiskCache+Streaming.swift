@@ -307,6 +307,16 @@ extension DiskCache {
         return (URL(fileURLWithPath: temp), try createTemporaryFile(temp))
     }
 
+    /// Writes all of `bytes` at `offset` of a file ``makeTemporaryFile()`` made (`path` is its
+    /// name, for errors), over short writes and interruptions.
+    ///
+    /// #### Errors
+    /// The write's failure: ``DiskCacheError/Code/diskFull`` when the volume is full.
+    package static func write(_ bytes: UnsafeRawBufferPointer, toTemporaryFile fd: Int32, at offset: Int64,
+                              path: String) throws(DiskCacheError) {
+        try Syscall.pwriteAll(fd, bytes, at: offset).get(orThrow: "write a file in tmp/", path: path)
+    }
+
     /// Creates a file of the cache's own in `tmp/` (which must not exist), open for reading and writing.
     func createTemporaryFile(_ temp: String) throws(DiskCacheError) -> Int32 {
         var opened = layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)

@@ -284,10 +284,20 @@ extension HTTPURLCache {
         (responses.records.disk?.count ?? 0, responses.records.currentDiskUsage)
     }
 
-    /// A directory on the disk tier's filesystem for bodies on their way in (`tmp/` of the
-    /// cache directory, which the cache empties when it is opened alone); `nil` for a memory-only
-    /// cache.
-    package var temporaryDirectory: URL? {
-        responses.records.disk.map { $0.directory.appendingPathComponent("tmp", isDirectory: true) }
+    /// Whether there is a disk tier, whose `tmp/` can take bodies on their way in
+    /// (``makeTemporaryFile()``).
+    package var hasDiskTier: Bool { responses.records.disk != nil }
+
+    /// A new empty file for a body on its way in, in the disk tier's `tmp/` (see
+    /// `DiskCache.makeTemporaryFile()`: stored with `.move`, it is linked in without a copy),
+    /// else in the system's temporary directory.
+    package func makeTemporaryFile() throws -> (url: URL, fileDescriptor: Int32) {
+        if let disk = responses.records.disk { return try disk.makeTemporaryFile() }
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("HTTPCache-\(UUID().uuidString)")
+        let fd = open(url.path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw DiskCacheError(code: .ioFailure, message: "Could not create a file for a response body", path: url.path, errno: errno)
+        }
+        return (url, fd)
     }
 }

@@ -92,14 +92,15 @@ enum Syscall {
         return .success(())
     }
 
-    /// Writes all of `buffer` at `position`, looping over short writes.
+    /// Writes all of `buffer` at `position`, looping over short writes, at most 1 GiB a call
+    /// (Darwin refuses more than `INT_MAX` bytes; Linux writes at most about 2 GiB).
     static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at position: Int64) -> Result<Void, SyscallError> {
         if FaultInjection.isActive, FaultInjection.writeFails(fd) { return .failure(SyscallError(rawValue: EIO)) }
         defer { reportWrite(fd, buffer, at: position) }
         var offset = 0
         while offset < buffer.count {
             let result = retrying {
-                Glibc_pwrite(fd, buffer.baseAddress! + offset, buffer.count - offset, off_t(position) + off_t(offset))
+                Glibc_pwrite(fd, buffer.baseAddress! + offset, min(buffer.count - offset, 1 << 30), off_t(position) + off_t(offset))
             }
             switch result {
             case .success(let written): offset += written

@@ -33,18 +33,9 @@ final class BodyFile: Sendable {
         if let url { unlink(url.path) }
     }
 
-    /// A new empty file, in `cache`'s `tmp/` when it has a disk tier (so that storing it with
-    /// `.move` links it in without a copy), else in the system's temporary directory.
+    /// A new empty file (``HTTPURLCache/makeTemporaryFile()``).
     static func create(for cache: HTTPURLCache) throws -> BodyFile {
-        if let disk = cache.responses.records.disk {
-            let (url, fd) = try disk.makeTemporaryFile()
-            return BodyFile(url: url, fd: fd, size: 0)
-        }
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("HTTPCache-\(UUID().uuidString)")
-        let fd = open(url.path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw DiskCacheError(code: .ioFailure, message: "Could not create a file for a response body", path: url.path, errno: errno)
-        }
+        let (url, fd) = try cache.makeTemporaryFile()
         return BodyFile(url: url, fd: fd, size: 0)
     }
 
@@ -61,8 +52,8 @@ final class BodyFile: Sendable {
         }
     }
 
-    /// The most one `pread` or `pwrite` is asked for: Darwin refuses more than `INT_MAX` bytes
-    /// (EINVAL), and Linux transfers at most about 2 GiB a call.
+    /// The most one `pread` is asked for: Darwin refuses more than `INT_MAX` bytes (EINVAL), and
+    /// Linux transfers at most about 2 GiB a call.
     private static let largestTransfer = 1 << 30
 
     /// Bytes written so far (a held body's size).
@@ -72,17 +63,7 @@ final class BodyFile: Sendable {
     func append(_ bytes: Data) throws {
         try length.withLock { length in
             try bytes.withUnsafeBytes { raw in
-                var done = 0
-                while done < raw.count {
-                    let written = pwrite(fd, raw.baseAddress! + done, min(raw.count - done, Self.largestTransfer),
-                                         off_t(length) + off_t(done))
-                    if written < 0 {
-                        if errno == EINTR { continue }
-                        throw DiskCacheError(code: .ioFailure, message: "Could not write a response body",
-                                             path: url?.path, errno: errno)
-                    }
-                    done += written
-                }
+                try DiskCache.write(raw, toTemporaryFile: fd, at: length, path: url?.path ?? "a response body")
             }
             length += Int64(bytes.count)
         }
