@@ -29,7 +29,7 @@ final class PreparedHits: Sendable {
     /// The request fields that make an answer depend on more than the stored response and
     /// the time: the decision's (``CachePolicyEngine/directiveFields``), the conditional ones
     /// (a 304) and `Range` (a 206).
-    static let fieldsRead = (CachePolicyEngine.directiveFields + CachePolicyEngine.conditionalRequestFields + [.range]).map(\.rawName)
+    static let fieldsRead: [HTTPField.Name] = CachePolicyEngine.directiveFields + CachePolicyEngine.conditionalRequestFields + [.range]
 
     /// What an entry is counted as besides its body: its head's fields and keys.
     static let entryOverhead = 1024
@@ -50,9 +50,14 @@ final class PreparedHits: Sendable {
         hits = MemoryCache(name: "prepared answers", totalCostLimit: capacity, policy: .leastRecentlyUsed)
     }
 
-    /// Whether a request with `headers` can be answered by a prepared answer.
+    /// Whether a request with `fields` can be answered by a prepared answer.
+    static func canAnswer(_ fields: HTTPFields) -> Bool {
+        !fieldsRead.contains { fields.contains($0) }
+    }
+
+    /// The same, of a head as NIO read it (before it is converted).
     static func canAnswer(_ headers: HTTPHeaders) -> Bool {
-        !fieldsRead.contains { headers.contains(name: $0) }
+        !fieldsRead.contains { headers.contains(name: $0.rawName) }
     }
 
     /// Whether an answer with a body of `size` bytes can be kept at all (worth preparing).

@@ -38,7 +38,10 @@ extension ProxyHandler {
             let chosen = HTTPURLCache.StoredVariant.holding(decision.storedResponse, among: variants)
             switch decision {
             case .fresh, .stale:
-                if let outcome = try await serveStored(chosen!, exchange, status: "HIT", writer: writer) {
+                // A fresh hit that a prepared answer could give is prepared for the next request.
+                var preparing: String?
+                if case .fresh = decision, PreparedHits.canAnswer(exchange.fields) { preparing = stored.key }
+                if let outcome = try await serveStored(chosen!, exchange, status: "HIT", preparing: preparing, writer: writer) {
                     noteHit(.task)
                     return outcome
                 }
@@ -79,11 +82,13 @@ extension ProxyHandler {
     }
 
     /// Sends a stored response (or a 304 when the client's conditions hold for it); nil when
-    /// its body is gone or fails its checksum before anything was sent.
-    func serveStored(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange, status: String,
-                             writer: ClientWriter) async throws -> Outcome? {
+    /// its body is gone or fails its checksum before anything was sent. `preparing`: the key of
+    /// a fresh hit to prepare an answer for (``hitInMemory(_:_:key:preparing:at:)``).
+    func serveStored(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange, status: String, preparing key: String? = nil,
+                     writer: ClientWriter) async throws -> Outcome? {
         if variant.isLoaded {
-            let answer = inMemoryResponse(variant, exchange, status: status)
+            let answer = key.map { hitInMemory(variant, exchange, key: $0, preparing: true, at: Date()) }
+                ?? inMemoryResponse(variant, exchange, status: status)
             try await started { try await writer.write(contentsOf: answer.parts) }
             note(.bytesServed(answer.outcome.bytes))
             return answer.outcome

@@ -52,18 +52,11 @@ extension ProxyHandler {
         default: return nil
         }
         guard let chosen = HTTPURLCache.StoredVariant.holding(decision.storedResponse, among: variants) else { return nil }
-        let answer: ReadyResponse?
-        // Prepared only when it can be kept: otherwise every hit would prepare it again.
-        if case .fresh = decision, preparable, chosen.isLoaded, prepared.fits(bodySize: chosen.entry.body.count),
-           let hit = PreparedHits.Hit(variant: chosen, key: key, url: url, at: now, engine: engine,
-                                      fields: servedFields(chosen.entry.response, status: "HIT", at: now)) {
-            prepared.keep(hit, for: target)
-            answer = hit.parts(isHEAD: exchange.isHEAD, at: now)
-        } else {
-            answer = chosen.isLoaded ? inMemoryResponse(chosen, exchange, status: "HIT")
-                                     : pageCacheResponse(chosen, exchange, sentFiles: sentFiles)
-        }
-        guard let answer else { return nil }
+        let fresh: Bool
+        if case .fresh = decision { fresh = true } else { fresh = false }
+        guard let answer = chosen.isLoaded ? hitInMemory(chosen, exchange, key: key, preparing: fresh && preparable, at: now)
+                                           : pageCacheResponse(chosen, exchange, sentFiles: sentFiles)
+        else { return nil }
         noteHit(.eventLoop(bytes: answer.outcome.bytes, prepared: false))
         return answer
     }

@@ -22,7 +22,7 @@ enum RequestScan: Equatable {
     /// Fields whose presence makes the request `.other`.
     private static let refused = ["content-length", "transfer-encoding", "expect", "upgrade"].map { Array($0.utf8) }
     /// Fields whose presence keeps a prepared answer from answering.
-    private static let notAnswered = PreparedHits.fieldsRead.map { Array($0.lowercased().utf8) }
+    private static let notAnswered = PreparedHits.fieldsRead.map { Array($0.canonicalName.utf8) }
     private static let host = Array("host".utf8)
     private static let connection = Array("connection".utf8)
     private static let keepAlive = Array("keep-alive".utf8)

@@ -42,6 +42,24 @@ struct PreparedHitsTests {
         try await fixture.finish()
     }
 
+    /// A fresh hit that the connection's task answers (a request the event loop leaves to it:
+    /// here one that closes its connection) prepares the answer as the event loop would.
+    @Test func aHitOnTheTaskPreparesTheAnswerToo() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")], body: "from the task") }
+        #expect(try await fixture.get("/t").header("X-Cache") == "MISS")
+        let onTask = try await fixture.get("/t", headers: [("Connection", "close")])
+        #expect(onTask.header("X-Cache") == "HIT" && fixture.server.statistics.hitsOnEventLoop == 0)
+        #expect(fixture.server.handler.prepared.usage.entries == 1)
+        let prepared = try await fixture.get("/t")
+        #expect(fixture.server.statistics.hitsPrepared == 1 && prepared.text == "from the task")
+        var withoutClose = onTask.headers
+        withoutClose.remove(name: "Connection")
+        #expect(withoutAge(prepared.headers) == withoutAge(withoutClose))
+        #expect(fixture.origin.requestCount == 1)
+        try await fixture.finish()
+    }
+
     /// The `Age` of a prepared answer is the response's age when it is sent, not when it was prepared.
     @Test func aPreparedAnswersAgeGrows() async throws {
         let fixture = try await ServerFixture()
