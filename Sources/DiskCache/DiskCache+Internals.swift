@@ -426,10 +426,10 @@ extension DiskCache {
             guard let removed else { return nil }
             // What frees space frees it; a damaged entry's files may not be files at all. In
             // `.immediate` a removal the cache makes itself is not synced at once: its `.meta` file
-            // is not written over before its record is durable (a power cut would bring the entry
-            // back onto a later write's bytes), so it is unlinked.
+            // is not written over before its record is durable (see `RetiredFiles`).
             let unsynced = reason != .explicit && configuration.durability.mode == .immediate
-            discardFiles(hash, of: removed.result, reusing: reason != .freeSpace && reason != .corrupt && !unsynced)
+            discardFiles(hash, of: removed.result, reusing: reason != .freeSpace && reason != .corrupt,
+                         record: unsynced ? removed.position : nil)
             return (removed.position, removed.result.size)
         }
         guard let position else {
@@ -529,11 +529,13 @@ extension DiskCache {
     }
 
     /// Discards the files of `entry`, which no record vouches for any more: the `.meta` file is
-    /// retired for a later write to reuse (``RetiredFiles``) when `reusing`, or unlinked; a
-    /// `.body` file is unlinked (never written again: a server may be sending it).
-    func discardFiles(_ hash: KeyHash, of entry: IndexEntry, reusing: Bool = true) {
+    /// retired for a later write to reuse (``RetiredFiles``) when `reusing` (once the journal is
+    /// durable through `record`, when given), or unlinked; a `.body` file is unlinked (never
+    /// written again: a server may be sending it).
+    func discardFiles(_ hash: KeyHash, of entry: IndexEntry, reusing: Bool = true, record: Journal.Position? = nil) {
         let meta = layout.metaFile(hash, slot: entry.slot)
-        if reusing, retiredFiles.retire(meta, size: Int64(entry.metaSize), to: layout.retired + "/" + temporaryName("meta"), layout: layout) {
+        if reusing, retiredFiles.retire(meta, size: Int64(entry.metaSize), to: layout.retired + "/" + temporaryName("meta"),
+                                        layout: layout, record: record) {
             unlinkFiles(hash, slot: entry.slot, meta: false, body: !entry.isInline)
         } else {
             unlinkFiles(hash, slot: entry.slot, body: !entry.isInline)
@@ -591,6 +593,7 @@ extension DiskCache {
             // A compaction since `position` wrote and synced a new journal holding the record.
             if end.generation > position.generation {
                 synced = Journal.Position(generation: end.generation, end: 0)
+                retiredFiles.noteSynced(through: synced)
                 return
             }
             // Data only: the records, and the size when an append grew the file. Appends
@@ -598,6 +601,7 @@ extension DiskCache {
             // flushes no metadata at all.
             try Syscall.fsync(journal.fd, dataOnly: true).get(orThrow: "sync the journal", path: layout.journal)
             synced = end
+            retiredFiles.noteSynced(through: end)
         }
     }
 

@@ -43,6 +43,52 @@ struct RetiredFilesTests {
     /// A reader that opened an entry's `.meta` file before the entry was removed, and reads it
     /// after the file was written again for another entry, gets a miss: never the other
     /// entry's bytes, and nothing counted as damage.
+    /// In `.immediate` an eviction's record is synced when its sweep ends, not before the
+    /// sweep goes on: its `.meta` file is not written over until then.
+    @Test func anEvictedEntrysFileWaitsForItsRecordToBeDurable() throws {
+        let files = RetiredFiles()
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+        try cache.store(bytes("a"), for: "a")
+        try cache.store(bytes("b"), for: "b")
+        let record = Journal.Position(generation: 1, end: 100)
+        #expect(files.retire(EntryFiles(cache, key: "a").meta, size: 10, to: dir.cache.appendingPathComponent("retired/a").path,
+                             layout: cache.layout, record: record))
+        #expect(files.retire(EntryFiles(cache, key: "b").meta, size: 10, to: dir.cache.appendingPathComponent("retired/b").path,
+                             layout: cache.layout))
+        // The older file waits for its record; the one whose record is durable goes first.
+        #expect(files.take(atMost: 100)?.hasSuffix("retired/b") == true)
+        #expect(files.take(atMost: 100) == nil)
+        files.noteSynced(through: Journal.Position(generation: 1, end: 99))
+        #expect(files.take(atMost: 100) == nil)
+        files.noteSynced(through: Journal.Position(generation: 1, end: 100))
+        #expect(files.take(atMost: 100)?.hasSuffix("retired/a") == true)
+    }
+
+    /// The same through the store: a sweep's evictions retire their files, and once the sweep
+    /// has synced its removals (when it ends) the next put writes over the oldest.
+    @Test func aSweepsEvictionsAreReusedOnceSynced() throws {
+        let dir = TemporaryDirectory()
+        let clock = ManualClock()
+        var configuration = DiskCache.Configuration.testing(clock: clock)
+        configuration.durability = .immediate
+        configuration.sweepInterval = nil
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration)
+        for n in 0..<4 {
+            try cache.store(bytes("value \(n)"), for: "k\(n)")
+            clock.advance(seconds: 1)
+        }
+        let oldest = try #require(inode(EntryFiles(cache, key: "k0").meta))
+        cache.countLimit = 2
+        #expect(cache.sweep().totalRemovedEntries == 3)
+        #expect(retiredCount(dir) == 3)
+        try cache.store(bytes("a later and longer value"), for: "later")
+        #expect(inode(EntryFiles(cache, key: "later").meta) == oldest)
+        #expect(retiredCount(dir) == 2)
+        #expect(cache.data(for: "later") == bytes("a later and longer value"))
+        #expect(try cache.verify().isHealthy)
+    }
+
     @Test func aFileWrittenAgainWhileAReaderHasItOpenIsNotReadAsItsEntry() throws {
         let dir = TemporaryDirectory()
         let cache = try DiskCache(directory: dir.cache, configuration: .testing())

@@ -12,6 +12,10 @@ import DiskCacheLocking
 /// are seen only by a read whose check then fails. `.body` files are never reused: a server
 /// sends them with `sendfile`, or keeps them mapped, after the check.
 ///
+/// A file whose record is not yet durable (in `.immediate`, an eviction's, synced when its sweep
+/// ends) is not taken before it is (``noteSynced(through:)``): written over sooner, a power cut
+/// that lost the record would bring the entry back onto a later write's bytes.
+///
 /// Each instance keeps its own files: at most ``capacity`` of them, each of at most
 /// ``largestFile`` bytes and ``byteBudget`` bytes together, which the cache's `diskCapacity`
 /// does not count. The oldest is taken first, so that a file waits as long as it can before it
@@ -21,12 +25,16 @@ final class RetiredFiles: Sendable {
     static let capacity = 256
     static let largestFile: Int64 = 64 << 10
     static let byteBudget: Int64 = 4 << 20
-    private let kept = PthreadMutex((paths: [(path: String, size: Int64)](), bytes: Int64(0)))
+    /// The files kept, oldest first; `record`: the end of the record that stopped vouching for
+    /// one, while it is not known to be durable.
+    private let kept = PthreadMutex((paths: [(path: String, size: Int64, record: Journal.Position?)](), bytes: Int64(0)))
 
     /// Moves the file at `path`, of `size` bytes, to `target` in `retired/` (made when missing);
     /// false when it is too large, when this instance keeps as many files or bytes as it may,
-    /// or when the move failed: the caller unlinks it then.
-    func retire(_ path: String, size: Int64, to target: @autoclosure () -> String, layout: Layout) -> Bool {
+    /// or when the move failed: the caller unlinks it then. `record`: the end of a record that
+    /// stopped vouching for it and may not be durable yet.
+    func retire(_ path: String, size: Int64, to target: @autoclosure () -> String, layout: Layout,
+                record: Journal.Position? = nil) -> Bool {
         guard size <= Self.largestFile,
               kept.withLock({ $0.paths.count < Self.capacity && $0.bytes + size <= Self.byteBudget }) else { return false }
         let target = target()
@@ -36,7 +44,7 @@ final class RetiredFiles: Sendable {
         }
         guard case .success = moved else { return false }
         kept.withLock {
-            $0.paths.append((target, size))
+            $0.paths.append((target, size, record))
             $0.bytes += size
         }
         return true
@@ -48,10 +56,19 @@ final class RetiredFiles: Sendable {
     /// leaving bytes past the length the journal records.
     func take(atMost size: Int) -> String? {
         kept.withLock { kept in
-            guard let index = kept.paths.firstIndex(where: { $0.size <= size }) else { return nil }
+            guard let index = kept.paths.firstIndex(where: { $0.record == nil && $0.size <= size }) else { return nil }
             let taken = kept.paths.remove(at: index)
             kept.bytes -= taken.size
             return taken.path
+        }
+    }
+
+    /// The journal is durable through `position`: the files whose record it holds may be taken.
+    func noteSynced(through position: Journal.Position) {
+        kept.withLock { kept in
+            for index in kept.paths.indices where kept.paths[index].record.map(position.covers) == true {
+                kept.paths[index].record = nil
+            }
         }
     }
 
