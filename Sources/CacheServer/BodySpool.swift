@@ -76,9 +76,10 @@ final class BodySpool: @unchecked Sendable { // used by one task at a time
         pendingBytes = 0
         try await BlockingIOPool.shared.run {
             var position = offset
+            let path = file.url.path
             for piece in pieces {
                 try piece.withUnsafeReadableBytes { bytes in
-                    try DiskCache.write(bytes, toTemporaryFile: file.fd, at: position, path: file.url.path)
+                    try DiskCache.write(bytes, toTemporaryFile: file.fd, at: position, path: path)
                 }
                 position += Int64(piece.readableBytes)
             }

@@ -40,7 +40,9 @@ extension ProxyHandler {
             case .fresh, .stale:
                 // A fresh hit that a prepared answer could give is prepared for the next request.
                 var preparing: String?
-                if case .fresh = decision, PreparedHits.canAnswer(exchange.fields) { preparing = stored.key }
+                if case .fresh = decision, PreparedHits.canAnswer(exchange.fields), !exchange.target.hasPrefix("/_cache/") {
+                    preparing = stored.key
+                }
                 if let outcome = try await serveStored(chosen!, exchange, status: "HIT", preparing: preparing, writer: writer) {
                     noteHit(.task)
                     return outcome

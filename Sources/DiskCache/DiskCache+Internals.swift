@@ -425,11 +425,11 @@ extension DiskCache {
             }
             guard let removed else { return nil }
             // What frees space frees it; a damaged entry's files may not be files at all. In
-            // `.immediate` a removal the cache makes itself is not synced at once: its `.meta` file
-            // is not written over before its record is durable (see `RetiredFiles`).
-            let unsynced = reason != .explicit && configuration.durability.mode == .immediate
+            // `.immediate` the `.meta` file is not written over before the record is durable
+            // (see `RetiredFiles`): an explicit removal syncs it below, one the cache makes itself
+            // when its sweep ends.
             discardFiles(hash, of: removed.result, reusing: reason != .freeSpace && reason != .corrupt,
-                         record: unsynced ? removed.position : nil)
+                         record: configuration.durability.mode == .immediate ? removed.position : nil)
             return (removed.position, removed.result.size)
         }
         guard let position else {
@@ -588,7 +588,11 @@ extension DiskCache {
     /// find their records already covered.
     func syncJournal(through position: Journal.Position) throws(DiskCacheError) {
         try journalSynced.withLock { synced throws(DiskCacheError) in
-            if synced.covers(position) { return }
+            if synced.covers(position) {
+                // A record appended before its file was retired may have been synced by then.
+                retiredFiles.noteSynced(through: synced)
+                return
+            }
             let (journal, end) = state.withLock { ($0.journal, $0.journalEnd) }
             // A compaction since `position` wrote and synced a new journal holding the record.
             if end.generation > position.generation {

@@ -27,7 +27,8 @@ final class RetiredFiles: Sendable {
     static let byteBudget: Int64 = 4 << 20
     /// The files kept, oldest first; `record`: the end of the record that stopped vouching for
     /// one, while it is not known to be durable.
-    private let kept = PthreadMutex((paths: [(path: String, size: Int64, record: Journal.Position?)](), bytes: Int64(0)))
+    private let kept = PthreadMutex((paths: [(path: String, size: Int64, record: Journal.Position?)](), bytes: Int64(0),
+                                     waiting: 0))
 
     /// Moves the file at `path`, of `size` bytes, to `target` in `retired/` (made when missing);
     /// false when it is too large, when this instance keeps as many files or bytes as it may,
@@ -46,6 +47,7 @@ final class RetiredFiles: Sendable {
         kept.withLock {
             $0.paths.append((target, size, record))
             $0.bytes += size
+            if record != nil { $0.waiting += 1 }
         }
         return true
     }
@@ -66,8 +68,10 @@ final class RetiredFiles: Sendable {
     /// The journal is durable through `position`: the files whose record it holds may be taken.
     func noteSynced(through position: Journal.Position) {
         kept.withLock { kept in
+            guard kept.waiting > 0 else { return }
             for index in kept.paths.indices where kept.paths[index].record.map(position.covers) == true {
                 kept.paths[index].record = nil
+                kept.waiting -= 1
             }
         }
     }
@@ -75,7 +79,7 @@ final class RetiredFiles: Sendable {
     /// Unlinks every file kept, then `retired/` unless another instance keeps files there.
     func removeAll(layout: Layout) {
         let paths = kept.withLock { kept in
-            defer { kept = ([], 0) }
+            defer { kept = ([], 0, 0) }
             return kept.paths.map(\.path)
         }
         for path in paths { _ = layout.directory.unlink(path) }
