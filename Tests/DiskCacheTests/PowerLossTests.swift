@@ -3,6 +3,7 @@
 @testable import DiskCache
 import Foundation
 import Testing
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -35,9 +36,9 @@ import Glibc
 /// A failure names the seed, the cut and the variant: `POWERLOSS_SEED=<seed>` runs that seed
 /// alone, `POWERLOSS_SEEDS=<n>` runs n seeds per test instead of the default.
 ///
-/// Serialized: these checks are long and synchronous, and run in parallel they would hold every
-/// thread of the test runner's pool on a 2-core machine, starving the HTTP tests (whose
-/// timeouts and `Age` checks then fail).
+/// Serialized, and each long check on a thread of its own (`onOwnThread`): these checks are long
+/// and synchronous, and on the test runner's pool they would hold its threads (two on a 2-core
+/// machine) for minutes, starving the HTTP tests (whose timeouts and `Age` checks then fail).
 @Suite(.serialized)
 struct PowerLossTests {
     static let defaultSeeds: [UInt64] = [1, 2, 3]
@@ -52,22 +53,26 @@ struct PowerLossTests {
     /// The cache directory and its missing parents are made by the library (base/a/b/cache,
     /// where only base exists).
     @Test(arguments: PowerLossScenario.Mode.allCases, PowerLossScenario.Sharing.allCases)
-    func randomSequencesInADirectoryTheLibraryCreates(mode: PowerLossScenario.Mode, sharing: PowerLossScenario.Sharing) throws {
-        for seed in Self.seeds {
-            let scenario = PowerLossScenario(mode: mode, sharing: sharing, seed: seed, cachePath: "a/b/cache",
-                                             cacheDirectoryExists: false)
-            try scenario.runAndCheck()
+    func randomSequencesInADirectoryTheLibraryCreates(mode: PowerLossScenario.Mode, sharing: PowerLossScenario.Sharing) async throws {
+        try await onOwnThread {
+            for seed in Self.seeds {
+                let scenario = PowerLossScenario(mode: mode, sharing: sharing, seed: seed, cachePath: "a/b/cache",
+                                                 cacheDirectoryExists: false)
+                try scenario.runAndCheck()
+            }
         }
     }
 
     /// The cache directory exists (and is durable) before the cache first opens it; the
     /// operations differ from those of the test above for the same seed.
     @Test(arguments: PowerLossScenario.Mode.allCases, PowerLossScenario.Sharing.allCases)
-    func randomSequencesInAnExistingDirectory(mode: PowerLossScenario.Mode, sharing: PowerLossScenario.Sharing) throws {
-        for seed in Self.seeds {
-            let scenario = PowerLossScenario(mode: mode, sharing: sharing, seed: seed, cachePath: "cache",
-                                             cacheDirectoryExists: true)
-            try scenario.runAndCheck()
+    func randomSequencesInAnExistingDirectory(mode: PowerLossScenario.Mode, sharing: PowerLossScenario.Sharing) async throws {
+        try await onOwnThread {
+            for seed in Self.seeds {
+                let scenario = PowerLossScenario(mode: mode, sharing: sharing, seed: seed, cachePath: "cache",
+                                                 cacheDirectoryExists: true)
+                try scenario.runAndCheck()
+            }
         }
     }
 

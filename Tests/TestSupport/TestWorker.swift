@@ -27,6 +27,17 @@ public func withTemporaryDirectory<T>(_ prefix: String, _ body: (URL) async thro
     return try await body(directory)
 }
 
+/// Runs `body` on a thread of its own (8 MiB of stack) and waits for it without holding a thread
+/// of the test runner's pool, which is as wide as the cores: a long synchronous test run on the
+/// pool leaves every other test fewer threads, and with two cores none once two such run.
+public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+}
+
 /// Runs the test worker with `arguments` to its end, on a thread of its own (the wait blocks
 /// no task), and gives its standard output's lines.
 public func runWorker(_ arguments: [String]) async throws -> [String] {
