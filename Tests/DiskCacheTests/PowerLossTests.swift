@@ -54,24 +54,23 @@ struct PowerLossTests {
     /// where only base exists).
     @Test(arguments: PowerLossScenario.Mode.allCases, PowerLossScenario.Sharing.allCases)
     func randomSequencesInADirectoryTheLibraryCreates(mode: PowerLossScenario.Mode, sharing: PowerLossScenario.Sharing) async throws {
-        try await onOwnThread {
-            for seed in Self.seeds {
-                let scenario = PowerLossScenario(mode: mode, sharing: sharing, seed: seed, cachePath: "a/b/cache",
-                                                 cacheDirectoryExists: false)
-                try scenario.runAndCheck()
-            }
-        }
+        try await runSeeds(mode, sharing, cachePath: "a/b/cache", cacheDirectoryExists: false)
     }
 
     /// The cache directory exists (and is durable) before the cache first opens it; the
     /// operations differ from those of the test above for the same seed.
     @Test(arguments: PowerLossScenario.Mode.allCases, PowerLossScenario.Sharing.allCases)
     func randomSequencesInAnExistingDirectory(mode: PowerLossScenario.Mode, sharing: PowerLossScenario.Sharing) async throws {
+        try await runSeeds(mode, sharing, cachePath: "cache", cacheDirectoryExists: true)
+    }
+
+    /// The scenario of every seed, on a thread of its own (see the suite's comment).
+    private func runSeeds(_ mode: PowerLossScenario.Mode, _ sharing: PowerLossScenario.Sharing, cachePath: String,
+                          cacheDirectoryExists: Bool) async throws {
         try await onOwnThread {
             for seed in Self.seeds {
-                let scenario = PowerLossScenario(mode: mode, sharing: sharing, seed: seed, cachePath: "cache",
-                                                 cacheDirectoryExists: true)
-                try scenario.runAndCheck()
+                try PowerLossScenario(mode: mode, sharing: sharing, seed: seed, cachePath: cachePath,
+                                      cacheDirectoryExists: cacheDirectoryExists).runAndCheck()
             }
         }
     }
