@@ -89,8 +89,15 @@ extension ProxyHandler {
     func serveStored(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange, status: String, preparing key: String? = nil,
                      writer: ClientWriter) async throws -> Outcome? {
         if variant.isLoaded {
-            let answer = key.map { hitInMemory(variant, exchange, key: $0, preparing: true, at: Date()) }
-                ?? inMemoryResponse(variant, exchange, status: status)
+            let answer: ReadyResponse
+            // The task asked for no prepared answer yet (the event loop did): one made for the same response answers.
+            if key != nil, let (hit, then) = prepared.current(for: PreparedHits.Target(isHEAD: exchange.isHEAD, uri: exchange.request.path ?? ""),
+                                                               cache: cache), hit.recordKey == variant.recordKey {
+                answer = hit.parts(isHEAD: exchange.isHEAD, at: then)
+            } else {
+                answer = key.map { hitInMemory(variant, exchange, key: $0, preparing: true, at: Date()) }
+                    ?? inMemoryResponse(variant, exchange, status: status)
+            }
             try await started { try await writer.write(contentsOf: answer.parts) }
             note(.bytesServed(answer.outcome.bytes))
             return answer.outcome

@@ -15,10 +15,6 @@ extension ProxyHandler {
     func hitInMemory(_ chosen: HTTPURLCache.StoredVariant, _ exchange: Exchange, key: String, preparing: Bool,
                      at now: Date) -> ReadyResponse {
         let target = PreparedHits.Target(isHEAD: exchange.isHEAD, uri: exchange.request.path ?? "")
-        // A door that gave no prepared answer (the task's) may find one made for the same response.
-        if preparing, let (hit, then) = prepared.current(for: target, cache: cache), hit.recordKey == chosen.recordKey {
-            return hit.parts(isHEAD: exchange.isHEAD, at: then)
-        }
         if preparing, prepared.fits(bodySize: chosen.entry.body.count),
            let hit = PreparedHits.Hit(variant: chosen, key: key, url: exchange.cacheRequest.url, at: now, engine: engine,
                                       fields: servedFields(chosen.entry.response, status: "HIT", at: now)) {
