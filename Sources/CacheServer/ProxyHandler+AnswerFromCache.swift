@@ -102,26 +102,24 @@ extension ProxyHandler {
             note(.bytesServed(answer.outcome.bytes))
             return answer.outcome
         }
-        let response = variant.entry.response
-        var fields = servedFields(response, status: status)
-        if let parts = notModified(response, exchange, fields) {
-            try await started { try await writer.write(contentsOf: parts) }
-            return Outcome(status: 304, cacheStatus: status)
-        }
         // The body from disk: checked whole, then sent (a file by the kernel), or (above the
         // limit) chunks read as they are sent, the first before the head.
-        if let checked = try await checkedBody(of: variant) {
-            let answer = checkedResponse(checked, response, fields, exchange, status: status, sentFiles: writer.sentFiles)
+        let limit = configuration.wholeCheckLimit, sentFiles = writer.sentFiles
+        if let answer = try await BlockingIOPool.shared.run({
+            try self.checkedAnswer(variant, exchange, status: status, sizeLimit: limit, sentFiles: sentFiles)
+        }) {
             do {
                 try await started { try await writer.write(contentsOf: answer.parts) }
             } catch {
                 // Nothing of it reached the channel: its file is closed here.
-                for case .body(.fileRegion(let region)) in answer.parts { writer.sentFiles.close(region.fileHandle) }
+                for case .body(.fileRegion(let region)) in answer.parts { sentFiles.close(region.fileHandle) }
                 throw error
             }
             note(.bytesServed(answer.outcome.bytes))
             return answer.outcome
         }
+        let response = variant.entry.response
+        var fields = servedFields(response, status: status)
         guard let chunks = try await cache.body(of: variant) else { return nil }
         var iterator = chunks.makeAsyncIterator()
         let first: Data?
@@ -157,14 +155,6 @@ extension ProxyHandler {
         }
         note(.bytesServed(sent))
         return Outcome(status: UInt(code.code), bytes: sent, cacheStatus: status)
-    }
-
-    /// A stored body from disk, checked whole, when it may be sent that way: nil when it is
-    /// gone or damaged, or larger than ``ServerConfiguration/wholeCheckLimit`` (then it is
-    /// streamed in chunks instead).
-    private func checkedBody(of variant: HTTPURLCache.StoredVariant) async throws -> DiskCache.CheckedBody? {
-        let cache = self.cache, limit = configuration.wholeCheckLimit, copying = self.copying
-        return try await BlockingIOPool.shared.run { try cache.checkedBody(of: variant, sizeLimit: limit, copying: copying) }
     }
 
     /// Runs `body`, which writes a response to the client: whatever it throws is a

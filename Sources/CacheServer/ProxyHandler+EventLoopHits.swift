@@ -55,25 +55,10 @@ extension ProxyHandler {
         let fresh: Bool
         if case .fresh = decision { fresh = true } else { fresh = false }
         guard let answer = chosen.isLoaded ? hitInMemory(chosen, exchange, key: key, preparing: fresh && preparable, at: now)
-                                           : pageCacheResponse(chosen, exchange, sentFiles: sentFiles)
+                                           : try? checkedAnswer(chosen, exchange, status: "HIT", sizeLimit: min(configuration.wholeCheckLimit, Self.eventLoopCheckLimit),
+                                                                pageCacheOnly: DiskCache.PageCacheOnly(), sentFiles: sentFiles)
         else { return nil }
         noteHit(.eventLoop(bytes: answer.outcome.bytes, prepared: false))
         return answer
-    }
-
-    /// A stored response whose body is on disk, answered from the page cache: the body file
-    /// checked whole and sent with `sendfile` (its descriptor taken by `sentFiles`, closed once
-    /// written), or a 304 without reading it. Nil when its files are not all in the page cache,
-    /// are gone or damaged, or the body is above ``eventLoopCheckLimit``.
-    private func pageCacheResponse(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange,
-                                   sentFiles: SentFiles) -> ReadyResponse? {
-        let response = variant.entry.response
-        let fields = servedFields(response, status: "HIT")
-        if let parts = notModified(response, exchange, fields) { return (parts, Outcome(status: 304, cacheStatus: "HIT")) }
-        // A read that gave up rather than wait ends as nil: the task answers then.
-        guard let checked = try? cache.checkedBody(of: variant, sizeLimit: min(configuration.wholeCheckLimit, Self.eventLoopCheckLimit),
-                                                   copying: copying, pageCacheOnly: DiskCache.PageCacheOnly())
-        else { return nil }
-        return checkedResponse(checked, response, fields, exchange, status: "HIT", sentFiles: sentFiles)
     }
 }

@@ -65,10 +65,10 @@ extension ProxyHandler {
         return (parts, Outcome(status: UInt(code.code), bytes: sent, cacheStatus: status))
     }
 
-    /// A stored response whose body was checked whole (``checkedBody(of:)``), as the parts that
-    /// answer `exchange` (sent with `fields`): a 206 or 416 for a range, no body for HEAD; a
-    /// body file goes as a `FileRegion` (its descriptor taken by `sentFiles`, closed once
-    /// written, or here when none of it is sent).
+    /// A stored response whose body was checked whole, as the parts that answer `exchange`
+    /// (sent with `fields`): a 206 or 416 for a range, no body for HEAD; a body file goes as a
+    /// `FileRegion` (its descriptor taken by `sentFiles`, closed once written, or here when none
+    /// of it is sent).
     func checkedResponse(_ checked: DiskCache.CheckedBody, _ response: StoredResponse, _ fields: HTTPFields,
                          _ exchange: Exchange, status: String, sentFiles: SentFiles) -> ReadyResponse {
         var fields = fields
@@ -102,6 +102,22 @@ extension ProxyHandler {
                 .fileRegion(FileRegion(fileHandle: file, readerIndex: Int(bounds.lowerBound), endIndex: Int(bounds.upperBound)))
             }
         }
+    }
+
+    /// A stored response whose body is on disk, answered whole: a 304 without reading it, or
+    /// the body checked whole (``HTTPURLCache/checkedBody(of:sizeLimit:copying:pageCacheOnly:)``)
+    /// and made into parts by ``checkedResponse(_:_:_:_:status:sentFiles:)``. Nil when the body
+    /// is gone or damaged or above `sizeLimit` bytes, and with `pageCacheOnly`, when a read would
+    /// have waited for the disk. The one answer of the task (on an I/O thread: it blocks) and of
+    /// the event loop (with `pageCacheOnly`).
+    func checkedAnswer(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange, status: String, sizeLimit: Int64,
+                       pageCacheOnly: DiskCache.PageCacheOnly? = nil, sentFiles: SentFiles) throws -> ReadyResponse? {
+        let response = variant.entry.response
+        let fields = servedFields(response, status: status)
+        if let parts = notModified(response, exchange, fields) { return (parts, Outcome(status: 304, cacheStatus: status)) }
+        guard let checked = try cache.checkedBody(of: variant, sizeLimit: sizeLimit, copying: copying, pageCacheOnly: pageCacheOnly)
+        else { return nil }
+        return checkedResponse(checked, response, fields, exchange, status: status, sentFiles: sentFiles)
     }
 
     /// Which checked bodies are copied as they are hashed, to be written from memory
