@@ -52,7 +52,8 @@ struct Bench: ParsableCommand {
         index memory per entry), sweep (one pass evicting half the entries). Not run by \
         default: cold (get with the page cache dropped before every turn: by drop_caches as \
         root, else posix_fadvise(DONTNEED) of the benchmark's own files; the report says \
-        which), sweep-get (get throughput while a \
+        which; each entry is read at most once a turn, and the report gives what the device \
+        read per get), sweep-get (get throughput while a \
         sweep evicts, against the same gets without it), idle (CPU used by an open, idle \
         cache whose sweeper runs every --sweep-interval seconds, over --idle-seconds) and \
         async (64 tasks doing 90 % gets / 10 % puts with the async API, then with the \

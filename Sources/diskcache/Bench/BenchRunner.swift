@@ -253,33 +253,78 @@ final class BenchRunner {
             }
         }
 
-        // Get: uniformly random entries; cold, the page cache dropped before every turn.
+        /// A cold turn: every get reads an entry no earlier get of the turn read, in an order
+        /// drawn per slice (the same for every subject), so that none is answered from what the
+        /// turn itself brought into the page cache. It ends when its time is up or every entry
+        /// was read once.
+        func coldTurn(phase: UInt64, _ read: @escaping @Sendable (_ thread: Int, _ index: Int) -> Int) -> Turn {
+            { slice in
+                var random = BenchRandom(seed: seed &+ phase &+ UInt64(slice) &* 1_000_003)
+                var order = Array(0..<count)
+                for i in stride(from: count - 1, to: 0, by: -1) { order.swapAt(i, random.below(i + 1)) }
+                let shuffled = order
+                return benchRun(threads: threads, count: count, seconds: sliceSeconds, seed: 0, progress: .silent) { thread, n, _ in
+                    read(thread, shuffled[n * threads + thread])
+                }
+            }
+        }
+
+        // Get: uniformly random entries; cold, the page cache dropped before every turn and each
+        // entry read at most once a turn.
         for (phase, cold) in [(BenchOperation.get, plan.coldReads), (.cold, true)] where ops.contains(phase) {
             let operation = phase.rawValue
             let trees = [storeDir, floorDir, sqliteDir]
             var coldNote: String?
             progress.phase("\(label): \(operation == "cold" ? "cold get" : "get") (\(subjects), in turns)")
             let misses = Atomic<Int>(0)
-            var gets = [
-                timed(phase: 1) { _, random in
-                    guard let value = store.data(for: Self.key(random.below(count))) else {
+            // Each subject's get of entry `index`.
+            var reads: [@Sendable (_ thread: Int, _ index: Int) -> Int] = [
+                { _, index in
+                    guard let value = store.data(for: Self.key(index)) else {
                         misses.add(1, ordering: .relaxed)
                         return 0
                     }
                     return value.count
                 },
-                timed(phase: 1) { _, random in floor.get(random.below(count)) },
+                { _, index in floor.get(index) },
             ]
-            if let sqlite { gets.append(timed(phase: 1) { thread, random in sqlite.get(thread: thread, key: Self.key(random.below(count))) }) }
+            if let sqlite { reads.append { thread, index in sqlite.get(thread: thread, key: Self.key(index)) } }
+            var gets = reads.map { read in
+                cold ? coldTurn(phase: 1, read) : timed(phase: 1) { thread, random in read(thread, random.below(count)) }
+            }
+            // Cold, what each subject's turns cost the device holding the caches.
+            var deviceReads = [(requests: Int64, bytes: Int64)?](repeating: cold ? (0, 0) : nil, count: gets.count)
+            if cold {
+                gets = gets.enumerated().map { subject, turn in
+                    { slice in
+                        let before = BenchProcess.deviceReads(of: storeDir)
+                        let measured = turn(slice)
+                        if let before, let after = BenchProcess.deviceReads(of: storeDir), let sum = deviceReads[subject] {
+                            deviceReads[subject] = (sum.requests + after.requests - before.requests, sum.bytes + after.bytes - before.bytes)
+                        } else {
+                            deviceReads[subject] = nil
+                        }
+                        return measured
+                    }
+                }
+            }
             settle()
             let measured = inTurns(gets, slices: timedSlices) { _ in
                 if cold { coldNote = BenchProcess.dropPageCache(fallbackTrees: trees) }
             }
-            var note = coldNote
+            func note(_ subject: Int, _ notes: String?...) -> String? {
+                var notes = notes.compactMap { $0 }
+                if let reads = deviceReads[subject], measured[subject].operations > 0 {
+                    let gets = Double(measured[subject].operations)
+                    notes.append(String(format: "the device read %.1f KiB in %.2f requests a get (all processes)",
+                                        Double(reads.bytes) / 1024 / gets, Double(reads.requests) / gets))
+                }
+                return notes.isEmpty ? nil : notes.joined(separator: "; ")
+            }
             let missed = misses.load(ordering: .relaxed)
-            if missed > 0 { note = [note, "\(missed) misses"].compactMap { $0 }.joined(separator: "; ") }
-            add(row(operation, "diskcache", measured[0], note: note), row(operation, "floor", measured[1]),
-                measured.count > 2 ? row(operation, "sqlite", measured[2]) : nil)
+            add(row(operation, "diskcache", measured[0], note: note(0, coldNote, missed > 0 ? "\(missed) misses" : nil)),
+                row(operation, "floor", measured[1], note: note(1)),
+                measured.count > 2 ? row(operation, "sqlite", measured[2], note: note(2)) : nil)
         }
 
         // Mixed: 90 % get, 10 % put (replacing the value), Zipf-distributed entries.
