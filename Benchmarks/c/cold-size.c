@@ -62,6 +62,7 @@ int main(int argc, char **argv) {
     struct stat info;
     if (stat(root, &info) != 0) { perror(root); return 1; }
     snprintf(device_stat, sizeof device_stat, "/sys/dev/block/%u:%u/stat", major(info.st_dev), minor(info.st_dev));
+    if (access(device_stat, R_OK) != 0) fprintf(stderr, "no %s: the KiB and requests columns read 0\n", device_stat);
     int largest = sizes[0] > sizes[1] ? sizes[0] : sizes[1];
     char *buffer = malloc(largest + 1), name[4096];
     for (int i = 0; i < largest; i++) buffer[i] = (char)rand();

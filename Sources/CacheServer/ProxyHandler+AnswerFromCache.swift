@@ -102,6 +102,13 @@ extension ProxyHandler {
             note(.bytesServed(answer.outcome.bytes))
             return answer.outcome
         }
+        let response = variant.entry.response
+        var fields = servedFields(response, status: status)
+        // A 304 reads no body: answered here, not behind the disk reads queued for I/O threads.
+        if let parts = notModified(response, exchange, fields) {
+            try await started { try await writer.write(contentsOf: parts) }
+            return Outcome(status: 304, cacheStatus: status)
+        }
         // The body from disk: checked whole, then sent (a file by the kernel), or (above the
         // limit) chunks read as they are sent, the first before the head.
         let limit = configuration.wholeCheckLimit, sentFiles = writer.sentFiles
@@ -118,8 +125,6 @@ extension ProxyHandler {
             note(.bytesServed(answer.outcome.bytes))
             return answer.outcome
         }
-        let response = variant.entry.response
-        var fields = servedFields(response, status: status)
         guard let chunks = try await cache.body(of: variant) else { return nil }
         var iterator = chunks.makeAsyncIterator()
         let first: Data?

@@ -52,8 +52,8 @@ struct Bench: ParsableCommand {
         index memory per entry), sweep (one pass evicting half the entries). Not run by \
         default: cold (get with the page cache dropped before every turn: by drop_caches as \
         root, else posix_fadvise(DONTNEED) of the benchmark's own files; the report says \
-        which; each entry is read at most once a turn, and the report gives what the device \
-        read per get), sweep-get (get throughput while a \
+        which; a turn reads half the entries, each once, in the same order for every subject, \
+        and the report gives what the device read per get), sweep-get (get throughput while a \
         sweep evicts, against the same gets without it), idle (CPU used by an open, idle \
         cache whose sweeper runs every --sweep-interval seconds, over --idle-seconds) and \
         async (64 tasks doing 90 % gets / 10 % puts with the async API, then with the \
@@ -104,7 +104,7 @@ struct Bench: ParsableCommand {
     @Option(help: "Seconds each timed phase (get, mixed) runs.")
     var duration = 1.0
 
-    @Flag(help: "Empty the page cache before reads (needs root; otherwise evicts the benchmark's own files with posix_fadvise and says so).")
+    @Flag(help: "Empty the page cache before reads (needs root; otherwise evicts the benchmark's own files with posix_fadvise and says so); get then reads as cold does.")
     var cold = false
 
     @Option(help: "Peers to run on the same workload, comma-separated: sqlite (the C API, in process), urlcache (Foundation's URLCache, on disk), or none.")

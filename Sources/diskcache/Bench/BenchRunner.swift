@@ -253,24 +253,25 @@ final class BenchRunner {
             }
         }
 
-        /// A cold turn: every get reads an entry no earlier get of the turn read, in an order
-        /// drawn per slice (the same for every subject), so that none is answered from what the
-        /// turn itself brought into the page cache. It ends when its time is up or every entry
-        /// was read once.
+        /// A cold turn: the same work for every subject, half the entries, each read once in an
+        /// order drawn per slice, so that no get is answered from what the turn itself brought
+        /// into the page cache, and a subject that reads faster does not get further into warm
+        /// blocks. A turn longer than four slices' time stops there.
         func coldTurn(phase: UInt64, _ read: @escaping @Sendable (_ thread: Int, _ index: Int) -> Int) -> Turn {
             { slice in
                 var random = BenchRandom(seed: seed &+ phase &+ UInt64(slice) &* 1_000_003)
                 var order = Array(0..<count)
                 for i in stride(from: count - 1, to: 0, by: -1) { order.swapAt(i, random.below(i + 1)) }
                 let shuffled = order
-                return benchRun(threads: threads, count: count, seconds: sliceSeconds, seed: 0, progress: .silent) { thread, n, _ in
+                return benchRun(threads: threads, count: max(1, count / 2), seconds: 4 * sliceSeconds, seed: 0,
+                                progress: .silent) { thread, n, _ in
                     read(thread, shuffled[n * threads + thread])
                 }
             }
         }
 
-        // Get: uniformly random entries; cold, the page cache dropped before every turn and each
-        // entry read at most once a turn.
+        // Get: uniformly random entries; cold, the page cache dropped before every turn and half
+        // the entries read once each (``coldTurn``).
         for (phase, cold) in [(BenchOperation.get, plan.coldReads), (.cold, true)] where ops.contains(phase) {
             let operation = phase.rawValue
             let trees = [storeDir, floorDir, sqliteDir]

@@ -308,10 +308,9 @@ enum BenchProcess {
     /// (`/sys/dev/block/<major>:<minor>/stat`, Linux): what a cold read costs the device. Nil
     /// where there is no such file (tmpfs, another system). Counts every process's reads.
     static func deviceReads(of path: String) -> (requests: Int64, bytes: Int64)? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        let device = UInt64(info.st_dev)
-        let major = (device >> 8) & 0xfff | (device >> 32) & ~0xfff, minor = device & 0xff | (device >> 12) & ~0xff
+        guard let device = BenchDeletions.device(of: path) else { return nil }
+        // glibc's major() and minor().
+        let major = (device >> 8) & 0xfff | (device >> 32) & 0xffff_f000, minor = device & 0xff | (device >> 12) & 0xffff_ff00
         guard let text = try? String(contentsOfFile: "/sys/dev/block/\(major):\(minor)/stat", encoding: .utf8) else { return nil }
         // Reads completed, reads merged, sectors (512 bytes) read, ...
         let fields = text.split(separator: " ").compactMap { Int64($0) }
