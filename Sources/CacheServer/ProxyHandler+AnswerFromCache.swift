@@ -91,8 +91,8 @@ extension ProxyHandler {
         if variant.isLoaded {
             let answer: ReadyResponse
             // The task asked for no prepared answer yet (the event loop did): one made for the same response answers.
-            if key != nil, let (hit, then) = prepared.current(for: PreparedHits.Target(isHEAD: exchange.isHEAD, uri: exchange.request.path ?? ""),
-                                                               cache: cache), hit.recordKey == variant.recordKey {
+            if key != nil, let (hit, then) = prepared.current(for: exchange.preparedTarget, cache: cache),
+               hit.recordKey == variant.recordKey {
                 answer = hit.parts(isHEAD: exchange.isHEAD, at: then)
             } else {
                 answer = key.map { hitInMemory(variant, exchange, key: $0, preparing: true, at: Date()) }
@@ -111,9 +111,9 @@ extension ProxyHandler {
         }
         // The body from disk: checked whole, then sent (a file by the kernel), or (above the
         // limit) chunks read as they are sent, the first before the head.
-        let limit = configuration.wholeCheckLimit, sentFiles = writer.sentFiles
+        let limit = configuration.wholeCheckLimit, sentFiles = writer.sentFiles, served = fields
         if let answer = try await BlockingIOPool.shared.run({
-            try self.checkedAnswer(variant, exchange, status: status, sizeLimit: limit, sentFiles: sentFiles)
+            try self.checkedAnswer(variant, exchange, fields: served, status: status, sizeLimit: limit, sentFiles: sentFiles)
         }) {
             do {
                 try await started { try await writer.write(contentsOf: answer.parts) }

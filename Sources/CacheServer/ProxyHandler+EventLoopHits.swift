@@ -55,7 +55,8 @@ extension ProxyHandler {
         let fresh: Bool
         if case .fresh = decision { fresh = true } else { fresh = false }
         guard let answer = chosen.isLoaded ? hitInMemory(chosen, exchange, key: key, preparing: fresh && preparable, at: now)
-                                           : try? checkedAnswer(chosen, exchange, status: "HIT", sizeLimit: min(configuration.wholeCheckLimit, Self.eventLoopCheckLimit),
+                                           : try? checkedAnswer(chosen, exchange, fields: servedFields(chosen.entry.response, status: "HIT"),
+                                                                status: "HIT", sizeLimit: min(configuration.wholeCheckLimit, Self.eventLoopCheckLimit),
                                                                 pageCacheOnly: DiskCache.PageCacheOnly(), sentFiles: sentFiles)
         else { return nil }
         noteHit(.eventLoop(bytes: answer.outcome.bytes, prepared: false))

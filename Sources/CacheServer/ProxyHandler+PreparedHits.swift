@@ -14,11 +14,10 @@ extension ProxyHandler {
     /// ``inMemoryResponse(_:_:status:)`` makes it.
     func hitInMemory(_ chosen: HTTPURLCache.StoredVariant, _ exchange: Exchange, key: String, preparing: Bool,
                      at now: Date) -> ReadyResponse {
-        let target = PreparedHits.Target(isHEAD: exchange.isHEAD, uri: exchange.request.path ?? "")
         if preparing, prepared.fits(bodySize: chosen.entry.body.count),
            let hit = PreparedHits.Hit(variant: chosen, key: key, url: exchange.cacheRequest.url, at: now, engine: engine,
                                       fields: servedFields(chosen.entry.response, status: "HIT", at: now)) {
-            prepared.keep(hit, for: target)
+            prepared.keep(hit, for: exchange.preparedTarget)
             return hit.parts(isHEAD: exchange.isHEAD, at: now)
         }
         return inMemoryResponse(chosen, exchange, status: "HIT")

@@ -104,16 +104,16 @@ extension ProxyHandler {
         }
     }
 
-    /// A stored response whose body is on disk, answered whole: a 304 without reading it, or
-    /// the body checked whole (``HTTPURLCache/checkedBody(of:sizeLimit:copying:pageCacheOnly:)``)
-    /// and made into parts by ``checkedResponse(_:_:_:_:status:sentFiles:)``. Nil when the body
-    /// is gone or damaged or above `sizeLimit` bytes, and with `pageCacheOnly`, when a read would
-    /// have waited for the disk. The one answer of the task (on an I/O thread: it blocks) and of
-    /// the event loop (with `pageCacheOnly`).
-    func checkedAnswer(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange, status: String, sizeLimit: Int64,
-                       pageCacheOnly: DiskCache.PageCacheOnly? = nil, sentFiles: SentFiles) throws -> ReadyResponse? {
+    /// A stored response whose body is on disk, answered whole with `fields` (its
+    /// ``servedFields(_:status:at:)``): a 304 without reading it, or the body checked whole
+    /// (``HTTPURLCache/checkedBody(of:sizeLimit:copying:pageCacheOnly:)``) and made into parts
+    /// by ``checkedResponse(_:_:_:_:status:sentFiles:)``. Nil when the body is gone or damaged
+    /// or above `sizeLimit` bytes, and with `pageCacheOnly`, when a read would have waited for
+    /// the disk. The one answer of the task (on an I/O thread: it blocks) and of the event loop
+    /// (with `pageCacheOnly`).
+    func checkedAnswer(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange, fields: HTTPFields, status: String,
+                       sizeLimit: Int64, pageCacheOnly: DiskCache.PageCacheOnly? = nil, sentFiles: SentFiles) throws -> ReadyResponse? {
         let response = variant.entry.response
-        let fields = servedFields(response, status: status)
         if let parts = notModified(response, exchange, fields) { return (parts, Outcome(status: 304, cacheStatus: status)) }
         guard let checked = try cache.checkedBody(of: variant, sizeLimit: sizeLimit, copying: copying, pageCacheOnly: pageCacheOnly)
         else { return nil }

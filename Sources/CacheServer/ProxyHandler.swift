@@ -54,6 +54,9 @@ final class ProxyHandler: Sendable {
         var method: HTTPRequest.Method { request.method }
         var fields: HTTPFields { request.headerFields }
         var isHEAD: Bool { request.method == .head }
+        /// Which prepared answer (``PreparedHits``) answers this request: the method, and the
+        /// target as the client sent it.
+        var preparedTarget: PreparedHits.Target { PreparedHits.Target(isHEAD: isHEAD, uri: request.path ?? "") }
 
         init(request: HTTPRequest, target: String, url: URL) {
             self.request = request

@@ -40,9 +40,6 @@ struct RetiredFilesTests {
         #expect(reopened.data(for: "b") == long && reopened.data(for: "a") == nil)
     }
 
-    /// A reader that opened an entry's `.meta` file before the entry was removed, and reads it
-    /// after the file was written again for another entry, gets a miss: never the other
-    /// entry's bytes, and nothing counted as damage.
     /// In `.immediate` an eviction's record is synced when its sweep ends, not before the
     /// sweep goes on: its `.meta` file is not written over until then.
     @Test func anEvictedEntrysFileWaitsForItsRecordToBeDurable() throws {
@@ -89,6 +86,9 @@ struct RetiredFilesTests {
         #expect(try cache.verify().isHealthy)
     }
 
+    /// A reader that opened an entry's `.meta` file before the entry was removed, and reads it
+    /// after the file was written again for another entry, gets a miss: never the other
+    /// entry's bytes, and nothing counted as damage.
     @Test func aFileWrittenAgainWhileAReaderHasItOpenIsNotReadAsItsEntry() throws {
         let dir = TemporaryDirectory()
         let cache = try DiskCache(directory: dir.cache, configuration: .testing())

@@ -48,12 +48,10 @@ public func runWorker(_ arguments: [String]) async throws -> [String] {
     process.standardOutput = pipe
     process.standardError = FileHandle.nullDevice
     try process.run()
-    let output: Data = await withCheckedContinuation { continuation in
-        Thread.detachNewThread {
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            continuation.resume(returning: data)
-        }
+    let output = try await onOwnThread {
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return data
     }
     return String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init)
 }
