@@ -1,4 +1,6 @@
 import DiskCacheLocking
+import Foundation
+import Testing
 @testable import MemoryCache
 
 /// Collects what a cache reports to `onEviction`, from any thread.
@@ -115,4 +117,28 @@ struct SplitMix64: RandomNumberGenerator {
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
+}
+
+/// Runs `body` on a thread of its own and gives what it returns, or records an issue and gives
+/// nil when it has not returned within `limit`, counted from when it starts: a guard against a
+/// deadlock that a loaded machine does not trip. The `.timeLimit` trait does: it counts from
+/// when the runner starts the test, and on two cores a test can wait minutes behind others for a
+/// thread of the runner's pool. A body that hangs is left to hang on its thread.
+func finishing<T: Sendable>(within limit: Duration = .seconds(600), _ body: @escaping @Sendable () -> T,
+                            sourceLocation: SourceLocation = #_sourceLocation) -> T? {
+    let result = PthreadMutex<T?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    let thread = Thread {
+        let value = body()
+        result.withLock { $0 = value }
+        done.signal()
+    }
+    thread.stackSize = 8 << 20
+    thread.start()
+    let seconds = Double(limit.components.seconds)
+    guard done.wait(timeout: .now() + seconds) == .success else {
+        Issue.record("did not return within \(limit) of starting: a deadlock?", sourceLocation: sourceLocation)
+        return nil
+    }
+    return result.withLock { $0 }
 }
