@@ -112,6 +112,7 @@ let package = Package(
                 "DiskCache",
                 "HTTPCache",
                 "DiskCacheLocking",
+                "ToolSupport",
                 "CSQLite",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -148,11 +149,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // What `diskcache` and the test worker share: a seeded generator, the resident set.
+        .target(name: "ToolSupport"),
         // A child process for the crash and lock tests: it writes to a cache until killed.
         .executableTarget(
             name: "DiskCacheTestWorker",
             dependencies: [
                 "DiskCache",
+                "ToolSupport",
                 // Its `download` command, for the AsyncHTTPClient transport's memory test.
                 .target(name: "HTTPCache", condition: .when(traits: ["AsyncHTTPClient"])),
                 .target(name: "HTTPCacheAsyncHTTPClient", condition: .when(traits: ["AsyncHTTPClient"])),

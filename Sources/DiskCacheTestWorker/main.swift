@@ -29,6 +29,7 @@
 //                                                   and "SOURCE phase source SAME|DIFFERENT" for each
 import DiskCache
 import Foundation
+import ToolSupport
 
 /// The value version `version` of key number `k`: "key-k|version|" then bytes that follow
 /// from the two numbers, so a reader can tell which write it came from and whether every byte
@@ -38,18 +39,6 @@ func payload(k: Int, version: Int) -> Data {
     let length = (version &* 7919 &+ k &* 104_729) % 20_000
     for i in 0..<length { bytes.append(UInt8(truncatingIfNeeded: i &* version &+ k)) }
     return Data(bytes)
-}
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 func say(_ line: String) {
@@ -73,7 +62,7 @@ case "write":
     let keys = Int(arguments[4]) ?? 50
     let seed = UInt64(arguments[5]) ?? 1
     let cache = try DiskCache(directory: directory, configuration: .init(durability: durability))
-    var random = SplitMix(seed: seed)
+    var random = SplitMix64(seed: seed)
     // Versions start at BASE so that successive runs on one cache never reuse a version.
     let base = arguments.count > 6 ? Int(arguments[6]) ?? 0 : 0
     var versions = [Int](repeating: base, count: keys)
@@ -170,18 +159,6 @@ default:
 }
 
 // MARK: - Large bodies
-
-/// The process's resident set now, and its peak since the last reset, in bytes (/proc/self/status).
-func residentMemory() -> (current: Int64, peak: Int64) {
-    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-    func field(_ name: String) -> Int64 {
-        for line in status.split(separator: "\n") where line.hasPrefix(name + ":") {
-            return (Int64(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
-        }
-        return 0
-    }
-    return (field("VmRSS"), field("VmHWM"))
-}
 
 /// Runs `body`, then says how much the peak resident set grew over the resident set before it
 /// (the peak is reset first: `clear_refs` 5) and how long it took.
@@ -292,7 +269,7 @@ func shareWork(_ directory: URL, id: Int, seconds: Double, seed: UInt64) throws 
     let configuration = DiskCache.Configuration(durability: .immediate, inlineThreshold: 8 << 10,
                                                 sweepInterval: .milliseconds(200))
     let cache = try DiskCache(directory: directory, configuration: configuration)
-    var random = SplitMix(seed: seed)
+    var random = SplitMix64(seed: seed)
     var counter = 0
     say("READY")
     let deadline = monotonicNanoseconds() + Int64(seconds * 1e9)
@@ -357,7 +334,7 @@ func hostileWork(_ directory: URL, id: Int, seconds: Double, lockTimeout: Durati
     }
     var cache = open()
     while cache == nil { usleep(10_000); cache = open() }
-    var random = SplitMix(seed: UInt64(id))
+    var random = SplitMix64(seed: UInt64(id))
     var acknowledged: [Int] = []
     var n = 0
     say("READY")

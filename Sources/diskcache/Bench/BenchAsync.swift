@@ -1,6 +1,7 @@
 import DiskCache
 import DiskCacheLocking
 import Foundation
+import ToolSupport
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -78,7 +79,7 @@ extension BenchRunner {
 
     /// One operation through the synchronous API (a plain function: called from a task, it
     /// blocks the task's thread, which is what is measured).
-    static func syncOperation(_ cache: DiskCache, data: Data, count: Int, random: inout BenchRandom) -> Int {
+    static func syncOperation(_ cache: DiskCache, data: Data, count: Int, random: inout SplitMix64) -> Int {
         let index = random.below(count)
         if random.below(10) == 0 {
             try? cache.store(data, for: key(index))
@@ -92,7 +93,7 @@ extension BenchRunner {
     /// and the probe's lateness (nanoseconds past 1 ms) for each wake-up. Waits on this thread,
     /// which is not one of the pool's.
     static func tasksWithProbe(seconds: Double, seed: UInt64,
-                               _ operation: @escaping @Sendable (inout BenchRandom) async -> Int)
+                               _ operation: @escaping @Sendable (inout SplitMix64) async -> Int)
         -> (BenchMeasurement, [UInt64]) {
         let result = PthreadMutex<(BenchMeasurement, [UInt64])>((BenchMeasurement(), []))
         let done = DispatchSemaphore(value: 0)
@@ -113,7 +114,7 @@ extension BenchRunner {
                 }
                 for task in 0..<asyncTaskCount {
                     group.addTask {
-                        var random = BenchRandom(seed: seed &+ UInt64(task) &* 7919)
+                        var random = SplitMix64(seed: seed &+ UInt64(task) &* 7919)
                         var local = BenchMeasurement()
                         while true {
                             let before = benchNanoseconds()

@@ -1,4 +1,5 @@
 import Foundation
+import ToolSupport
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import Foundation
+import ToolSupport
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -117,7 +118,7 @@ final class BenchFloor: Sendable {
 
     /// The 128 bits an entry's name is written from.
     private static func nameBits(_ index: Int) -> (high: UInt64, low: UInt64) {
-        var random = BenchRandom(seed: UInt64(index))
+        var random = SplitMix64(seed: UInt64(index))
         return (random.next(), random.next())
     }
 

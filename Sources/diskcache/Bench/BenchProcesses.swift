@@ -1,6 +1,7 @@
 import ArgumentParser
 import DiskCache
 import Foundation
+import ToolSupport
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -251,7 +252,7 @@ struct BenchWorker: ParsableCommand {
         configuration.inlineThreshold = inlineThreshold
         configuration.sharing = sharing == "exclusive" ? .exclusive : .shared
         let cache = try DiskCache(directory: URL(fileURLWithPath: directory), configuration: configuration)
-        var random = BenchRandom(seed: seed)
+        var random = SplitMix64(seed: seed)
         var value = Data(count: size)
         value.withUnsafeMutableBytes { bytes in
             for i in 0..<bytes.count { bytes[i] = UInt8(truncatingIfNeeded: random.next()) }

@@ -1,6 +1,6 @@
 import DiskCache
 import Foundation
-import DiskCacheLocking
+import ToolSupport
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -83,7 +83,7 @@ final class BenchRunner {
     }
 
     private func body(_ size: Int) -> Data {
-        var random = BenchRandom(seed: plan.seed ^ UInt64(size))
+        var random = SplitMix64(seed: plan.seed ^ UInt64(size))
         var bytes = [UInt8](repeating: 0, count: size)
         for i in stride(from: 0, to: size, by: 8) {
             let word = random.next()
@@ -244,7 +244,7 @@ final class BenchRunner {
         // random numbers (seeded by the phase and the slice) for every subject.
         let timedSlices = 4
         let sliceSeconds = plan.seconds / Double(timedSlices)
-        func timed(phase: UInt64, _ operation: @escaping @Sendable (_ thread: Int, _ random: inout BenchRandom) -> Int) -> Turn {
+        func timed(phase: UInt64, _ operation: @escaping @Sendable (_ thread: Int, _ random: inout SplitMix64) -> Int) -> Turn {
             { slice in
                 benchRun(threads: threads, count: nil, seconds: sliceSeconds,
                          seed: seed &+ phase &+ UInt64(slice) &* 1_000_003, progress: .silent) { thread, _, random in
@@ -259,7 +259,7 @@ final class BenchRunner {
         /// blocks. A turn longer than four slices' time stops there.
         func coldTurn(phase: UInt64, _ read: @escaping @Sendable (_ thread: Int, _ index: Int) -> Int) -> Turn {
             { slice in
-                var random = BenchRandom(seed: seed &+ phase &+ UInt64(slice) &* 1_000_003)
+                var random = SplitMix64(seed: seed &+ phase &+ UInt64(slice) &* 1_000_003)
                 var order = Array(0..<count)
                 for i in stride(from: count - 1, to: 0, by: -1) { order.swapAt(i, random.below(i + 1)) }
                 let shuffled = order
@@ -631,7 +631,8 @@ final class BenchRunner {
             done.store(true, ordering: .releasing)
         }
         sweeper.start()
-        let busy = benchRunUntil(threads: threads, seed: plan.seed &+ 3, stop: { done.load(ordering: .acquiring) }) { _, _, random in
+        let busy = benchRun(threads: threads, count: nil, seconds: nil, seed: plan.seed &+ 3, progress: .silent,
+                            stop: { done.load(ordering: .acquiring) }) { _, _, random in
             cache.data(for: Self.key(random.below(count)))?.count ?? 0
         }
         while !done.load(ordering: .acquiring) { usleep(1000) }
@@ -757,29 +758,4 @@ final class BenchRunner {
         }
         return BenchProcess.cpuSeconds() - before
     }
-}
-
-/// Like `benchRun`, but until `stop()` says so.
-func benchRunUntil(threads: Int, seed: UInt64, stop: @escaping @Sendable () -> Bool,
-                   _ body: @escaping @Sendable (_ thread: Int, _ n: Int, _ random: inout BenchRandom) -> Int) -> BenchMeasurement {
-    let results = PthreadMutex<[BenchMeasurement]>([])
-    let start = benchNanoseconds()
-    DispatchQueue.concurrentPerform(iterations: max(1, threads)) { thread in
-        var random = BenchRandom(seed: seed &+ UInt64(thread) &* 7919)
-        var local = BenchMeasurement()
-        var n = 0
-        while !stop() {
-            let before = benchNanoseconds()
-            local.bytes += Int64(body(thread, n, &random))
-            local.latencies.append(benchNanoseconds() - before)
-            n += 1
-        }
-        local.operations = n
-        let finished = local
-        results.withLock { $0.append(finished) }
-    }
-    var total = BenchMeasurement()
-    total.seconds = Double(benchNanoseconds() - start) / 1e9
-    for part in results.withLock({ $0 }) { total.merge(part) }
-    return total
 }

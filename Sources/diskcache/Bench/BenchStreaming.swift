@@ -2,6 +2,7 @@ import CDiskCacheSupport
 import DiskCache
 import DiskCacheLocking
 import Foundation
+import ToolSupport
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -116,23 +117,11 @@ extension BenchRunner {
         return (measurement, max(0, residentMemory().peak - before))
     }
 
-    /// VmRSS and VmHWM of this process, in bytes.
-    static func residentMemory() -> (current: Int64, peak: Int64) {
-        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-        func field(_ name: String) -> Int64 {
-            for line in status.split(separator: "\n") where line.hasPrefix(name + ":") {
-                return (Int64(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) * 1024
-            }
-            return 0
-        }
-        return (field("VmRSS"), field("VmHWM"))
-    }
-
     static func mebibytes(_ bytes: Int64) -> String { String(format: "%.1f MiB", Double(bytes) / 1_048_576) }
 
     /// 16 different 1 MiB pieces; piece `i` of a body is `pieces[i % 16]`.
     static func pieces(seed: UInt64) -> [Data] {
-        var random = BenchRandom(seed: seed)
+        var random = SplitMix64(seed: seed)
         return (0..<16).map { _ in
             var data = Data(count: streamingPiece)
             data.withUnsafeMutableBytes { raw in

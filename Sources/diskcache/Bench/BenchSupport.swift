@@ -1,4 +1,5 @@
 import Foundation
+import ToolSupport
 import DiskCacheLocking
 #if canImport(Glibc)
 import Glibc
@@ -72,7 +73,7 @@ enum BenchDeletions {
     }
 }
 
-// MARK: - Clock and random numbers
+// MARK: - Clock and random draws
 
 /// Monotonic nanoseconds; cheap enough (vDSO) to call around every operation.
 @inline(__always)
@@ -80,21 +81,6 @@ func benchNanoseconds() -> UInt64 {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)
-}
-
-/// SplitMix64: small, fast and the same on every platform, so a seed names a workload.
-struct BenchRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(max(1, bound))) }
-    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }
 
 /// Zipf-distributed entry indices: rank r is drawn with probability ∝ 1/r^s, and ranks are
@@ -111,11 +97,11 @@ struct BenchZipf: Sendable {
             cdf[rank] = sum
         }
         self.cdf = cdf.map { $0 / sum }
-        var random = BenchRandom(seed: seed ^ 0x5A5A)
+        var random = SplitMix64(seed: seed ^ 0x5A5A)
         self.indexOfRank = Array(0..<cdf.count).shuffled(using: &random)
     }
 
-    func next(_ random: inout BenchRandom) -> Int {
+    func next(_ random: inout SplitMix64) -> Int {
         let u = random.unit()
         var low = 0
         var high = cdf.count - 1
@@ -183,16 +169,17 @@ struct BenchMeasurement {
 
 /// Runs `body` on `threads` threads (dispatch worker threads, never Swift's cooperative pool,
 /// since every operation blocks on I/O), until `count` operations are done in total or
-/// `deadline` seconds have passed, whichever comes first. `body(thread, n, &random)` performs
-/// operation `n` of its thread and returns the bytes it moved.
+/// `deadline` seconds have passed, or `stop()` says so, whichever comes first.
+/// `body(thread, n, &random)` performs operation `n` of its thread and returns the bytes it moved.
 func benchRun(threads: Int, count: Int?, seconds: Double?, seed: UInt64, progress: BenchProgress,
-              _ body: @escaping @Sendable (_ thread: Int, _ n: Int, _ random: inout BenchRandom) -> Int) -> BenchMeasurement {
+              stop: (@Sendable () -> Bool)? = nil,
+              _ body: @escaping @Sendable (_ thread: Int, _ n: Int, _ random: inout SplitMix64) -> Int) -> BenchMeasurement {
     let threads = max(1, threads)
     let results = PthreadMutex<[BenchMeasurement]>([])
     let start = benchNanoseconds()
     let deadline = seconds.map { start + UInt64($0 * 1e9) }
     DispatchQueue.concurrentPerform(iterations: threads) { thread in
-        var random = BenchRandom(seed: seed &+ UInt64(thread) &* 7919)
+        var random = SplitMix64(seed: seed &+ UInt64(thread) &* 7919)
         var local = BenchMeasurement()
         let share = count.map { ($0 - thread + threads - 1) / threads }
         if let share { local.latencies.reserveCapacity(share) } else { local.latencies.reserveCapacity(1 << 16) }
@@ -201,6 +188,7 @@ func benchRun(threads: Int, count: Int?, seconds: Double?, seed: UInt64, progres
             if let share, n >= share { break }
             let before = benchNanoseconds()
             if let deadline, before >= deadline { break }
+            if let stop, stop() { break }
             let moved = body(thread, n, &random)
             let after = benchNanoseconds()
             local.latencies.append(after - before)
