@@ -6,10 +6,12 @@
 //   DiskCacheTestWorker sweep DIR                   evicts every entry (capacity 0), printing "SWEEPING n" first
 //   DiskCacheTestWorker hold DIR [exclusive]        opens the cache, prints "OPEN", sleeps until killed
 //   DiskCacheTestWorker open DIR [exclusive]        tries to open; prints "OPEN" or "ERROR <code>", exits
-//   DiskCacheTestWorker share DIR ID SECONDS SEED   with others on one shared cache (.immediate): random
+//   DiskCacheTestWorker share DIR ID SECONDS SEED [STOP]
+//                                                   with others on one shared cache (.immediate): random
 //                                                   put/get/remove/removeAll/compact/sweep on 40 keys
-//                                                   for SECONDS; prints "B op key version time" before
-//                                                   each write and "A op ..." after it returns (CLOCK_MONOTONIC
+//                                                   for SECONDS, or until the file STOP exists; prints
+//                                                   "B op key version time" before each write and
+//                                                   "A op ..." after it returns (CLOCK_MONOTONIC
 //                                                   ns), "GET key version" / "MISS key" for reads, "BAD ..."
 //                                                   for a value that is not one stored for its key, "DONE"
 //   DiskCacheTestWorker open-as-nobody DIR          the same as user nobody (run as root)
@@ -146,7 +148,8 @@ case "hostile":
     hostileWork(directory, id: Int(arguments[3]) ?? 0, seconds: Double(arguments[4]) ?? 2,
                 lockTimeout: .milliseconds(Int(arguments[5]) ?? 2_000))
 case "share":
-    try shareWork(directory, id: Int(arguments[3]) ?? 0, seconds: Double(arguments[4]) ?? 5, seed: UInt64(arguments[5]) ?? 1)
+    try shareWork(directory, id: Int(arguments[3]) ?? 0, seconds: Double(arguments[4]) ?? 5, seed: UInt64(arguments[5]) ?? 1,
+                  stop: arguments.count > 6 ? arguments[6] : nil)
 case "large":
     try await measureLargeBodies(directory, bytes: Int64(arguments[3]) ?? (1 << 30))
 #if AsyncHTTPClient
@@ -265,7 +268,7 @@ func checkPayload(_ value: Data, k: Int) -> Int? {
 }
 
 /// One of several processes working on one shared cache at random (see the usage above).
-func shareWork(_ directory: URL, id: Int, seconds: Double, seed: UInt64) throws {
+func shareWork(_ directory: URL, id: Int, seconds: Double, seed: UInt64, stop: String?) throws {
     let configuration = DiskCache.Configuration(durability: .immediate, inlineThreshold: 8 << 10,
                                                 sweepInterval: .milliseconds(200))
     let cache = try DiskCache(directory: directory, configuration: configuration)
@@ -273,7 +276,7 @@ func shareWork(_ directory: URL, id: Int, seconds: Double, seed: UInt64) throws 
     var counter = 0
     say("READY")
     let deadline = monotonicNanoseconds() + Int64(seconds * 1e9)
-    while monotonicNanoseconds() < deadline {
+    while monotonicNanoseconds() < deadline && !(stop.map { access($0, F_OK) == 0 } ?? false) {
         let k = Int(random.next() % 40)
         let key = "key-\(k)"
         let roll = random.next() % 100

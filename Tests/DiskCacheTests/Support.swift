@@ -148,7 +148,7 @@ final class Worker: @unchecked Sendable {  // unchecked: `collected` and `buffer
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if let line = lines.first(where: predicate) { return line }
-            if !process.isRunning {
+            if hasExited {
                 _ = finished.wait(timeout: .now() + 5)
                 return lines.first(where: predicate)
             }
@@ -157,13 +157,28 @@ final class Worker: @unchecked Sendable {  // unchecked: `collected` and `buffer
         return nil
     }
 
+    /// Whether the worker has exited. Foundation's `isRunning` alone can lag: with several
+    /// workers running, a killed one stayed a zombie for over a minute while it said the worker
+    /// ran. On Linux a zombie (`Z` in /proc/PID/stat) has exited.
+    var hasExited: Bool {
+        guard process.isRunning else { return true }
+        #if os(Linux)
+        guard let stat = try? String(contentsOfFile: "/proc/\(process.processIdentifier)/stat", encoding: .utf8),
+              let name = stat.lastIndex(of: ")") else { return true }
+        // The state is the field after the parenthesised name.
+        return stat[name...].dropFirst().first(where: { $0 != " " }) == "Z"
+        #else
+        return false
+        #endif
+    }
+
     /// SIGKILL, then waits for the process (for at most a minute) and for the rest of its output.
     /// Not `waitUntilExit()`: that once waited forever here for a worker already killed, holding
     /// one of the test process's few threads; a test that goes on reports what it then finds.
     func kill() {
         Foundation.kill(process.processIdentifier, SIGKILL)
         let deadline = Date().addingTimeInterval(60)
-        while process.isRunning && Date() < deadline { usleep(2_000) }
+        while !hasExited && Date() < deadline { usleep(2_000) }
         _ = finished.wait(timeout: .now() + 5)
     }
 
