@@ -213,11 +213,7 @@ extension DiskCache {
         let root = Layout(root: directory.path).root
         let names = try Syscall.listDirectory(root).get(orThrow: "list the cache directory", path: root)
         let was: String
-        switch FormatMarker.read(root: root) {
-        case .marked(let version, _) where version > Layout.formatVersion:
-            throw DiskCacheError(code: .newerFormat,
-                                 message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
-                                 path: root)
+        switch try FormatMarker.readRefusingNewer(root: root) {
         case .marked, .legacy:
             return []
         case .missing:

@@ -83,11 +83,7 @@ public final class DiskCacheInspector: Sendable {
             throw DiskCacheError(code: .permissionDenied, message: "The cache directory cannot be read by this process", path: layout.root)
         }
         var summary = Summary()
-        switch FormatMarker.read(root: layout.root) {
-        case .marked(let version, _) where version > Layout.formatVersion:
-            throw DiskCacheError(code: .newerFormat,
-                                 message: "The cache has format version \(version); this tool reads up to \(Layout.formatVersion)",
-                                 path: layout.root)
+        switch try FormatMarker.readRefusingNewer(root: layout.root) {
         case .marked(let version, _), .legacy(let version):
             summary.formatVersion = version
         case .missing:

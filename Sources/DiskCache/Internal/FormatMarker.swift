@@ -45,6 +45,18 @@ enum FormatMarker {
         return Int(digits)
     }
 
+    /// ``read(root:)``, throwing `.newerFormat` for a mark of a format newer than this library
+    /// reads (such a cache is never changed).
+    static func readRefusingNewer(root: String) throws(DiskCacheError) -> Reading {
+        let reading = read(root: root)
+        if case .marked(let version, _) = reading, version > Layout.formatVersion {
+            throw DiskCacheError(code: .newerFormat,
+                                 message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
+                                 path: root)
+        }
+        return reading
+    }
+
     /// Reads the mark of the directory at `root` (never following a link at `VERSION`,
     /// never waiting on a FIFO there).
     static func read(root: String) -> Reading {

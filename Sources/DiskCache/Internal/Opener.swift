@@ -245,11 +245,7 @@ struct Opener {
         let names = try Syscall.listDirectory(path).get(orThrow: "list the cache directory", path: path)
         // Empty, or what a new cache's first step leaves when it is cut short.
         if names.allSatisfy({ $0.name.hasPrefix(FormatMarker.temporaryPrefix) }) { return true }
-        switch FormatMarker.read(root: path) {
-        case .marked(let version, _) where version > Layout.formatVersion:
-            throw DiskCacheError(code: .newerFormat,
-                                 message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
-                                 path: path)
+        switch try FormatMarker.readRefusingNewer(root: path) {
         case .marked, .legacy:
             return false
         case .missing:
@@ -570,11 +566,7 @@ struct Opener {
     /// The cache's format version, read again now that the cache is locked; writes the mark
     /// (durably) for a new cache, and adds the magic line to a cache marked before it had one.
     private func checkVersion() throws(DiskCacheError) -> (format: Int, application: Int?) {
-        switch FormatMarker.read(root: layout.root) {
-        case .marked(let version, _) where version > Layout.formatVersion:
-            throw DiskCacheError(code: .newerFormat,
-                                 message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
-                                 path: layout.root)
+        switch try FormatMarker.readRefusingNewer(root: layout.root) {
         case .marked(let version, let application):
             return (version, application)
         case .legacy(let version):
