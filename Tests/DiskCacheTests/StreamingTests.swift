@@ -361,14 +361,16 @@ struct StreamingTests {
             return data == value(version)
         }
         try await cache.store(value(0), for: "k")
-        let deadline = Date().addingTimeInterval(2)
+        // For 2 s and at least 51 reads of chunks (up to five minutes on a loaded machine).
+        let deadline = Date().addingTimeInterval(2), cap = Date().addingTimeInterval(300)
+        let stopped = PthreadMutex(false)
         // Plain threads, not tasks: the I/O pool has as few threads as the machine has cores,
         // which would let only two of these run at once.
         let results = PthreadMutex<(reads: Int, bad: Int, running: Int)>((0, 0, 4))
         for writer in 0..<3 {
             Thread.detachNewThread {
                 var version = writer + 1
-                while Date() < deadline {
+                while !stopped.withLock({ $0 }) {
                     try? cache.store(value(version), for: "k")
                     version += 3
                 }
@@ -377,7 +379,7 @@ struct StreamingTests {
         }
         Thread.detachNewThread {
             var reads = 0, bad = 0
-            while Date() < deadline {
+            while !stopped.withLock({ $0 }) {
                 if let data = try? cache.withFile(for: "k", { file in try Data(contentsOf: file.url) }) {
                     if !isStoredValue(data) { bad += 1 }
                     reads += 1
@@ -386,7 +388,7 @@ struct StreamingTests {
             results.withLock { $0 = ($0.reads + reads, $0.bad + bad, $0.running - 1) }
         }
         var reads = 0, bad = 0
-        while Date() < deadline {
+        while Date() < deadline || (reads <= 50 && Date() < cap) {
             guard let chunks = try await cache.chunks(for: "k", chunkSize: 4096) else { continue }
             var data = Data()
             do {
@@ -397,6 +399,7 @@ struct StreamingTests {
             }
             reads += 1
         }
+        stopped.withLock { $0 = true }
         while results.withLock({ $0.running }) > 0 { try await Task.sleep(for: .milliseconds(10)) }
         let total = results.withLock { ($0.reads + reads, $0.bad + bad) }
         #expect(total.0 > 50)
