@@ -6,9 +6,9 @@ import Foundation
 public struct SplitMix64: RandomNumberGenerator, Sendable {
     public var state: UInt64
 
-    public init(seed: UInt64) { state = seed }
+    @inlinable public init(seed: UInt64) { state = seed }
 
-    public mutating func next() -> UInt64 {
+    @inlinable public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -17,10 +17,10 @@ public struct SplitMix64: RandomNumberGenerator, Sendable {
     }
 
     /// A number in `0..<bound` (0 when `bound` is less than 1).
-    public mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(max(1, bound))) }
+    @inlinable public mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(max(1, bound))) }
 
     /// A number in `0..<1`.
-    public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+    @inlinable public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }
 
 /// This process's resident set now (VmRSS), and its peak (VmHWM) since the start or since `5`
