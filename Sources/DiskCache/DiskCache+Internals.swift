@@ -594,6 +594,7 @@ extension DiskCache {
                 return
             }
             let (journal, end) = state.withLock { ($0.journal, $0.journalEnd) }
+            try syncJournalName()
             // A compaction since `position` wrote and synced a new journal holding the record.
             if end.generation > position.generation {
                 synced = Journal.Position(generation: end.generation, end: 0)
@@ -607,6 +608,15 @@ extension DiskCache {
             synced = end
             retiredFiles.noteSynced(through: end)
         }
+    }
+
+    /// Syncs the cache directory when the journal's name may not be durable yet
+    /// (`CacheState.journalNameUnsynced`): at most once after an open and after each compaction.
+    func syncJournalName() throws(DiskCacheError) {
+        let (unsynced, generation) = state.withLock { ($0.journalNameUnsynced, $0.journalGeneration) }
+        guard unsynced else { return }
+        try layout.directory.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
+        state.withLock { if $0.journalGeneration == generation { $0.journalNameUnsynced = false } }
     }
 
     func flushPendingAccess() throws(DiskCacheError) {

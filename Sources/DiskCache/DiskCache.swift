@@ -482,6 +482,7 @@ public final class DiskCache: Sendable {
                 if durable {
                     let journal = state.withLock { $0.journal }
                     try Syscall.fsync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
+                    try syncJournalName()
                 }
             } catch {
                 failure = error

@@ -363,5 +363,56 @@ struct HostileDirectoryTests {
         #expect(syncs.value == before + 1)
         try cache.close()
     }
+
+    /// A compaction whose sync of the directory after its rename fails still compacts, but the
+    /// new journal's name may not be durable: the next `.immediate` write syncs the directory
+    /// before it returns, fails while that sync fails, and once it works costs no more syncs.
+    @Test func aJournalRenameWhoseDirectorySyncFailedIsSyncedBeforeTheNextWriteReturns() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration(.immediate))
+        try cache.store(bytes("a"), for: "a")
+        let root = cache.layout.directory.fd
+        let syncs = LockedCounter()
+        let token = FileSystemObservers.add { event in
+            if case .fsync(let fd) = event, fd == root { syncs.increment() }
+        }
+        defer { FileSystemObservers.remove(token) }
+        FaultInjection.setFsyncFails(root, true)
+        try cache.compact()
+        #expect(throws: DiskCacheError.self) { try cache.store(bytes("b"), for: "b") }
+        FaultInjection.setFsyncFails(root, false)
+        let before = syncs.value
+        try cache.store(bytes("c"), for: "c")
+        #expect(syncs.value == before + 1)
+        try cache.store(bytes("d"), for: "d")
+        #expect(syncs.value == before + 1)
+        #expect(cache.data(for: "c") == bytes("c"))
+        try cache.close()
+    }
+
+    /// An instance that follows another's compaction to the new journal cannot know whether
+    /// the compactor's sync of the directory worked: it syncs the directory itself, once,
+    /// before its next `.immediate` write returns.
+    @Test func anInstanceThatFollowsACompactionSyncsTheDirectoryOnce() throws {
+        let dir = TemporaryDirectory()
+        let compactor = try DiskCache(directory: dir.cache, configuration: configuration(.immediate))
+        let follower = try DiskCache(directory: dir.cache, configuration: configuration(.immediate))
+        try follower.store(bytes("a"), for: "a")
+        let root = follower.layout.directory.fd
+        let syncs = LockedCounter()
+        let token = FileSystemObservers.add { event in
+            if case .fsync(let fd) = event, fd == root { syncs.increment() }
+        }
+        defer { FileSystemObservers.remove(token) }
+        try follower.store(bytes("b"), for: "b")
+        #expect(syncs.value == 0)
+        try compactor.compact()
+        try follower.store(bytes("c"), for: "c")
+        #expect(syncs.value == 1)
+        try follower.store(bytes("d"), for: "d")
+        #expect(syncs.value == 1)
+        try follower.close()
+        try compactor.close()
+    }
     #endif
 }

@@ -49,6 +49,13 @@ struct CacheState {
     /// A compaction is writing a new journal (records appended meanwhile are read back from
     /// the old file when it swaps them in).
     var isCompacting = false
+    /// The journal's name may not be durable yet: a compaction may have renamed a new file over
+    /// it with no directory sync known to have followed (another instance's or another
+    /// process's, before this open or since, or this instance's own, whose sync failed). Until
+    /// it is durable, a power loss may bring back the old file without the records appended
+    /// since, so `DiskCache.syncJournalName()` syncs the directory before anything appended
+    /// is reported durable.
+    var journalNameUnsynced = true
     /// In shared mode, the page and locks the instances sharing the cache coordinate through;
     /// nil in exclusive mode.
     var shared: SharedJournal?
@@ -403,6 +410,7 @@ extension CacheState {
             journalRecords = summary.records
         }
         journalGeneration = generation
+        journalNameUnsynced = true  // the compactor's sync of the directory may have failed
         reservedEnd = journalLength
         canReserve = true
         return true
