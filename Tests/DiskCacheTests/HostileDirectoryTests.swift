@@ -342,15 +342,21 @@ struct HostileDirectoryTests {
         try reopened.close()
     }
 
+    /// Counts the fsyncs of `fd` until the observer `token` is removed.
+    func countingFsyncs(of descriptor: Int32) -> (syncs: LockedCounter, token: Int) {
+        let syncs = LockedCounter()
+        let token = FileSystemObservers.add { event in
+            if case .fsync(let fd) = event, fd == descriptor { syncs.increment() }
+        }
+        return (syncs, token)
+    }
+
     @Test func aRemoveRetriedAfterAFailedSyncSyncsTheJournal() throws {
         let dir = TemporaryDirectory()
         let cache = try DiskCache(directory: dir.cache, configuration: configuration(.immediate))
         try cache.store(bytes("v"), for: "k")
         let journal = cache.state.withLock { $0.journal.fd }
-        let syncs = LockedCounter()
-        let token = FileSystemObservers.add { event in
-            if case .fsync(let fd) = event, fd == journal { syncs.increment() }
-        }
+        let (syncs, token) = countingFsyncs(of: journal)
         defer { FileSystemObservers.remove(token) }
         FaultInjection.setFsyncFails(journal, true)
         #expect(throws: DiskCacheError.self) { try cache.removeValue(for: "k") }
@@ -372,10 +378,7 @@ struct HostileDirectoryTests {
         let cache = try DiskCache(directory: dir.cache, configuration: configuration(.immediate))
         try cache.store(bytes("a"), for: "a")
         let root = cache.layout.directory.fd
-        let syncs = LockedCounter()
-        let token = FileSystemObservers.add { event in
-            if case .fsync(let fd) = event, fd == root { syncs.increment() }
-        }
+        let (syncs, token) = countingFsyncs(of: root)
         defer { FileSystemObservers.remove(token) }
         FaultInjection.setFsyncFails(root, true)
         try cache.compact()
@@ -399,10 +402,7 @@ struct HostileDirectoryTests {
         let follower = try DiskCache(directory: dir.cache, configuration: configuration(.immediate))
         try follower.store(bytes("a"), for: "a")
         let root = follower.layout.directory.fd
-        let syncs = LockedCounter()
-        let token = FileSystemObservers.add { event in
-            if case .fsync(let fd) = event, fd == root { syncs.increment() }
-        }
+        let (syncs, token) = countingFsyncs(of: root)
         defer { FileSystemObservers.remove(token) }
         try follower.store(bytes("b"), for: "b")
         #expect(syncs.value == 0)
