@@ -431,7 +431,7 @@ extension DiskCache {
                 try Syscall.fsync(file.fd).get(orThrow: "sync journal.tmp", path: temp)
                 try layout.directory.rename(temp, layout.journal).get(orThrow: "replace the journal", path: layout.journal)
                 // Past the rename there is no going back: a failed sync is made again before
-                // the next record is reported durable (`syncJournal`).
+                // the next record is reported durable (`syncJournalName()`).
                 if case .failure = layout.directory.fsyncDirectory(layout.root) { state.journalNameUnsynced = true }
                 if configuration.stopsCompactionAfterRename {
                     // What the next holder of the append lock learns when this process dies here.
