@@ -168,12 +168,14 @@ extension DiskCache {
         var compactionThreshold: Int = 2000
         /// The `statfs` type of the cache's filesystem; tests pretend it is a network one.
         var filesystemTypeProbe: (@Sendable (String) -> Int?)?
+        #if DEBUG
         /// Tests: a compaction stops right after renaming its file over the journal, as if its
         /// process were killed there (the shared page is not told).
         var stopsCompactionAfterRename = false
         /// Tests: following another instance's compaction fails (as when no file descriptor is
         /// left to open the new journal) while this returns true.
         var failsJournalSwitch: (@Sendable () -> Bool)?
+        #endif
         /// The volume's free space; tests inject a fake volume.
         var volumeSpaceProbe: (@Sendable (String) -> VolumeSpace?)?
 

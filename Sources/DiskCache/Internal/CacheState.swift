@@ -15,14 +15,17 @@ final class StripeLock: Sendable {
 }
 
 /// Everything the store mutates, behind one lock (``StateLock``). What runs under it:
-/// - index updates and journal appends (a `pwrite` each, and the zeros written ahead of them,
-///   see ``writeAhead(for:)``);
+/// - index updates and journal appends (a `pwrite` each, the zeros written ahead of them,
+///   see ``writeAhead(for:)``, and the blocks reserved for them with `fallocate`, see
+///   ``reserveJournalSpace(_:path:)``);
 /// - in shared mode, at every acquisition, following the journal: `pread` of the records other
 ///   instances appended since the last call, applied to the index; after another instance's
 ///   compaction, taking the cross-process append lock (waiting at most
-///   `Configuration.lockTimeout`) and opening and reading the new journal file whole.
+///   `Configuration.lockTimeout`) and opening and reading the new journal file whole;
+/// - in shared mode, once after a compactor died between its rename and its update of the
+///   shared page: an `fsync` of the journal it left and of the directory (``followHoldingAppendLock()``).
 ///
-/// Never an fsync: durability work (group commit, checkpoints, `.immediate` syncs) runs
+/// No other fsync: durability work (group commit, checkpoints, `.immediate` syncs) runs
 /// outside it.
 struct CacheState {
     var index: Index
@@ -263,8 +266,18 @@ struct CacheState {
 struct SharedJournal: Sendable {
     let region: SharedRegion
     let layout: Layout
+    #if DEBUG
     /// Tests: the switch to another instance's compacted journal fails while this says so.
-    var failsSwitch: (@Sendable () -> Bool)? = nil
+    var failsSwitch: (@Sendable () -> Bool)?
+    #endif
+
+    init(region: SharedRegion, layout: Layout, configuration: DiskCache.Configuration) {
+        self.region = region
+        self.layout = layout
+        #if DEBUG
+        failsSwitch = configuration.failsJournalSwitch
+        #endif
+    }
 }
 
 extension CacheState {
@@ -385,7 +398,9 @@ extension CacheState {
     /// reads the old file to its end and goes on in the new one. After more than one, it reads
     /// the new file whole.
     private mutating func switchJournal(to generation: Int, _ shared: SharedJournal) -> Bool {
+        #if DEBUG
         if let failsSwitch = shared.failsSwitch, failsSwitch() { return false }
+        #endif
         let path = shared.layout.journal
         guard case .success(let fd) = shared.layout.directory.open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK) else { return false }
         let file = SharedDescriptor(fd)

@@ -433,11 +433,13 @@ extension DiskCache {
                 // Past the rename there is no going back: a failed sync is made again before
                 // the next record is reported durable (`syncJournalName()`).
                 if case .failure = layout.directory.fsyncDirectory(layout.root) { state.journalNameUnsynced = true }
+                #if DEBUG
                 if configuration.stopsCompactionAfterRename {
                     // What the next holder of the append lock learns when this process dies here.
                     state.shared?.region[.holderDied] = 1
                     throw DiskCacheError.closed()
                 }
+                #endif
                 state.journal = file
                 state.journalLength = length
                 state.reservedEnd = length

@@ -88,7 +88,7 @@ struct Opener {
                                reservedEnd: journal.1, journalRecords: records)
         state.journalGeneration = generation
         state.journalCarriesFiles = carriesFiles
-        state.shared = SharedJournal(region: region, layout: layout, failsSwitch: configuration.failsJournalSwitch)
+        state.shared = SharedJournal(region: region, layout: layout, configuration: configuration)
         state.statistics.recovery.recordsReplayed = records
         state.adopt(configuration)
         return Opened(layout: layout.withVersion(Layout.formatVersion), blockSize: blockSize, locks: locks, state: state,
@@ -209,7 +209,7 @@ struct Opener {
             region[.openCount] = 1
             region[.flags] = needsOrphanScan ? SharedRegion.flagOrphanScanDue : 0
             region.nameJournal(status)
-            state.shared = SharedJournal(region: region, layout: layout, failsSwitch: configuration.failsJournalSwitch)
+            state.shared = SharedJournal(region: region, layout: layout, configuration: configuration)
         }
         state.statistics.recovery = recovery
         state.journalCarriesFiles = carriesFiles
