@@ -168,7 +168,6 @@ extension DiskCache {
         }
         syncRemovals(of: report)
         report.duration = clock.now - start
-        state.withLock { $0.lastSweep = report }
         if let onSweepCompleted = configuration.onSweepCompleted { onSweepCompleted(report) }
         return report
     }

@@ -88,7 +88,6 @@ struct CacheState {
     var countLimit: Int?
     /// No entry expires before this second (0: none expires); lets an idle sweep skip the index scan.
     var earliestExpirySeconds: UInt32 = 0
-    var lastSweep: DiskCache.SweepReport?
 
     /// Notes an inserted entry's expiry for the sweeper.
     mutating func noteExpiry(_ entry: IndexEntry) {

@@ -28,8 +28,6 @@ struct SyscallError: Error, Hashable, CustomStringConvertible {
     static let isDirectory = SyscallError(rawValue: EISDIR)
     static let tooManySymbolicLinks = SyscallError(rawValue: ELOOP)
     static let readOnlyFileSystem = SyscallError(rawValue: EROFS)
-    static let notSupported = SyscallError(rawValue: EOPNOTSUPP)
-    static let notImplemented = SyscallError(rawValue: ENOSYS)
 
     /// True for the errors that mean "no room left": the caller gets `.diskFull`.
     var isOutOfSpace: Bool { self == .noSpace || self == .quotaExceeded }
@@ -63,10 +61,6 @@ enum Syscall {
             FileSystemObservers.report(.open(fd: fd, path: path, created: !existed, truncated: flags & O_TRUNC != 0))
         }
         return result
-    }
-
-    static func openat(_ directory: Int32, _ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, SyscallError> {
-        retrying { Glibc_openat(directory, path, flags | O_CLOEXEC, mode) }
     }
 
     /// Closes a descriptor. Never retried on EINTR: on Linux the descriptor is released
@@ -255,10 +249,6 @@ enum Syscall {
         observed(retrying { Glibc_mkdir(path, mode) }, .mkdir(path: path))
     }
 
-    static func chmod(_ path: String, _ mode: mode_t) -> Result<Void, SyscallError> {
-        observed(retrying { Glibc_chmod(path, mode) }, .chmod(path: path, mode: UInt32(mode)))
-    }
-
     static func ftruncate(_ fd: Int32, _ length: Int64) -> Result<Void, SyscallError> {
         observed(retrying { Glibc_ftruncate(fd, off_t(length)) }, .truncate(fd: fd, length: length))
     }
@@ -383,13 +373,8 @@ enum Syscall {
 }
 
 // Short names for the libc functions, so the wrappers above do not shadow them.
-#if canImport(Glibc) || canImport(Musl)
 typealias Glibc_statvfs_t = statvfs
-#else
-typealias Glibc_statvfs_t = statvfs
-#endif
 @inline(__always) private func Glibc_open(_ p: String, _ f: Int32, _ m: mode_t) -> Int32 { open(p, f, m) }
-@inline(__always) private func Glibc_openat(_ d: Int32, _ p: String, _ f: Int32, _ m: mode_t) -> Int32 { openat(d, p, f, m) }
 @inline(__always) private func Glibc_close(_ fd: Int32) -> Int32 { close(fd) }
 @inline(__always) private func Glibc_write(_ fd: Int32, _ b: UnsafeRawPointer, _ n: Int) -> Int { write(fd, b, n) }
 @inline(__always) private func Glibc_pwrite(_ fd: Int32, _ b: UnsafeRawPointer, _ n: Int, _ o: off_t) -> Int { pwrite(fd, b, n, o) }
@@ -409,7 +394,6 @@ typealias Glibc_statvfs_t = statvfs
 @inline(__always) private func Glibc_unlink(_ p: String) -> Int32 { unlink(p) }
 @inline(__always) private func Glibc_rmdir(_ p: String) -> Int32 { rmdir(p) }
 @inline(__always) private func Glibc_mkdir(_ p: String, _ m: mode_t) -> Int32 { mkdir(p, m) }
-@inline(__always) private func Glibc_chmod(_ p: String, _ m: mode_t) -> Int32 { chmod(p, m) }
 @inline(__always) private func Glibc_ftruncate(_ fd: Int32, _ l: off_t) -> Int32 { ftruncate(fd, l) }
 @inline(__always) private func Glibc_flock(_ fd: Int32, _ op: Int32) -> Int32 { flock(fd, op) }
 @inline(__always) private func Glibc_statvfs(_ p: String, _ s: inout Glibc_statvfs_t) -> Int32 { statvfs(p, &s) }

@@ -7,8 +7,6 @@ import Foundation
 struct ByteSize: ExpressibleByArgument, Equatable, CustomStringConvertible {
     var bytes: Int64
 
-    init(bytes: Int64) { self.bytes = bytes }
-
     init?(argument: String) {
         guard let bytes = Self.parse(argument) else { return nil }
         self.bytes = bytes
@@ -25,8 +23,6 @@ struct ByteSize: ExpressibleByArgument, Equatable, CustomStringConvertible {
         }
         return size
     }
-
-    static var defaultCompletionKind: CompletionKind { .default }
 
     /// `1234` → "1.2 KiB"; under 1 KiB, "123 B".
     static func format(_ bytes: Int64) -> String { ByteSizeText.format(bytes) }
