@@ -20,9 +20,9 @@ extension ProxyHandler {
             case .bytes(let body):
                 var whole = entry
                 whole.body = body
-                try await BlockingIOPool.shared.run { [whole] in try cache.storeWhole(whole, for: request) }
+                try await BlockingIOPool.shared.run { [whole] in _ = try cache.storeThrowing(whole, for: request) }
             case .file(let url):
-                try await BlockingIOPool.shared.run { try cache.store(entry, bodyFile: url, for: request) }
+                try await BlockingIOPool.shared.run { _ = try cache.storeThrowing(entry, for: request, bodyFile: (url, .move)) }
             }
             note(.stores)
         } catch {

@@ -67,12 +67,7 @@ final class ProxyHandler: Sendable {
         /// The request as a `URLRequest` (its method, URL and end-to-end fields), made anew
         /// each time: a hit answered on the event loop needs none (see
         /// `HTTPURLCache.key(method:url:request:)`).
-        var urlRequest: URLRequest {
-            var request = URLRequest(url: cacheRequest.url)
-            request.httpMethod = cacheRequest.method
-            for field in cacheRequest.headers { request.addValue(field.value, forHTTPHeaderField: field.name.rawName) }
-            return request
-        }
+        var urlRequest: URLRequest { cacheRequest.urlRequest }
 
         /// The same request as a GET (what a refresh after a HEAD fetches and stores).
         var asGET: Exchange {

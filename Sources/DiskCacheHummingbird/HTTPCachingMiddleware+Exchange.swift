@@ -31,12 +31,7 @@ extension HTTPCachingMiddleware {
 
         /// The request as a `URLRequest` (its method, URL and fields): what the cache's key
         /// provider and its stores take.
-        var urlRequest: URLRequest {
-            var request = URLRequest(url: cacheRequest.url)
-            request.httpMethod = cacheRequest.method
-            for field in cacheRequest.headers { request.addValue(field.value, forHTTPHeaderField: field.name.rawName) }
-            return request
-        }
+        var urlRequest: URLRequest { cacheRequest.urlRequest }
 
         /// Whether the client's `If-None-Match` / `If-Modified-Since` hold for `stored`.
         func answersNotModified(from stored: StoredResponse) -> Bool {

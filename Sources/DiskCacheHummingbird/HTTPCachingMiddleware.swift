@@ -268,7 +268,7 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
                 var whole = entry
                 whole.body = Data(collected.readableBytesView)
                 do {
-                    try await BlockingIOPool.shared.run { [whole] in try cache.storeWhole(whole, for: request) }
+                    try await BlockingIOPool.shared.run { [whole] in _ = try cache.storeThrowing(whole, for: request) }
                 } catch {
                     logger.warning("Cannot store a response", metadata: ["target": "\(target)", "error": "\(error)"])
                 }

@@ -131,23 +131,6 @@ extension HTTPURLCache {
         return body
     }
 
-    /// Stores `entry` (its `body` empty) with the body in `bodyFile`, taken into the cache
-    /// (linked, no bytes copied, when on the cache's filesystem). ``willStore`` sees it first.
-    package func store(_ entry: CachedHTTPResponse, bodyFile: URL, for request: URLRequest) throws {
-        guard entry.storagePolicy != .notAllowed, let key = keyProvider.key(for: request),
-              let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed
-        else { return }
-        try responses.store(final, forKey: key, bodyFile: final.body.isEmpty ? (bodyFile, .move) : nil)
-    }
-
-    /// Stores `entry` with its body (``willStore`` sees it first); throws when it could not be stored.
-    package func storeWhole(_ entry: CachedHTTPResponse, for request: URLRequest) throws {
-        guard entry.storagePolicy != .notAllowed, let key = keyProvider.key(for: request),
-              let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed
-        else { return }
-        try responses.store(final, forKey: key)
-    }
-
     /// How a refresh (``applyNotModified(_:validated:key:requestTime:responseTime:through:)``,
     /// ``freshenAfterHEAD(_:request:key:requestTime:responseTime:through:)``) stores what it
     /// rewrote: through ``store(_:for:refreshing:bodyFile:onlyMetadata:)`` for `request`, so that

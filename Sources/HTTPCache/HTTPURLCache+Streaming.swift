@@ -35,14 +35,11 @@ extension HTTPURLCache {
                                     userInfo: [AnyHashable: Any]? = nil,
                                     storagePolicy: URLCache.StoragePolicy = .allowed,
                                     transfer: DiskCache.FileTransfer = .copy) throws {
-        guard let key = keyProvider.key(for: request), let cacheRequest = CacheRequest(request) else { return }
+        guard let cacheRequest = CacheRequest(request) else { return }
         let now = Date()
         let cached = CachedURLResponse(response: response, data: Data(), userInfo: userInfo, storagePolicy: storagePolicy)
-        let entry = Self.entry(from: cached, for: cacheRequest, requestTime: now, responseTime: now)
-        guard entry.storagePolicy != .notAllowed,
-              let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed
-        else { return }
-        try responses.store(final, forKey: key, bodyFile: final.body.isEmpty ? (bodyFile, transfer) : nil)
+        try storeThrowing(Self.entry(from: cached, for: cacheRequest, requestTime: now, responseTime: now),
+                          for: request, bodyFile: (bodyFile, transfer))
     }
 
     /// The stored response for `request` (chosen as ``cachedResponse(for:)-7d07k`` chooses it),

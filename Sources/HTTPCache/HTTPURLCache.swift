@@ -2,7 +2,7 @@
 public import FoundationNetworking
 #endif
 public import Foundation
-import DiskCache
+package import DiskCache
 import HTTPTypes
 
 /// A drop-in `URLCache` backed by the two-tier (memory, then disk) store, with RFC 9111
@@ -175,16 +175,23 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     @discardableResult
     func store(_ entry: CachedHTTPResponse, for request: URLRequest, refreshing: Date? = nil,
                bodyFile: URL? = nil, onlyMetadata: Bool = false) -> CachedHTTPResponse? {
+        try? storeThrowing(entry, for: request, refreshing: refreshing, bodyFile: bodyFile.map { ($0, .move) },
+                           onlyMetadata: onlyMetadata)
+    }
+
+    /// ``store(_:for:refreshing:bodyFile:onlyMetadata:)``, throwing what the store throws; nil
+    /// when `entry` or what ``willStore`` makes of it may not be stored. Every response stored
+    /// goes through here. `bodyFile` with `.move`: taken into the cache (linked, no bytes
+    /// copied, when on the cache's filesystem).
+    @discardableResult
+    package func storeThrowing(_ entry: CachedHTTPResponse, for request: URLRequest, refreshing: Date? = nil,
+                       bodyFile: (URL, DiskCache.FileTransfer)? = nil, onlyMetadata: Bool = false) throws -> CachedHTTPResponse? {
         guard entry.storagePolicy != .notAllowed, let key = keyProvider.key(for: request) else { return nil }
         guard let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed else { return nil }
-        do {
-            try responses.store(final, forKey: key, refreshing: refreshing,
-                                bodyUnchanged: refreshing != nil && final.body == entry.body, onlyMetadata: onlyMetadata,
-                                bodyFile: bodyFile.flatMap { final.body.isEmpty ? ($0, .move) : nil })
-            return final
-        } catch {
-            return nil
-        }
+        try responses.store(final, forKey: key, refreshing: refreshing,
+                            bodyUnchanged: refreshing != nil && final.body == entry.body, onlyMetadata: onlyMetadata,
+                            bodyFile: bodyFile.flatMap { final.body.isEmpty ? $0 : nil })
+        return final
     }
 
     // MARK: - Removing

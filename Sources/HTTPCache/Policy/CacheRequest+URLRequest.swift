@@ -16,4 +16,13 @@ extension CacheRequest {
         }
         self.init(method: request.httpMethod ?? "GET", url: url, headers: headers)
     }
+
+    /// The request as a `URLRequest`: its method, URL and fields (what the cache's key provider
+    /// and its stores take).
+    package var urlRequest: URLRequest {
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        for field in headers { request.addValue(field.value, forHTTPHeaderField: field.name.rawName) }
+        return request
+    }
 }
