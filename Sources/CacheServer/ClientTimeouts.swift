@@ -100,8 +100,7 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        check?.cancel()
-        check = nil
+        handlerRemoved(context: context)
         context.fireChannelInactive()
     }
 

@@ -49,8 +49,7 @@ final class CloseWhenIdle: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        check?.cancel()
-        check = nil
+        handlerRemoved(context: context)
         context.fireChannelInactive()
     }
 
@@ -85,11 +84,7 @@ final class CloseWhenIdle: ChannelDuplexHandler {
 
     /// One check at a time, due when the timeout since the last activity runs out.
     private func schedule(_ context: ChannelHandlerContext, in delay: TimeAmount) {
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        check = context.eventLoop.scheduleTask(in: delay) {
-            let (handler, context) = loopBound.value
-            handler.checkActivity(context)
-        }
+        check = context.eventLoop.assumeIsolated().scheduleTask(in: delay) { [self] in checkActivity(context) }
     }
 
     private func checkActivity(_ context: ChannelHandlerContext) {

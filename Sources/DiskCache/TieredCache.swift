@@ -149,14 +149,7 @@ public final class TieredCache: Sendable {
             if changes.everything { return nil }
             return changes.hashes.compactMap { state.memoryHashes[$0] }
         }
-        guard let dropped else {
-            memory.removeAll()
-            shared.state.withLock { state in
-                state.memoryKeys.removeAll()
-                state.memoryHashes.removeAll()
-            }
-            return
-        }
+        guard let dropped else { return removeAllFromMemory() }
         for key in dropped { removeFromMemory(key) }
     }
 
@@ -389,11 +382,7 @@ public final class TieredCache: Sendable {
 
     public func removeAll() throws {
         try withAllStripes {
-            memory.removeAll()
-            shared.state.withLock { state in
-                state.memoryKeys.removeAll()
-                state.memoryHashes.removeAll()
-            }
+            removeAllFromMemory()
             try disk?.removeAll()
         }
     }
@@ -431,6 +420,14 @@ public final class TieredCache: Sendable {
         shared.state.withLock { state in
             state.memoryKeys.removeValue(forKey: key)
             if let sharedHasher { state.memoryHashes.removeValue(forKey: sharedHasher.hash(key)) }
+        }
+    }
+
+    private func removeAllFromMemory() {
+        memory.removeAll()
+        shared.state.withLock { state in
+            state.memoryKeys.removeAll()
+            state.memoryHashes.removeAll()
         }
     }
 }

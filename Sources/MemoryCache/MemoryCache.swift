@@ -156,7 +156,10 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
         get { state.withLock { $0.core.countLimit } }
         set {
             precondition(newValue >= 0, "countLimit must not be negative")
-            mutate { $0.setCountLimit(newValue, evictions: &$1) }
+            mutate {
+                $0.countLimit = newValue
+                $0.makeRoom(count: 0, cost: 0, evictions: &$1)
+            }
         }
     }
 
@@ -174,7 +177,10 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
         get { state.withLock { $0.core.totalCostLimit } }
         set {
             precondition(newValue >= 0, "totalCostLimit must not be negative")
-            mutate { $0.setTotalCostLimit(newValue, evictions: &$1) }
+            mutate {
+                $0.totalCostLimit = newValue
+                $0.makeRoom(count: 0, cost: 0, evictions: &$1)
+            }
         }
     }
 

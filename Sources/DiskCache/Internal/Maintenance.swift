@@ -1,3 +1,4 @@
+import CDiskCacheSupport
 import Dispatch
 import Logging
 import DiskCacheLocking
@@ -145,18 +146,12 @@ final class Maintenance: Sendable {
     /// Whether the periodic sweep check is due at this tick.
     func sweepCheckIsDue(interval: Duration?) -> Bool {
         guard let interval else { return false }
-        let now = Self.nanosecondsNow()
+        let now = Int64(cdiskcache_monotonic_nanoseconds())
         let last = lastSweepCheck.load(ordering: .relaxed)
         let step = interval.nanoseconds
         guard now - last >= step else { return false }
         lastSweepCheck.store(now, ordering: .relaxed)
         return true
-    }
-
-    private static func nanosecondsNow() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
     }
 
     /// Called after each write (holding no lock): when the write took the cache over its count

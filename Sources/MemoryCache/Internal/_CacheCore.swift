@@ -190,18 +190,6 @@ struct _CacheCore<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     }
 
     @inlinable
-    mutating func setCountLimit(_ limit: Int, evictions: inout [Eviction]) {
-        countLimit = limit
-        makeRoom(count: 0, cost: 0, evictions: &evictions)
-    }
-
-    @inlinable
-    mutating func setTotalCostLimit(_ limit: Int, evictions: inout [Eviction]) {
-        totalCostLimit = limit
-        makeRoom(count: 0, cost: 0, evictions: &evictions)
-    }
-
-    @inlinable
     mutating func trim(toCount target: Int, evictions: inout [Eviction]) {
         while count > target, evictOne(by: .count, reason: .trimmed, evictions: &evictions) {}
     }
