@@ -7,13 +7,6 @@ import Musl
 import Darwin
 #endif
 
-/// A lock per group of keys: a writer holds its key's stripe from the moment its files are
-/// renamed into place until its journal record is appended and the index updated, so two
-/// writers of one key cannot interleave, while writers of other keys go on in parallel.
-final class StripeLock: Sendable {
-    let mutex = PthreadMutex(())
-}
-
 /// Everything the store mutates, behind one lock (``StateLock``). What runs under it:
 /// - index updates and journal appends (a `pwrite` each, the zeros written ahead of them,
 ///   see ``writeAhead(for:)``, and the blocks reserved for them with `fallocate`, see
@@ -260,25 +253,6 @@ struct CacheState {
 
 // MARK: - Following other instances (shared mode)
 
-/// What shared mode adds to the state: the shared page, and the directory to reopen the
-/// journal in after another instance's compaction replaced it.
-struct SharedJournal: Sendable {
-    let region: SharedRegion
-    let layout: Layout
-    #if DEBUG
-    /// Tests: the switch to another instance's compacted journal fails while this says so.
-    var failsSwitch: (@Sendable () -> Bool)?
-    #endif
-
-    init(region: SharedRegion, layout: Layout, configuration: DiskCache.Configuration) {
-        self.region = region
-        self.layout = layout
-        #if DEBUG
-        failsSwitch = configuration.failsJournalSwitch
-        #endif
-    }
-}
-
 extension CacheState {
     /// Shared mode: applies the records other instances appended since this one last looked.
     /// Costs three atomic loads when nothing changed. Called under the state lock at the start
@@ -430,39 +404,3 @@ extension CacheState {
         return true
     }
 }
-
-/// Keys other instances changed, as ``CacheState/externalChanges`` collects them.
-struct ExternalChanges: Sendable {
-    var hashes: [KeyHash] = []
-    /// Everything may have changed (a `removeAll`, a journal read afresh, too many to list).
-    var everything = false
-
-    var isEmpty: Bool { hashes.isEmpty && !everything }
-
-    mutating func note(_ hash: KeyHash) {
-        guard !everything else { return }
-        if hashes.count >= 65_536 { noteEverything() } else { hashes.append(hash) }
-    }
-
-    mutating func noteEverything() {
-        everything = true
-        hashes = []
-    }
-}
-
-/// The state lock. In shared mode every acquisition first follows the journal (see
-/// ``CacheState/follow()``), so that whatever runs under it sees what other instances stored
-/// and removed before the call began.
-struct StateLock: Sendable {
-    let mutex: PthreadMutex<CacheState>
-
-    init(_ state: CacheState) { mutex = PthreadMutex(state) }
-
-    func withLock<Result, E: Error>(_ body: (inout CacheState) throws(E) -> Result) throws(E) -> Result {
-        try mutex.withLock { (state: inout CacheState) throws(E) -> Result in
-            if state.shared != nil, !state.isClosed { state.follow() }
-            return try body(&state)
-        }
-    }
-}
-

@@ -206,12 +206,6 @@ final class Maintenance: Sendable {
     }
 }
 
-/// Dispatch sources are thread-safe to cancel from any thread, but not marked `Sendable`.
-final class TimerBox: @unchecked Sendable {  // unchecked: DispatchSource is internally synchronised
-    let source: any DispatchSourceTimer
-    init(source: any DispatchSourceTimer) { self.source = source }
-}
-
 extension DiskCache {
     /// One timer tick: journal batched access times, group-commit in `.batched` mode, compact if due.
     func maintenanceTick() {
