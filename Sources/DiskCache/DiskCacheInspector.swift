@@ -428,7 +428,7 @@ public final class DiskCacheInspector: Sendable {
         init?(_ layout: Layout) {
             guard case .success(let fd) = layout.directory.open(layout.root + "/" + SharedRegion.fileName,
                                                                  O_RDWR | O_NOFOLLOW | O_NONBLOCK),
-                  let region = try? SharedRegion.map(fd: fd, layout: layout, initialise: false)
+                  let region = try? SharedRegion.map(OpenFile(fd), layout: layout, initialise: false)
             else { return nil }
             self.region = region
         }

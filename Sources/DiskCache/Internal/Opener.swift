@@ -426,16 +426,15 @@ struct Opener {
             movedAside = true
             logger.warning("Moved aside what was in place of the shared page (not a regular file)", metadata: ["path": "\(path)"])
         }
-        let fd = try SharedRegion.openFile(layout).get(orThrow: "open the shared page", path: path)
+        let file = OpenFile(try SharedRegion.openFile(layout).get(orThrow: "open the shared page", path: path))
+        let fd = file.fd
         // A FIFO or device put there since the look above: moved aside on the next try.
         guard case .success(let opened) = Syscall.fstat(fd), opened.st_mode & S_IFMT == S_IFREG else {
-            Syscall.close(fd)
             return .failure(replaced)
         }
         let timeout = lockTimeout.nanoseconds
         if cdiskcache_range_lock_timed(fd, SharedRegion.Lock.opening.rawValue, 1, SharedRegion.Kind.exclusive.rawValue, timeout) != 0 {
             let error = SyscallError.current
-            Syscall.close(fd)
             if error.rawValue == ETIMEDOUT {
                 throw DiskCacheError(code: .lockTimeout,
                                      message: "Waited \(lockTimeout) for another instance to finish opening or closing the cache (a stopped or hung process?)",
@@ -445,7 +444,6 @@ struct Opener {
         }
         // The name may have been given to another file between the open and the lock.
         guard case .success(let named) = layout.directory.lstat(path), named.st_ino == opened.st_ino, named.st_dev == opened.st_dev else {
-            Syscall.close(fd)
             return .failure(replaced)
         }
         let alone: Bool
@@ -453,17 +451,15 @@ struct Opener {
         case .success: alone = true
         case .failure(.wouldBlock): alone = false
         case .failure(let error):
-            Syscall.close(fd)
             throw DiskCacheError.io(error, "lock the shared page", path: path)
         }
         if alone && othersOpen() {
-            Syscall.close(fd)
             return .failure(replaced)
         }
-        // From here the region owns `fd`; dropping it lets go of every lock taken on it.
+        // From here the region owns the file; dropping it lets go of every lock taken on it.
         let region: SharedRegion
         do {
-            region = try SharedRegion.map(fd: fd, layout: layout, initialise: alone, lockTimeout: lockTimeout)
+            region = try SharedRegion.map(file, layout: layout, initialise: alone, lockTimeout: lockTimeout)
         } catch where error.code == .sharedPageDamaged || error.code == .sharedPageReplaced {
             var error = error
             error.message += "; waited \(lockTimeout) for the instances that have the cache open to close. Close them (each fails its next write with \(error.code)) and open again"

@@ -144,20 +144,19 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
         layout.directory.open(layout.root + "/" + fileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600)
     }
 
-    /// Maps `fd`, which the region then owns: it is closed with the region, or here when the
+    /// Maps `file`, which the region then owns: it is closed with the region, or when the
     /// mapping fails. With `initialise` (the first instance, alone) the file is sized and every
     /// field and lock written afresh; otherwise it must already be one this library wrote.
-    static func map(fd: Int32, layout: Layout, initialise: Bool, lockTimeout: Duration = .seconds(10)) throws(DiskCacheError) -> SharedRegion {
-        let path = layout.root + "/" + fileName
+    static func map(_ file: consuming OpenFile, layout: Layout, initialise: Bool,
+                    lockTimeout: Duration = .seconds(10)) throws(DiskCacheError) -> SharedRegion {
+        let path = layout.root + "/" + fileName, fd = file.fd
         let identity: stat
         switch Syscall.fstat(fd) {
         case .success(let info) where info.st_mode & S_IFMT == S_IFREG:
             identity = info
         case .success:
-            Syscall.close(fd)
             throw DiskCacheError(code: .sharedPageReplaced, message: "SHARED is not a regular file", path: path)
         case .failure(let error):
-            Syscall.close(fd)
             throw DiskCacheError.io(error, "read the shared page's status", path: path)
         }
         if initialise {
@@ -165,21 +164,17 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
             // keeps its mapping, and must not find its pages gone (SIGBUS). Every field and lock
             // is written afresh below.
             if case .failure(let error) = Syscall.ftruncate(fd, Int64(size)) {
-                Syscall.close(fd)
                 throw DiskCacheError.io(error, "size the shared page", path: path)
             }
         } else if Int(identity.st_size) < size {
-            Syscall.close(fd)
             throw DiskCacheError(code: .sharedPageDamaged,
                                  message: "The shared page was cut short while other instances have the cache open",
                                  path: path)
         }
         guard let page = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), page != MAP_FAILED else {
-            let error = SyscallError.current
-            Syscall.close(fd)
-            throw DiskCacheError.io(error, "map the shared page", path: path)
+            throw DiskCacheError.io(SyscallError.current, "map the shared page", path: path)
         }
-        let region = SharedRegion(fd: fd, path: path, page: page, directory: layout.directory, identity: identity,
+        let region = SharedRegion(fd: file.release(), path: path, page: page, directory: layout.directory, identity: identity,
                                   lockTimeout: lockTimeout)
         if initialise {
             // The version last, so that a page left half written reads as not this library's.
