@@ -47,11 +47,12 @@ struct BackPressureTests {
         let sockets = try await offPool { try (0..<20).map { _ in try PlainSocket(port: port, kernelBuffers: 8192) } }
         let batch = Array(String(repeating: request, count: 64).utf8)
         // Each socket writes an endless pipeline of the request, whatever the kernel takes,
-        // until no socket has taken a byte for two seconds (or half a minute has passed).
+        // until no socket has taken a byte for two seconds (or five minutes have passed: the
+        // server on a loaded machine may take long to reach its bound, and this is no speed test).
         let (sent, saturated) = try await offPool {
             var offsets = [Int](repeating: 0, count: sockets.count)
             var sent = 0
-            let deadline = Date().addingTimeInterval(30)
+            let deadline = Date().addingTimeInterval(300)
             var lastProgress = Date()
             while Date() < deadline {
                 for (index, socket) in sockets.enumerated() {

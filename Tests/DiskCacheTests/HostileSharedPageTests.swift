@@ -75,9 +75,10 @@ struct HostileSharedPageTests {
             // and is tried again).
             codes.formUnion(lines.filter { $0.hasPrefix("ERR put ") }.map { String($0.split(separator: " ")[2]) })
             #expect(!lines.contains { $0.hasPrefix("BAD") || $0.hasPrefix("LOST") }, "\(lines.filter { $0.hasPrefix("BAD") || $0.hasPrefix("LOST") }.prefix(3))")
-            // No call waited much past the bound (opens wait up to it once, and calls may be slow on a busy machine).
+            // No call waited without bound: past the lock timeout (opens wait up to it once) only
+            // by what a busy machine adds, allowed a minute here, since this is no speed test.
             let longest = lines.last { $0.hasPrefix("LONGEST ") }.flatMap { Int($0.dropFirst(8)) }
-            #expect((longest ?? .max) < 3 * Self.lockTimeoutMilliseconds + 10_000, "longest call \(longest ?? -1) ms")
+            #expect((longest ?? .max) < 3 * Self.lockTimeoutMilliseconds + 60_000, "longest call \(longest ?? -1) ms")
         }
         #expect(codes.contains(damage.code.description), "the processes reported \(codes)")
         #expect(Set(codes).isSubset(of: ["sharedPageReplaced", "sharedPageDamaged", "lockTimeout"]), "\(codes)")
