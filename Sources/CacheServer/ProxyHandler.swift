@@ -10,8 +10,6 @@ import NIOCore
 import NIOHTTP1
 import HTTPTypes
 
-typealias ClientParts = NIOAsyncChannelInboundStream<HTTPServerRequestPart>.AsyncIterator
-
 /// Answers requests: from the cache as RFC 9111 allows, else from the origin, storing what may
 /// be stored as it streams through.
 final class ProxyHandler: Sendable {

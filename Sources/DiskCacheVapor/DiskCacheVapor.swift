@@ -157,26 +157,4 @@ public struct DiskCacheVaporCache: Cache, Sendable {
         DiskCacheVaporCache(cache: cache, coder: coder, eventLoop: request.eventLoop)
     }
 }
-
-/// Closes (or flushes) the cache when the application shuts down.
-private struct DiskCacheLifecycle: LifecycleHandler {
-    let cache: DiskCache
-    let closes: Bool
-
-    func shutdown(_ application: Application) {
-        do {
-            if closes { try cache.close() } else { try cache.flush() }
-        } catch {
-            application.logger.warning("Could not \(closes ? "close" : "flush") the disk cache in \(cache.directory.path): \(error)")
-        }
-    }
-
-    func shutdownAsync(_ application: Application) async {
-        do {
-            if closes { try await cache.close() } else { try await cache.flush() }
-        } catch {
-            application.logger.warning("Could not \(closes ? "close" : "flush") the disk cache in \(cache.directory.path): \(error)")
-        }
-    }
-}
 #endif

@@ -294,8 +294,3 @@ final class BenchFloor: Sendable {
         }
     }
 }
-
-struct BenchError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}

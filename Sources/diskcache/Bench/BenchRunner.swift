@@ -10,55 +10,6 @@ import Musl
 import Darwin
 #endif
 
-/// What one run is asked to do, already validated.
-struct BenchPlan {
-    var root: String
-    var sizes: [Int]
-    var entries: (Int) -> Int
-    var operations: Set<BenchOperation>
-    var durability: DiskCache.Durability
-    var threads: Int
-    var seconds: Double
-    var coldReads: Bool
-    var inlineThreshold: Int
-    var zipfExponent: Double
-    var seed: UInt64
-    var compareSQLite: Bool
-    var compareURLCache: Bool
-    var urlcacheEntries: Int
-    var idleSeconds: Double
-    var sweepInterval: Double
-    var openRepetitions: Int
-    /// The floor probe, per body size: seconds in all, rounds, and the most puts per candidate and round.
-    var floorProbeSeconds: Double
-    var floorProbeRounds: Int
-    var floorProbePuts: Int
-
-    var isImmediate: Bool { durability == .immediate }
-}
-
-enum BenchOperation: String, CaseIterable {
-    case put, get, mixed, open, sweep
-    /// Gets with the page cache dropped before every turn (as `get` with `--cold`).
-    case cold
-    /// At capacity: each subject holds the fill's entries and drops its oldest for every new
-    /// key put (the store through its `countLimit`).
-    case churn
-    /// Get throughput while a sweep evicts half the cache, against the same gets without it.
-    case sweepGet = "sweep-get"
-    /// CPU the idle background sweeper uses, against the same wait with no cache open.
-    case idle
-    /// 64 tasks on the async API against the same tasks on the synchronous one (which blocks
-    /// Swift's cooperative pool), with a probe task's wake-up lateness (`BenchAsync.swift`).
-    case async
-    /// One large body stored and read each streaming way, beside plain file I/O, with peak
-    /// memory growth (`BenchStreaming.swift`).
-    case streaming
-
-    /// The operations that fill a cache of --entries and measure the store beside the floor.
-    static let main: Set<BenchOperation> = [.put, .get, .cold, .mixed, .churn, .open, .sweep]
-}
-
 /// Runs the phases of a plan and collects rows.
 final class BenchRunner {
     let plan: BenchPlan

@@ -1,0 +1,4 @@
+import NIOCore
+import NIOHTTP1
+
+typealias ClientParts = NIOAsyncChannelInboundStream<HTTPServerRequestPart>.AsyncIterator
