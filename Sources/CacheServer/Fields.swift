@@ -52,20 +52,6 @@ enum Fields {
         HTTPHeaders(fields.map { ($0.name.rawName, $0.value) })
     }
 
-    /// Whether a client's `If-None-Match` / `If-Modified-Since` (RFC 9110 §13.1.2, §13.1.3)
-    /// hold for `stored`: then a GET or HEAD is answered 304.
-    static func notModified(_ request: HTTPFields, stored: StoredResponse) -> Bool {
-        CachePolicyEngine.answersNotModified(ifNoneMatch: request.listElements(for: .ifNoneMatch),
-                                             ifModifiedSince: request[values: .ifModifiedSince].first, stored: stored)
-    }
-
-    /// The fields a 304 carries (RFC 9110 §15.4.5): those a 200 would have had, but the body's.
-    static func notModifiedFields(_ stored: HTTPFields) -> HTTPFields {
-        var result = stored
-        for name in CachePolicyEngine.fieldsOmittedFromNotModified { result[name] = nil }
-        return result
-    }
-
     /// How a response was answered (HIT, MISS, REVALIDATED, STALE, BYPASS), as nginx's and
     /// Varnish's configurations commonly say it.
     static let xCache = HTTPField.Name("X-Cache")!

@@ -21,8 +21,8 @@ extension ProxyHandler {
     /// The 304 that answers `exchange` from `response` (sent with `fields`) when the client's
     /// conditions hold for it.
     func notModified(_ response: StoredResponse, _ exchange: Exchange, _ fields: HTTPFields) -> [HTTPServerResponsePart]? {
-        guard Fields.notModified(exchange.fields, stored: response) else { return nil }
-        return [.head(Fields.responseHead(.notModified, Fields.notModifiedFields(fields))), .end(nil)]
+        guard CachePolicyEngine.answersNotModified(exchange.fields, stored: response) else { return nil }
+        return [.head(Fields.responseHead(.notModified, CachePolicyEngine.notModifiedFields(fields))), .end(nil)]
     }
 
     /// What of a stored body of `size` bytes answers `exchange` (a range only of a GET of a

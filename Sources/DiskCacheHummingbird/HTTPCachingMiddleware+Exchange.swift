@@ -32,13 +32,6 @@ extension HTTPCachingMiddleware {
         /// The request as a `URLRequest` (its method, URL and fields): what the cache's key
         /// provider and its stores take.
         var urlRequest: URLRequest { cacheRequest.urlRequest }
-
-        /// Whether the client's `If-None-Match` / `If-Modified-Since` hold for `stored`.
-        func answersNotModified(from stored: StoredResponse) -> Bool {
-            CachePolicyEngine.answersNotModified(ifNoneMatch: cacheRequest.headers.listElements(for: .ifNoneMatch),
-                                                 ifModifiedSince: cacheRequest.headers[values: .ifModifiedSince].first,
-                                                 stored: stored)
-        }
     }
 }
 

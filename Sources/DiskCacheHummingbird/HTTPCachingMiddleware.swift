@@ -283,9 +283,8 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
         let stored = variant.entry.response
         var headers = stored.headers
         headers[.age] = CachePolicyEngine.ageFieldValue(cache.engine.freshness(of: stored, at: Date()).currentAge)
-        if exchange.answersNotModified(from: stored) {
-            for name in CachePolicyEngine.fieldsOmittedFromNotModified { headers[name] = nil }
-            return Response(status: .notModified, headers: headers)
+        if CachePolicyEngine.answersNotModified(exchange.cacheRequest.headers, stored: stored) {
+            return Response(status: .notModified, headers: CachePolicyEngine.notModifiedFields(headers))
         }
         let status = HTTPResponse.Status(code: stored.status)
         let body: ResponseBody

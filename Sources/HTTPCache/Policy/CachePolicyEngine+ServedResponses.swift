@@ -13,20 +13,20 @@ extension CachePolicyEngine {
     /// for `stored`: then a GET or HEAD is answered 304 from it.
     ///
     /// - Parameters:
-    ///   - ifNoneMatch: the members of the request's `If-None-Match` field (empty without one).
-    ///     `*`, or an entity tag that matches the stored `ETag` weakly, holds.
-    ///   - ifModifiedSince: the request's `If-Modified-Since` field, if it has one; read only
-    ///     without `If-None-Match` (§13.2.2). It holds when the stored `Last-Modified` (else its
-    ///     `Date`) is not later.
+    ///   - request: the client's request fields. `If-None-Match` holds with a member `*`, or an
+    ///     entity tag that matches the stored `ETag` weakly. `If-Modified-Since` (its first
+    ///     line) is read only without `If-None-Match` (§13.2.2); it holds when the stored
+    ///     `Last-Modified` (else its `Date`) is not later.
     ///   - stored: the stored response the request would be answered with.
-    package static func answersNotModified(ifNoneMatch: [String], ifModifiedSince: String?, stored: StoredResponse) -> Bool {
+    package static func answersNotModified(_ request: HTTPFields, stored: StoredResponse) -> Bool {
+        let ifNoneMatch = request.listElements(for: .ifNoneMatch)
         if !ifNoneMatch.isEmpty {
             guard let tag = stored.entityTag else { return false }
             return ifNoneMatch.contains { value in
                 value == "*" || EntityTag(value).map { $0.matchesWeakly(tag) } ?? false
             }
         }
-        guard let since = ifModifiedSince.flatMap({ HTTPDate.parse($0) }) else { return false }
+        guard let since = request[values: .ifModifiedSince].first.flatMap({ HTTPDate.parse($0) }) else { return false }
         guard let modified = stored.lastModified ?? stored.date else { return false }
         return modified <= since
     }
@@ -46,8 +46,13 @@ extension CachePolicyEngine {
         return result
     }
 
-    /// The fields a 304 leaves out of those a 200 would have had (RFC 9110 §15.4.5): the body's.
-    package static let fieldsOmittedFromNotModified: [HTTPField.Name] = [.contentLength, .contentType, .contentEncoding, .contentRange]
+    /// The fields a 304 carries (RFC 9110 §15.4.5): those a 200 would have had (`fields`), but
+    /// the body's.
+    package static func notModifiedFields(_ fields: HTTPFields) -> HTTPFields {
+        var result = fields
+        for name: HTTPField.Name in [.contentLength, .contentType, .contentEncoding, .contentRange] { result[name] = nil }
+        return result
+    }
 
     /// The `Age` field's value (RFC 9111 §5.1) for a current age of `age` seconds: whole
     /// seconds, at most 2^31.
