@@ -113,12 +113,7 @@ public struct DiskCacheVaporCache: Cache, Sendable {
         return eventLoop.makeFutureWithTask { try await cache.data(for: key) }
             .flatMapThrowing { data in
                 guard let data else { return nil }
-                do {
-                    return try coder.decode(T.self, from: data)
-                } catch {
-                    throw DiskCacheError(code: .undecodableValue,
-                                         message: "The value cached for key \(String(key.prefix(80)).debugDescription) (\(data.count) bytes) is not a \(String(reflecting: T.self)) (\(error)); the entry was kept")
-                }
+                return try TypedValues.decode(T.self, from: data, for: key, with: coder, removingIfUndecodable: false, remove: {})
             }
     }
 
@@ -142,11 +137,9 @@ public struct DiskCacheVaporCache: Cache, Sendable {
         }
         let data: Data
         do {
-            data = try coder.encode(value)
+            data = try TypedValues.encode(value, for: key, with: coder)
         } catch {
-            return eventLoop.makeFailedFuture(DiskCacheError(
-                code: .invalidArgument,
-                message: "\(String(reflecting: T.self)) for key \(String(key.prefix(80)).debugDescription) could not be encoded (\(error)); nothing was stored"))
+            return eventLoop.makeFailedFuture(error)
         }
         let expires = expirationTime.map { Date(timeIntervalSinceNow: TimeInterval($0.seconds)) }
         return eventLoop.makeFutureWithTask { try await cache.store(data, for: key, expires: expires) }

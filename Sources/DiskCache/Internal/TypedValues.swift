@@ -1,8 +1,9 @@
-import Foundation
+package import Foundation
 
-/// What the typed API shares between ``DiskCache`` and ``TieredCache``.
-enum TypedValues {
-    static func encode<Value: Encodable>(_ value: Value, for key: String, with coder: some CacheCoder) throws(DiskCacheError) -> Data {
+/// What the typed API shares between ``DiskCache``, ``TieredCache`` and the framework drivers:
+/// a value's encoding and decoding, and the errors they throw.
+package enum TypedValues {
+    package static func encode<Value: Encodable>(_ value: Value, for key: String, with coder: some CacheCoder) throws(DiskCacheError) -> Data {
         do {
             return try coder.encode(value)
         } catch {
@@ -12,7 +13,7 @@ enum TypedValues {
     }
 
     /// The decoded value; on failure removes the entry (with `remove`) when asked, then throws.
-    static func decode<Value: Decodable>(_ type: Value.Type, from data: Data, for key: String, with coder: some CacheCoder,
+    package static func decode<Value: Decodable>(_ type: Value.Type, from data: Data, for key: String, with coder: some CacheCoder,
                                          removingIfUndecodable: Bool, remove: () throws -> Void) throws -> Value {
         do {
             return try coder.decode(type, from: data)
