@@ -154,13 +154,7 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     /// - Complexity: O(1), plus O(1) amortised per value evicted.
     public var countLimit: Int {
         get { state.withLock { $0.core.countLimit } }
-        set {
-            precondition(newValue >= 0, "countLimit must not be negative")
-            mutate {
-                $0.countLimit = newValue
-                $0.makeRoom(count: 0, cost: 0, evictions: &$1)
-            }
-        }
+        set { setLimit(\.countLimit, to: newValue, named: "countLimit") }
     }
 
     /// The maximum sum of the costs of the values the cache holds; 0 (the default)
@@ -175,12 +169,15 @@ public final class MemoryCache<Key: Hashable & Sendable, Value: Sendable>: Senda
     /// - Complexity: O(1), plus O(1) amortised per value evicted.
     public var totalCostLimit: Int {
         get { state.withLock { $0.core.totalCostLimit } }
-        set {
-            precondition(newValue >= 0, "totalCostLimit must not be negative")
-            mutate {
-                $0.totalCostLimit = newValue
-                $0.makeRoom(count: 0, cost: 0, evictions: &$1)
-            }
+        set { setLimit(\.totalCostLimit, to: newValue, named: "totalCostLimit") }
+    }
+
+    /// Sets one of the limits (never negative), evicting down to it before it returns.
+    private func setLimit(_ limit: WritableKeyPath<_CacheCore<Key, Value>, Int>, to value: Int, named name: String) {
+        precondition(value >= 0, "\(name) must not be negative")
+        mutate {
+            $0[keyPath: limit] = value
+            $0.makeRoom(count: 0, cost: 0, evictions: &$1)
         }
     }
 
