@@ -134,7 +134,7 @@ public final class CacheServer: Service, Sendable {
             logger.debug("A connection timed out", metadata: ["reason": "\(reason)"])
         }, position: .first)
         try pipeline.addHandler(ResponseWrites(files: sentFiles, activity: activity, handedOn: handedOn, clock: clock))
-        if !admin {
+        if configuration.answersOnEventLoop, !admin {
             try pipeline.addHandler(EventLoopHitResponder(
                 activity: activity,
                 answer: { head in connections.withLock { $0.isDraining } ? nil : handler.answerOnEventLoop(head, sentFiles: sentFiles) },

@@ -81,8 +81,12 @@ public struct ServerConfiguration: Sendable {
     var wholeCheckLimit: Int64 = 64 << 20
     /// Requests a prepared answer answers are read and answered straight from the connection's
     /// bytes (`RawHitResponder`); off, they take NIO's HTTP pipeline like every other (for
-    /// tests that compare the two).
-    var answersFromBytes = true
+    /// tests that compare the two, and `diskcache-server --fast-paths`).
+    package var answersFromBytes = true
+    /// Hits held in memory or in the page cache are answered on the connection's event loop
+    /// (`EventLoopHitResponder`); off, every request takes the connection's task (for
+    /// `diskcache-server --fast-paths`, which measures what each path saves).
+    package var answersOnEventLoop = true
 
     /// The bytes of ``memoryCapacity`` for answers prepared for hits (see `PreparedHits`): an eighth.
     var preparedCapacity: Int { memoryCapacity / 8 }

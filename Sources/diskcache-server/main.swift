@@ -72,6 +72,10 @@ struct ServerCommand: AsyncParsableCommand {
     var sendTimeout: String?
     @Option(name: .customLong("idle-timeout"), help: "Seconds a kept-alive connection may stay idle (default 75).")
     var idleTimeout: String?
+    /// For benchmarks: `no-bytes` turns off answers from the connection's bytes, `task-only`
+    /// the event loop's too, so that one run measures what each fast path saves.
+    @Option(name: .customLong("fast-paths"), help: .hidden)
+    var fastPaths: String?
 
     func run() async throws {
         var settings = try config.map(Self.readSettings) ?? [:]
@@ -88,11 +92,17 @@ struct ServerCommand: AsyncParsableCommand {
         if settings["purge-token"] == nil, let token = ProcessInfo.processInfo.environment["DISKCACHE_SERVER_PURGE_TOKEN"] {
             settings["purge-token"] = token
         }
-        let configuration: ServerConfiguration
+        var configuration: ServerConfiguration
         do {
             configuration = try Self.configuration(from: settings)
         } catch {
             throw ValidationError("\(error)")
+        }
+        switch fastPaths {
+        case nil, "all": break
+        case "no-bytes": configuration.answersFromBytes = false
+        case "task-only": (configuration.answersFromBytes, configuration.answersOnEventLoop) = (false, false)
+        case let other?: throw ValidationError("--fast-paths must be all, no-bytes or task-only, not \"\(other)\"")
         }
         var logger = Logger(label: "diskcache-server")
         let level = settings["log-level"] ?? "info"

@@ -98,6 +98,30 @@ struct AnswersFromBytesTests {
         #expect(PreparedHits.WireHead(status: .ok, beforeAge: length, afterAge: [.transferEncoding: "chunked"]) == nil)
     }
 
+    /// With the event loop's path off too (`diskcache-server --fast-paths task-only`, for
+    /// benchmarks), the connection's task answers every hit, from memory and from disk alike.
+    @Test func withTheFastPathsOffTheTaskAnswersEveryHit() async throws {
+        let fixture = try await ServerFixture {
+            $0.answersFromBytes = false
+            $0.answersOnEventLoop = false
+        }
+        let body = pattern(count: 1000, seed: 3)
+        fixture.origin.respond { _ in
+            var response = ScriptedResponse(status: 200, [("Cache-Control", "max-age=600")])
+            response.body = body
+            return response
+        }
+        #expect(try await fixture.get("/a").header("X-Cache") == "MISS")
+        for _ in 0..<5 {
+            let reply = try await fixture.get("/a")
+            #expect(reply.header("X-Cache") == "HIT" && reply.body == body)
+        }
+        let statistics = fixture.server.statistics
+        #expect(statistics.hits == 5 && statistics.hitsOnEventLoop == 0 && statistics.hitsFromBytes == 0)
+        #expect(fixture.origin.requestCount == 1)
+        try await fixture.finish()
+    }
+
     /// The same requests to a server answering from bytes and to one that does not get the same
     /// bytes back (but for `Age`): small bodies (written with their head), larger ones (written
     /// after it; below 64 KiB, so that no answer finds the connection unwritable and goes to
