@@ -344,8 +344,8 @@ extension DiskCache {
     /// What a compaction starts from: the live entries, and where in which journal they stand.
     struct CompactionSnapshot {
         var entries: [(KeyHash, IndexEntry)]
-        var journalLength: Int64
-        var generation: Int
+        /// The journal's end when the entries were taken.
+        var position: Journal.Position
         var records: Int
     }
 
@@ -355,8 +355,8 @@ extension DiskCache {
                 guard !state.isClosed else { throw DiskCacheError.closed() }
                 guard !state.isCompacting else { return nil }
                 state.isCompacting = true
-                return CompactionSnapshot(entries: state.index.entries.map { ($0.key, $0.value) }, journalLength: state.journalLength,
-                                          generation: state.journalGeneration, records: state.journalRecords)
+                return CompactionSnapshot(entries: state.index.entries.map { ($0.key, $0.value) }, position: state.journalEnd,
+                                          records: state.journalRecords)
             }) else { return }
             defer { state.withLock { $0.isCompacting = false } }
             do throws(DiskCacheError) {
@@ -403,9 +403,9 @@ extension DiskCache {
             guard !state.isClosed else { throw DiskCacheError.closed() }
             try state.withAppendLock { state throws(DiskCacheError) in
                 // Only the housekeeper compacts, so the journal is still the snapshot's.
-                guard state.journalGeneration == snapshot.generation else { throw DiskCacheError.closed() }
+                guard state.journalGeneration == snapshot.position.generation else { throw DiskCacheError.closed() }
                 // The records appended since the snapshot, read back from the old journal.
-                var from = snapshot.journalLength
+                var from = snapshot.position.end
                 while from < state.journalLength {
                     let count = Int(min(state.journalLength - from, 1 << 20))
                     buffer = [UInt8](repeating: 0, count: count)
