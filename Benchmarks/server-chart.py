@@ -13,14 +13,18 @@ import sys
 
 
 def ratios(runs):
-    """{(size, kind, subject): [rps / nginx's rps, one per run]}"""
+    """{(size, kind, subject): [rps / nginx's rps, one per run]}, a run's rounds (ROUNDS)
+    taken at their median"""
     out = {}
     for rows in runs:
-        by = {(r["subject"], r["size"], r["kind"]): r for r in rows}
-        for (subject, size, kind), row in by.items():
+        rounds = {}
+        for r in rows:
+            rounds.setdefault((r["subject"], r["size"], r["kind"]), []).append(r["rps"])
+        by = {key: statistics.median(values) for key, values in rounds.items()}
+        for (subject, size, kind), rps in by.items():
             nginx = by.get(("nginx", size, kind))
-            if nginx and nginx["rps"] > 0:
-                out.setdefault((size, kind, subject), []).append(row["rps"] / nginx["rps"])
+            if nginx:
+                out.setdefault((size, kind, subject), []).append(rps / nginx)
     return out
 
 

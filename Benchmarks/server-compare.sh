@@ -17,8 +17,11 @@
 # Benchmarks/server-chart.py, which needs matplotlib; it also takes several runs' results.json),
 # BASELINE (another diskcache-server binary, say a release build of an earlier commit: measured
 # too, in turn with the others, as "baseline", and the table gains a column "÷ baseline"),
-# OURS_FLAGS (more options for ours, default --copy-limit 2M; empty for none) and
-# BASELINE_FLAGS (for the baseline, default none).
+# OURS_FLAGS (more options for ours, default --copy-limit 2M; empty for none),
+# BASELINE_FLAGS (for the baseline, default none) and ROUNDS (default 1: each size's hits and
+# misses are measured that many times, the subjects' order reversed every other round, so that
+# none always follows the same one; the table gives each measure's median and the rounds' range
+# of ours ÷ baseline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${DURATION:-10}"
@@ -26,6 +29,7 @@ miss_duration="${MISS_DURATION:-5}"
 connections="${CONNECTIONS:-16}"
 threads="${THREADS:-2}"
 sizes="${SIZES:-1k 64k 1m}"
+rounds="${ROUNDS:-1}"
 scratch="${SCRATCH:-.build-bench}"
 ours_flags="${OURS_FLAGS---copy-limit 2M}"
 work="${WORK:-$(mktemp -d /tmp/server-compare-XXXXXX)}"
@@ -160,9 +164,13 @@ subjects="nginx:$nginx_port:$(cat "$work/nginx/nginx.pid") varnish:$varnish_port
 [ -n "${BASELINE:-}" ] && subjects="$subjects baseline:$baseline_port:${pids[3]}"
 echo "[" > "$work/results.json"
 first=1
+reversed=$(echo "$subjects" | tr ' ' '\n' | tac | tr '\n' ' ')
 for size in $sizes; do
     for kind in hits misses; do
-        for subject in $subjects; do
+        for round in $(seq 1 "$rounds"); do
+        order=$subjects
+        [ $((round % 2)) = 0 ] && order=$reversed
+        for subject in $order; do
             IFS=: read -r name port pid <<< "$subject"
             if [ "$kind" = hits ]; then
                 # A cache whose storage is full may fail to store (Varnish's file storage does,
@@ -199,20 +207,25 @@ for size in $sizes; do
             printf '%-8s %-4s %-6s %10s req/s  p50 %8s ms  p99 %8s ms  cpu %7s us/req %s\n' "$name" "$size" "$kind" "$rps" "$p50" "$p99" "$cpu_us" "$errors" >&2
             [ $first = 1 ] || echo "," >> "$work/results.json"
             first=0
-            printf '{"subject":"%s","size":"%s","kind":"%s","rps":%s,"p50ms":%s,"p99ms":%s,"cpuMicrosPerRequest":%s}' \
-                "$name" "$size" "$kind" "$rps" "$p50" "$p99" "$cpu_us" >> "$work/results.json"
+            printf '{"subject":"%s","size":"%s","kind":"%s","round":%s,"rps":%s,"p50ms":%s,"p99ms":%s,"cpuMicrosPerRequest":%s}' \
+                "$name" "$size" "$kind" "$round" "$rps" "$p50" "$p99" "$cpu_us" >> "$work/results.json"
+        done
         done
     done
 done
 echo "]" >> "$work/results.json"
 
 python3 - "$work/results.json" <<'PY'
-import json, sys
+import json, statistics, sys
 rows = json.load(open(sys.argv[1]))
-by = {(r["subject"], r["size"], r["kind"]): r for r in rows}
+runs = {}
+for r in rows:
+    runs.setdefault((r["subject"], r["size"], r["kind"]), []).append(r)
+# Each measure's median over the rounds (one round: the measure itself).
+by = {key: {m: statistics.median(r[m] for r in rs) for m in ("rps", "p99ms", "cpuMicrosPerRequest")} for key, rs in runs.items()}
 baseline = any(subject == "baseline" for subject, _, _ in by)
 print("| size | kind | ours req/s | ÷ nginx | ÷ Varnish | p99 ours / nginx / Varnish (ms) | CPU µs/req ours / nginx / Varnish |"
-      + (" ÷ baseline | p99 / CPU µs/req baseline |" if baseline else ""))
+      + (" ÷ baseline (rounds) | p99 / CPU µs/req baseline |" if baseline else ""))
 print("|---|---|---|---|---|---|---|" + ("---|---|" if baseline else ""))
 for (subject, size, kind), r in by.items():
     if subject != "ours": continue
@@ -222,7 +235,11 @@ for (subject, size, kind), r in by.items():
            f"{r['cpuMicrosPerRequest']:.0f} / {n['cpuMicrosPerRequest']:.0f} / {v['cpuMicrosPerRequest']:.0f} |")
     if baseline:
         b = by[("baseline", size, kind)]
-        row += f" {r['rps'] / b['rps']:.2f} | {b['p99ms']:.2f} / {b['cpuMicrosPerRequest']:.0f} |"
+        # Ours over the baseline within each round (measured one beside the other): their
+        # median, and each round's.
+        each = sorted(o["rps"] / p["rps"] for o, p in zip(runs[("ours", size, kind)], runs[("baseline", size, kind)]))
+        spread = f" ({', '.join(f'{x:.2f}' for x in each)})" if len(each) > 1 else ""
+        row += f" {statistics.median(each):.2f}{spread} | {b['p99ms']:.2f} / {b['cpuMicrosPerRequest']:.0f} |"
     print(row)
 PY
 if [ -n "${CHART:-}" ]; then
