@@ -499,7 +499,10 @@ public final class DiskCache: Sendable {
         // Closed: no write takes or retires a file any more.
         retiredFiles.removeAll(layout: layout)
         sharedRegion?.lock(.presence, .unlock)
-        locks.withLock { $0 = [] }
+        locks.withLock { locks in
+            for lock in locks { Syscall.unlock(lock.fd) }
+            locks = []
+        }
         layout.directory.mappedBodies.dropAll()
         if let failure { throw failure }
     }

@@ -295,6 +295,22 @@ struct SharingTests {
         #expect(a.data(for: "theirs") == bytes("other"))
     }
 
+    /// A child process this one starts holds a copy of every descriptor between fork and exec,
+    /// the cache's `LOCK` included: `close()` lets go of the lock itself, so another instance
+    /// opens at once (here a `dup` stands for the child's copy).
+    @Test func aClosedCachesLockGoesEvenWhileACopyOfItsDescriptorLives() throws {
+        let dir = TemporaryDirectory()
+        var exclusive = shared()
+        exclusive.sharing = .exclusive
+        let first = try DiskCache(directory: dir.cache, configuration: exclusive)
+        let copies = first.locks.withLock { $0.map { dup($0.fd) } }
+        defer { for copy in copies { close(copy) } }
+        #expect(!copies.isEmpty && copies.allSatisfy { $0 >= 0 })
+        try first.close()
+        let second = try DiskCache(directory: dir.cache, configuration: exclusive)
+        try second.close()
+    }
+
     @Test func exclusiveAndSharedInstancesKeepEachOtherOut() throws {
         let dir = TemporaryDirectory()
         var exclusive = shared()

@@ -236,6 +236,12 @@ enum Syscall {
         retrying { Glibc_flock(fd, LOCK_SH | LOCK_NB) }.map { _ in () }
     }
 
+    /// Lets go of `fd`'s `flock` at once, even while a child between `fork` and `exec` holds a
+    /// copy of the descriptor (closing it would not, until the child's copy goes too).
+    static func unlock(_ fd: Int32) {
+        _ = retrying { Glibc_flock(fd, LOCK_UN) }
+    }
+
     /// Reserves disk blocks past the end of a file without changing its size.
     static func reserve(_ fd: Int32, offset: Int64, length: Int64) -> Result<Void, SyscallError> {
         retrying { cdiskcache_reserve(fd, off_t(offset), off_t(length)) }.map { _ in () }
