@@ -185,7 +185,8 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     /// copied, when on the cache's filesystem).
     @discardableResult
     package func storeThrowing(_ entry: CachedHTTPResponse, for request: URLRequest, refreshing: Date? = nil,
-                       bodyFile: (URL, DiskCache.FileTransfer)? = nil, onlyMetadata: Bool = false) throws -> CachedHTTPResponse? {
+                               bodyFile: (URL, DiskCache.FileTransfer)? = nil,
+                               onlyMetadata: Bool = false) throws -> CachedHTTPResponse? {
         guard entry.storagePolicy != .notAllowed, let key = keyProvider.key(for: request) else { return nil }
         guard let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed else { return nil }
         try responses.store(final, forKey: key, refreshing: refreshing,
