@@ -506,9 +506,9 @@ struct Opener {
         // Who holds the lock may let go in a moment: an inspector asking whether the cache is
         // open holds `LOCK` and the directory shared for a few microseconds (try again a few
         // times within 10 ms); and a child this process is starting holds a copy of every
-        // descriptor between fork and exec, the lock of a cache released without `close()`
-        // included (`close()` unlocks first; when the lock's owner is this very process, give
-        // such a copy up to 200 ms to go away).
+        // descriptor between fork and exec, which keeps a lock alive unless it was unlocked
+        // before its descriptor closed (`close()` and `deinit` unlock; an open that failed
+        // does not): when the lock's owner is this very process, give such a copy up to 200 ms.
         while case .failure(.wouldBlock) = result, attempt < 20, attempt < 5 || lockOwner(layout) == Int(getpid()) {
             attempt += 1
             usleep(attempt <= 5 ? 2_000 : 10_000)
