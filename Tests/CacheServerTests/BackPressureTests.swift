@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// A client that sends requests and never reads the answers holds no more of the server's
 /// memory than its connection's bounds: the server stops reading from it while its unsent
@@ -35,7 +36,7 @@ struct BackPressureTests {
         let request = "GET /hit HTTP/1.1\r\nHost: x\r\n\r\n"
         // Stored, then prepared: the third answer is a prepared one.
         for _ in 0..<3 {
-            let answer = try await offPool {
+            let answer = try await onOwnThread {
                 let warm = try PlainSocket(port: port)
                 warm.send(request)
                 return warm.answer()
@@ -44,12 +45,12 @@ struct BackPressureTests {
         }
         try await Task.sleep(for: .milliseconds(500))
         let before = Self.residentBytes(server.pid)
-        let sockets = try await offPool { try (0..<20).map { _ in try PlainSocket(port: port, kernelBuffers: 8192) } }
+        let sockets = try await onOwnThread { try (0..<20).map { _ in try PlainSocket(port: port, kernelBuffers: 8192) } }
         let batch = Array(String(repeating: request, count: 64).utf8)
         // Each socket writes an endless pipeline of the request, whatever the kernel takes,
         // until no socket has taken a byte for two seconds (or five minutes have passed: the
         // server on a loaded machine may take long to reach its bound, and this is no speed test).
-        let (sent, saturated) = try await offPool {
+        let (sent, saturated) = try await onOwnThread {
             var offsets = [Int](repeating: 0, count: sockets.count)
             var sent = 0
             let deadline = Date().addingTimeInterval(300)

@@ -4,6 +4,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Testing
+import TestSupport
 @testable import CacheServer
 
 /// Clients that send what a proxy must not pass on as it came: a body on a GET, a framing the
@@ -217,7 +218,7 @@ struct ClientLimitsTests {
         let fixture = try await ServerFixture(configure: Self.shortTimeouts)
         let port = fixture.server.port
         // A line every 250 ms, for up to 15 s.
-        let sentLines = try await offPool {
+        let sentLines = try await onOwnThread {
             let socket = try PlainSocket(port: port)
             var lines = 0
             socket.send("GET / HTTP/1.1\r\n")
@@ -251,9 +252,9 @@ struct ClientLimitsTests {
         fixture.origin.respond { _ in ScriptedResponse(status: 200, [("Cache-Control", "max-age=60")], body: "a") }
         // Both accepted before the third: each answered once, then held open.
         let port = fixture.server.port
-        let held = try await offPool { try [PlainSocket(port: port), PlainSocket(port: port)] }
+        let held = try await onOwnThread { try [PlainSocket(port: port), PlainSocket(port: port)] }
         for socket in held {
-            let answer = try await offPool {
+            let answer = try await onOwnThread {
                 socket.send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
                 return socket.answer()
             }
@@ -264,7 +265,7 @@ struct ClientLimitsTests {
         #expect(closed)
         #expect(fixture.server.statistics.connectionsRefused == 1)
         // The connections held still answer.
-        let again = try await offPool {
+        let again = try await onOwnThread {
             held[0].send("GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
             return held[0].answer()
         }

@@ -96,11 +96,3 @@ final class PlainSocket: Sendable {  // one descriptor, used by one thread at a 
         }
     }
 }
-
-/// Runs `body`, which blocks (on a socket, say), on a thread of its own: a blocked thread of
-/// Swift's small cooperative pool could be the one the server under test needs to answer.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}

@@ -24,6 +24,7 @@ struct ServerFixture {
         configuration.memoryCapacity = 1 << 20
         configuration.purgeToken = "token"
         configuration.originReadTimeout = .seconds(20)
+        configuration.timeouts = Self.patientTimeouts
         configure(&configuration)
         var logger = Logger(label: "test")
         logger.logLevel = ProcessInfo.processInfo.environment["SERVER_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .warning
@@ -33,6 +34,15 @@ struct ServerFixture {
         client = OriginClient(origin: .init(host: "127.0.0.1", port: server.port), group: MultiThreadedEventLoopGroup.singleton,
                               connectTimeout: .seconds(5), readTimeout: .seconds(120))
     }
+
+    /// Client timeouts far past the defaults. On a loaded runner a test's task can wait minutes
+    /// between connecting and writing its request, and the server would close the connection
+    /// under it. Tests of the timeouts set their own.
+    static let patientTimeouts = {
+        var timeouts = ServerConfiguration.Timeouts()
+        (timeouts.header, timeouts.body, timeouts.send, timeouts.idle) = (.seconds(600), .seconds(600), .seconds(600), .seconds(600))
+        return timeouts
+    }()
 
     /// A response as the client received it.
     struct Reply {

@@ -75,6 +75,7 @@ struct StreamingTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         var configuration = ServerConfiguration(origin: .init(host: "127.0.0.1", port: origin.port), cacheDirectory: directory)
         configuration.port = 0
+        configuration.timeouts = ServerFixture.patientTimeouts
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let server = try await CacheServer.start(configuration, logger: logger)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import DiskCache
 
 /// `SHARED` removed, renamed over, zeroed, overwritten, cut short or replaced by something that
@@ -54,43 +55,46 @@ struct HostileSharedPageTests {
     }
 
     @Test(arguments: Damage.allCases)
-    func whatIsDoneToSharedLosesNoAcknowledgedWriteAndCrashesNothing(_ damage: Damage) throws {
-        let dir = TemporaryDirectory()
-        let path = dir.cache.path
-        try DiskCache(directory: dir.cache, configuration: .testing()).close()
-        let workers = try (1...2).map { try Worker(["hostile", path, "\($0)", "2", "\(Self.lockTimeoutMilliseconds)"]) }
-        for worker in workers { try #require(worker.waitFor(timeout: 60) { $0.hasPrefix("ACK") } != nil) }
-        usleep(100_000)
-        try apply(damage, to: path + "/" + SharedRegion.fileName, aside: dir.url.appendingPathComponent("aside").path)
-        var acknowledged: [Int] = []
-        var codes: Set<String> = []
-        for worker in workers {
-            #expect(worker.waitFor(timeout: 60) { $0 == "DONE" } != nil, "a worker did not finish: \(worker.lines.suffix(3))")
-            worker.process.waitUntilExit()
-            #expect(worker.process.terminationReason == .exit && worker.process.terminationStatus == 0,
-                    "a worker ended with \(worker.process.terminationReason == .exit ? "status" : "signal") \(worker.process.terminationStatus)")
-            let lines = worker.lines
-            acknowledged += lines.compactMap { $0.hasPrefix("ACK ") ? Int($0.dropFirst(4)) : nil }
-            // What stores were refused with (an open racing the other worker's may fail otherwise,
-            // and is tried again).
-            codes.formUnion(lines.filter { $0.hasPrefix("ERR put ") }.map { String($0.split(separator: " ")[2]) })
-            #expect(!lines.contains { $0.hasPrefix("BAD") || $0.hasPrefix("LOST") }, "\(lines.filter { $0.hasPrefix("BAD") || $0.hasPrefix("LOST") }.prefix(3))")
-            // No call waited without bound: past the lock timeout (opens wait up to it once) only
-            // by what a busy machine adds, allowed a minute here, since this is no speed test.
-            let longest = lines.last { $0.hasPrefix("LONGEST ") }.flatMap { Int($0.dropFirst(8)) }
-            #expect((longest ?? .max) < 3 * Self.lockTimeoutMilliseconds + 60_000, "longest call \(longest ?? -1) ms")
+    func whatIsDoneToSharedLosesNoAcknowledgedWriteAndCrashesNothing(_ damage: Damage) async throws {
+        // Blocking waits, on a thread of their own (see `onOwnThread`).
+        try await onOwnThread {
+            let dir = TemporaryDirectory()
+            let path = dir.cache.path
+            try DiskCache(directory: dir.cache, configuration: .testing()).close()
+            let workers = try (1...2).map { try Worker(["hostile", path, "\($0)", "2", "\(Self.lockTimeoutMilliseconds)"]) }
+            for worker in workers { try #require(worker.waitFor(timeout: 60) { $0.hasPrefix("ACK") } != nil) }
+            usleep(100_000)
+            try apply(damage, to: path + "/" + SharedRegion.fileName, aside: dir.url.appendingPathComponent("aside").path)
+            var acknowledged: [Int] = []
+            var codes: Set<String> = []
+            for worker in workers {
+                #expect(worker.waitFor(timeout: 60) { $0 == "DONE" } != nil, "a worker did not finish: \(worker.lines.suffix(3))")
+                worker.process.waitUntilExit()
+                #expect(worker.process.terminationReason == .exit && worker.process.terminationStatus == 0,
+                        "a worker ended with \(worker.process.terminationReason == .exit ? "status" : "signal") \(worker.process.terminationStatus)")
+                let lines = worker.lines
+                acknowledged += lines.compactMap { $0.hasPrefix("ACK ") ? Int($0.dropFirst(4)) : nil }
+                // What stores were refused with (an open racing the other worker's may fail otherwise,
+                // and is tried again).
+                codes.formUnion(lines.filter { $0.hasPrefix("ERR put ") }.map { String($0.split(separator: " ")[2]) })
+                #expect(!lines.contains { $0.hasPrefix("BAD") || $0.hasPrefix("LOST") }, "\(lines.filter { $0.hasPrefix("BAD") || $0.hasPrefix("LOST") }.prefix(3))")
+                // No call waited without bound: past the lock timeout (opens wait up to it once) only
+                // by what a busy machine adds, allowed a minute here, since this is no speed test.
+                let longest = lines.last { $0.hasPrefix("LONGEST ") }.flatMap { Int($0.dropFirst(8)) }
+                #expect((longest ?? .max) < 3 * Self.lockTimeoutMilliseconds + 60_000, "longest call \(longest ?? -1) ms")
+            }
+            #expect(codes.contains(damage.code.description), "the processes reported \(codes)")
+            #expect(Set(codes).isSubset(of: ["sharedPageReplaced", "sharedPageDamaged", "lockTimeout"]), "\(codes)")
+            // A fresh instance (the workers have closed) reads every acknowledged value whole.
+            let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+            defer { try? cache.close() }
+            var missing: [Int] = []
+            for k in acknowledged where cache.data(for: "key-\(k)").map({ checkPayload($0, k: k) == 1 }) != true { missing.append(k) }
+            #expect(missing.isEmpty, "\(missing.count) of \(acknowledged.count) acknowledged values did not read back: \(missing.prefix(5))")
+            #expect(acknowledged.count > 0)
+            var info = stat()
+            #expect(lstat(path + "/" + SharedRegion.fileName, &info) == 0 && info.st_mode & S_IFMT == S_IFREG)
         }
-        #expect(codes.contains(damage.code.description), "the processes reported \(codes)")
-        #expect(Set(codes).isSubset(of: ["sharedPageReplaced", "sharedPageDamaged", "lockTimeout"]), "\(codes)")
-        // A fresh instance (the workers have closed) reads every acknowledged value whole.
-        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
-        defer { try? cache.close() }
-        var missing: [Int] = []
-        for k in acknowledged where cache.data(for: "key-\(k)").map({ checkPayload($0, k: k) == 1 }) != true { missing.append(k) }
-        #expect(missing.isEmpty, "\(missing.count) of \(acknowledged.count) acknowledged values did not read back: \(missing.prefix(5))")
-        #expect(acknowledged.count > 0)
-        var info = stat()
-        #expect(lstat(path + "/" + SharedRegion.fileName, &info) == 0 && info.st_mode & S_IFMT == S_IFREG)
     }
 
     /// A process stopped (SIGSTOP) while it holds a key's lock and the append lock: a writer of

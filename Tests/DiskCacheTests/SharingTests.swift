@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 import DiskCacheLocking
 @testable import DiskCache
 
@@ -405,56 +406,59 @@ struct SharingTests {
     /// The kills go on until there have been three and the processes have acknowledged 150
     /// writes between them, however long a loaded machine takes for that (up to five minutes:
     /// a killed process in the middle of an fsync exits only once the fsync returns).
-    @Test func eightProcessesWithKillsKeepEveryGuarantee() throws {
-        let dir = TemporaryDirectory()
-        let stop = dir.url.appendingPathComponent("stop").path
-        var random = SplitMix64(seed: 2026)
-        var workers: [Worker] = []
-        var all: [Worker] = []
-        var nextID = 1
-        func start() throws -> Worker {
-            let worker = try Worker(["share", dir.cache.path, "\(nextID)", "300", "\(random.next() % 1_000_000)", stop])
-            nextID += 1
-            all.append(worker)
-            return worker
-        }
-        func acknowledged() -> Int { all.reduce(0) { $0 + $1.lines.count { $0.hasPrefix("A ") } } }
-        for _ in 0..<8 { workers.append(try start()) }
-        let begin = Date()
-        var kills = 0
-        while Date().timeIntervalSince(begin) < 4 || ((kills < 3 || acknowledged() < 150) && Date().timeIntervalSince(begin) < 300) {
-            Thread.sleep(forTimeInterval: 0.4 + Double(random.next() % 400) / 1000)
-            let slot = Int(random.next() % 8)
-            workers[slot].kill()
-            kills += 1
-            workers[slot] = try start()
-        }
-        try writeFile(stop, [])
-        for worker in workers {
-            _ = worker.waitFor(timeout: 60) { $0 == "DONE" }
-            // Reaped before the test ends (a worker says DONE after its close): Foundation's
-            // Process is released only once the exit is seen (Address Sanitizer's leak check).
-            worker.kill()
-        }
+    @Test func eightProcessesWithKillsKeepEveryGuarantee() async throws {
+        // Blocking waits, on a thread of their own (see `onOwnThread`).
+        try await onOwnThread {
+            let dir = TemporaryDirectory()
+            let stop = dir.url.appendingPathComponent("stop").path
+            var random = SplitMix64(seed: 2026)
+            var workers: [Worker] = []
+            var all: [Worker] = []
+            var nextID = 1
+            func start() throws -> Worker {
+                let worker = try Worker(["share", dir.cache.path, "\(nextID)", "300", "\(random.next() % 1_000_000)", stop])
+                nextID += 1
+                all.append(worker)
+                return worker
+            }
+            func acknowledged() -> Int { all.reduce(0) { $0 + $1.lines.count { $0.hasPrefix("A ") } } }
+            for _ in 0..<8 { workers.append(try start()) }
+            let begin = Date()
+            var kills = 0
+            while Date().timeIntervalSince(begin) < 4 || ((kills < 3 || acknowledged() < 150) && Date().timeIntervalSince(begin) < 300) {
+                Thread.sleep(forTimeInterval: 0.4 + Double(random.next() % 400) / 1000)
+                let slot = Int(random.next() % 8)
+                workers[slot].kill()
+                kills += 1
+                workers[slot] = try start()
+            }
+            try writeFile(stop, [])
+            for worker in workers {
+                _ = worker.waitFor(timeout: 60) { $0 == "DONE" }
+                // Reaped before the test ends (a worker says DONE after its close): Foundation's
+                // Process is released only once the exit is seen (Address Sanitizer's leak check).
+                worker.kill()
+            }
 
-        // Every read in every process was of a value stored for its key, whole.
-        var history = OperationHistory()
-        for worker in all { history.add(worker.lines) }
-        #expect(history.bad.isEmpty, "\(history.bad.prefix(5))")
-        #expect(history.unknownReads.isEmpty, "\(history.unknownReads.prefix(5))")
-        #expect(history.acknowledgedWrites > 100)
-        #expect(kills >= 3)
+            // Every read in every process was of a value stored for its key, whole.
+            var history = OperationHistory()
+            for worker in all { history.add(worker.lines) }
+            #expect(history.bad.isEmpty, "\(history.bad.prefix(5))")
+            #expect(history.unknownReads.isEmpty, "\(history.unknownReads.prefix(5))")
+            #expect(history.acknowledgedWrites > 100)
+            #expect(kills >= 3)
 
-        // The cache ends as a linearisable history of the acknowledged operations allows.
-        let cache = try DiskCache(directory: dir.cache, configuration: shared())
-        for k in 0..<40 {
-            let final = cache.data(for: "key-\(k)").map { checkPayload($0, k: k) }
-            if let final { #expect(final != nil, "key-\(k) holds bytes not stored for it") }
-            let problem = history.explain(key: "key-\(k)", final: final ?? nil)
-            #expect(problem == nil, "\(problem ?? "")")
+            // The cache ends as a linearisable history of the acknowledged operations allows.
+            let cache = try DiskCache(directory: dir.cache, configuration: shared())
+            for k in 0..<40 {
+                let final = cache.data(for: "key-\(k)").map { checkPayload($0, k: k) }
+                if let final { #expect(final != nil, "key-\(k) holds bytes not stored for it") }
+                let problem = history.explain(key: "key-\(k)", final: final ?? nil)
+                #expect(problem == nil, "\(problem ?? "")")
+            }
+            #expect(cache.statistics.corruptEntriesRemoved == 0)
+            #expect(try cache.verify().isHealthy)
         }
-        #expect(cache.statistics.corruptEntriesRemoved == 0)
-        #expect(try cache.verify().isHealthy)
     }
 }
 

@@ -30,6 +30,8 @@ public func withTemporaryDirectory<T>(_ prefix: String, _ body: (URL) async thro
 /// Runs `body` on a thread of its own (8 MiB of stack) and waits for it without holding a thread
 /// of the test runner's pool, which is as wide as the cores: a long synchronous test run on the
 /// pool leaves every other test fewer threads, and with two cores none once two such run.
+/// An issue recorded on that thread fails the run, reported against no test ("«unknown»") at
+/// its source line.
 public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         let thread = Thread { continuation.resume(with: Result { try body() }) }
