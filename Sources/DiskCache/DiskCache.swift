@@ -248,7 +248,7 @@ public final class DiskCache: Sendable {
     }
 
     /// The body size the index records for `key` (no file is read); nil when there is no live entry.
-    package func indexedSize(for key: String) -> Int64? {
+    func indexedSize(for key: String) -> Int64? {
         let hash = configuration.keyHasher.hash(key)
         let now = configuration.clock()
         return state.withLock { state in
