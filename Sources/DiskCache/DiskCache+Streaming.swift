@@ -105,17 +105,16 @@ extension DiskCache {
             case .failure(let error): throw DiskCacheError.io(error, "link the file into the cache", path: source)
             }
         }
-        let fd: Int32
+        let file: OpenFile
         do throws(DiskCacheError) {
-            fd = linked ? try openLinkedFile(temp) : try copyIntoCache(source, temp)
+            file = linked ? try openLinkedFile(temp) : try copyIntoCache(source, temp)
         } catch {
             if linked { _ = layout.directory.unlink(temp) }
             throw error
         }
-        defer { Syscall.close(fd) }
         do throws(DiskCacheError) {
-            let (size, checksum) = try Self.hashFile(fd, path: temp)
-            try commitBodyFile(temp, fd: fd, size: size, checksum: checksum, key: key, metadata: metadata, expires: expires)
+            let (size, checksum) = try Self.hashFile(file.fd, path: temp)
+            try commitBodyFile(temp, fd: file.fd, size: size, checksum: checksum, key: key, metadata: metadata, expires: expires)
         } catch {
             // Not committed (the file is still in tmp/), or committed and then not made durable
             // (it is the entry's body): either way the caller's file is where it was.
@@ -125,7 +124,7 @@ extension DiskCache {
         guard transfer == .move else { return }
         // Committed: the file's own name goes (a copy's original too). Its inode, if linked, is
         // the cache's now: nobody else's permissions on it.
-        if linked { _ = Syscall.fchmod(fd, 0o600, reportingAs: temp) }
+        if linked { _ = Syscall.fchmod(file.fd, 0o600, reportingAs: temp) }
         if case .failure(let error) = Syscall.unlink(source) {
             logger.warning("Stored a moved file but could not remove its name", metadata: ["path": "\(source)", "error": "\(error)"])
         } else if configuration.durability.mode == .immediate {
@@ -183,13 +182,11 @@ extension DiskCache {
     public func makeWriter(for key: String, metadata: [String: String] = [:], expires: Date? = nil) throws -> Writer {
         try throwIfClosed()
         try checkMetadataFits(key: key, metadata: metadata)
-        let temp = temporaryFile("incoming")
-        let fd = try createTemporaryFile(temp)
         guard let hasher = StreamingChecksum() else {
-            Syscall.close(fd)
-            _ = layout.directory.unlink(temp)
             throw DiskCacheError(code: .ioFailure, message: "Out of memory for a checksum state", errno: ENOMEM)
         }
+        let temp = temporaryFile("incoming")
+        let fd = try createTemporaryFile(temp).release()
         return Writer(cache: self, key: key, metadata: metadata, expires: expires, temp: temp, fd: fd, hasher: hasher)
     }
 
@@ -304,7 +301,7 @@ extension DiskCache {
     package func makeTemporaryFile() throws(DiskCacheError) -> (url: URL, fileDescriptor: Int32) {
         try throwIfClosed()
         let temp = temporaryFile("incoming")
-        return (URL(fileURLWithPath: temp), try createTemporaryFile(temp))
+        return (URL(fileURLWithPath: temp), try createTemporaryFile(temp).release())
     }
 
     /// Writes all of `bytes` at `offset` of a file ``makeTemporaryFile()`` made (`path` is its
@@ -318,44 +315,42 @@ extension DiskCache {
     }
 
     /// Creates a file of the cache's own in `tmp/` (which must not exist), open for reading and writing.
-    func createTemporaryFile(_ temp: String) throws(DiskCacheError) -> Int32 {
+    func createTemporaryFile(_ temp: String) throws(DiskCacheError) -> OpenFile {
         var opened = layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
         if case .failure(let error) = opened, error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || error == .notDirectory {
             // tmp/ removed, or replaced by a link: made a directory again, as removeAll does.
             _ = restoreDirectory(layout.temp)
             opened = layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
         }
-        return try opened.get(orThrow: "create a file in tmp/", path: temp)
+        return OpenFile(try opened.get(orThrow: "create a file in tmp/", path: temp))
     }
 
     /// Opens a file just linked into `tmp/` and checks it is a regular file (a link put at the
     /// source meanwhile is refused here: `O_NOFOLLOW`). Its mode is left as it was until the
     /// store commits.
-    private func openLinkedFile(_ temp: String) throws(DiskCacheError) -> Int32 {
-        let fd = try layout.directory.open(temp, FileIO.readFlags).get(orThrow: "open the file to store", path: temp)
-        guard case .success(let info) = Syscall.fstat(fd), info.st_mode & S_IFMT == S_IFREG else {
-            Syscall.close(fd)
+    private func openLinkedFile(_ temp: String) throws(DiskCacheError) -> OpenFile {
+        let file = OpenFile(try layout.directory.open(temp, FileIO.readFlags).get(orThrow: "open the file to store", path: temp))
+        guard case .success(let info) = Syscall.fstat(file.fd), info.st_mode & S_IFMT == S_IFREG else {
             throw DiskCacheError(code: .invalidArgument, message: "Only a regular file can be stored", path: temp)
         }
-        return fd
+        return file
     }
 
     /// Copies the regular file at `source` to a new file `temp`; returns the copy, open.
-    private func copyIntoCache(_ source: String, _ temp: String) throws(DiskCacheError) -> Int32 {
-        let input: Int32
+    private func copyIntoCache(_ source: String, _ temp: String) throws(DiskCacheError) -> OpenFile {
+        let input: OpenFile
         switch Syscall.open(source, O_RDONLY | O_NONBLOCK) {
-        case .success(let fd): input = fd
+        case .success(let fd): input = OpenFile(fd)
         case .failure(.noSuchFileOrDirectory):
             throw DiskCacheError(code: .notFound, message: "There is no file to store", path: source, errno: ENOENT)
         case .failure(let error): throw DiskCacheError.io(error, "open the file to store", path: source)
         }
-        defer { Syscall.close(input) }
-        guard case .success(let info) = Syscall.fstat(input), info.st_mode & S_IFMT == S_IFREG else {
+        guard case .success(let info) = Syscall.fstat(input.fd), info.st_mode & S_IFMT == S_IFREG else {
             throw DiskCacheError(code: .invalidArgument, message: "Only a regular file can be stored", path: source)
         }
         let output = try createTemporaryFile(temp)
-        if case .failure(let error) = Self.copyFile(from: input, to: output) {
-            Syscall.close(output)
+        if case .failure(let error) = Self.copyFile(from: input.fd, to: output.fd) {
+            _ = consume output
             _ = layout.directory.unlink(temp)
             throw DiskCacheError.io(error, "copy the file into the cache", path: source)
         }

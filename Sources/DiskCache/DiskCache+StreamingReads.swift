@@ -55,7 +55,7 @@ extension DiskCache {
                 .found(File(url: URL(fileURLWithPath: handout), fileDescriptor: fd, size: entry.size, metadata: meta.metadata))
             }
             if let inline {
-                let written = try OpenFile(createTemporaryFile(handout)).withFD { fd in
+                let written = try createTemporaryFile(handout).withFD { fd in
                     inline.withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 0) }
                 }
                 // Handed out read-only, as a body file is.
@@ -154,16 +154,14 @@ extension DiskCache {
     private func openChunks(for key: String, chunkSize: Int) throws(DiskCacheError) -> Chunks? {
         try openBody(for: key) { hash, entry, meta, inline throws(DiskCacheError) -> ReadOutcome<Chunks> in
             if let inline { return .found(Chunks(inline, metadata: meta.metadata, chunkSize: chunkSize)) }
-            let fd: Int32
+            let file: OpenFile
             switch openBodyFile(hash, entry) {
-            case .found(let value): fd = value
+            case .found(let value): file = OpenFile(value)
             case let other: return other.withoutValue()
             }
-            guard isCurrent(hash, entry),
-                  let pieces = BodyPieces(fd: fd, size: entry.size, checksum: configuration.verifiesChecksums ? entry.checksum : nil)
-            else {
-                Syscall.close(fd)
-                return isCurrent(hash, entry) ? .unavailable : .replaced
+            guard isCurrent(hash, entry) else { return .replaced }
+            guard let pieces = BodyPieces(file, size: entry.size, checksum: configuration.verifiesChecksums ? entry.checksum : nil) else {
+                return .unavailable
             }
             return .found(Chunks(ChunkReader(cache: self, hash: hash, key: key, entry: entry, metadata: meta.metadata,
                                               pieces: pieces, chunkSize: chunkSize)))

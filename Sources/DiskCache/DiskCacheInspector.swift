@@ -206,15 +206,14 @@ public final class DiskCacheInspector: Sendable {
             return true
         }
         let path = layout.bodyFile(hash, slot: entry.slot)
-        let fd: Int32
+        let file: OpenFile
         switch layout.directory.open(path, FileIO.readFlags) {
-        case .success(let value): fd = value
+        case .success(let value): file = OpenFile(value)
         case .failure(let error) where error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || FileIO.isNotAFile(error):
             throw DiskCacheError(code: .corruptEntry, message: "The entry's body file is missing or not a file", path: path)
         case .failure(let error): throw DiskCacheError.io(error, "open the body", path: path)
         }
-        guard var pieces = BodyPieces(fd: fd, size: Int64(meta.size), checksum: meta.checksum) else {
-            Syscall.close(fd)
+        guard var pieces = BodyPieces(file, size: Int64(meta.size), checksum: meta.checksum) else {
             throw DiskCacheError(code: .ioFailure, message: "Out of memory for a checksum state", errno: ENOMEM)
         }
         defer { pieces.close() }

@@ -103,9 +103,9 @@ struct PowerLossTests {
         func ok(_ result: Result<some Any, SyscallError>) throws { _ = try result.get() }
         try ok(Syscall.mkdir(base + "/d"))
         let fd = try Syscall.open(base + "/d/f", O_WRONLY | O_CREAT | O_EXCL).get()
-        _ = [UInt8]("hello".utf8).withUnsafeBytes { Syscall.writeAll(fd, $0) }
+        _ = [UInt8]("hello".utf8).withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 0) }
         try ok(Syscall.fsync(fd))
-        _ = [UInt8](" world".utf8).withUnsafeBytes { Syscall.writeAll(fd, $0) }
+        _ = [UInt8](" world".utf8).withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 5) }
         Syscall.close(fd)
         let afterWrites = recorder.count
         try ok(Syscall.fsyncDirectory(base))  // d's name is durable; f's name is not yet

@@ -18,18 +18,18 @@ struct BodyPieces {
     private let checksum: UInt64?
     private let hasher: StreamingChecksum?
 
-    /// Reads `fd` from offset 0; with `checksum` nil only the length is checked. Nil when the
-    /// checksum state cannot be allocated.
-    init?(fd: Int32, size: Int64, checksum: UInt64?) {
-        self.fd = fd
-        self.size = size
-        self.checksum = checksum
+    /// Reads `file` from offset 0; with `checksum` nil only the length is checked. Nil (the file
+    /// closed) when the checksum state cannot be allocated.
+    init?(_ file: consuming OpenFile, size: Int64, checksum: UInt64?) {
         if checksum != nil {
             guard let hasher = StreamingChecksum() else { return nil }
             self.hasher = hasher
         } else {
             self.hasher = nil
         }
+        self.fd = file.release()
+        self.size = size
+        self.checksum = checksum
     }
 
     /// Every byte read and checked.

@@ -308,8 +308,7 @@ extension CacheState {
             region.nameJournal(info)
             region[.writtenAhead] = 0  // it described the old file
             if case .success(let fd) = shared.layout.directory.open(shared.layout.journal, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) {
-                _ = Syscall.fsync(fd)
-                Syscall.close(fd)
+                _ = OpenFile(fd).withFD { Syscall.fsync($0) }
             }
             _ = shared.layout.directory.fsyncDirectory(shared.layout.root)
         }

@@ -25,16 +25,10 @@ enum FileIO {
     /// On failure the partial file is removed.
     static func writeNewFile(_ path: String, _ bytes: UnsafeRawBufferPointer, sync: Bool,
                              in directory: CacheDirectory?) -> Result<Void, SyscallError> {
-        let fd: Int32
         switch open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600, in: directory) {
-        case .success(let opened): fd = opened
+        case .success(let fd): return write(OpenFile(fd), [bytes], at: path, sync: sync, in: directory)
         case .failure(let error): return .failure(error)
         }
-        var result = Syscall.writeAll(fd, bytes)
-        if case .success = result, sync { result = Syscall.fsync(fd) }
-        Syscall.close(fd)
-        if case .failure = result { unlink(path, in: directory) }
-        return result
     }
 
     /// Creates an entry file at `path` in a slot no journal record vouches for, writes `parts`
@@ -47,8 +41,8 @@ enum FileIO {
     static func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], sync: Bool,
                                in directory: CacheDirectory, reusing retired: String? = nil) -> Result<Void, SyscallError> {
         if let retired {
-            if let fd = openRetired(retired, movedTo: path, in: directory) {
-                return write(fd, parts, at: path, sync: sync, in: directory)
+            if let file = openRetired(retired, movedTo: path, in: directory) {
+                return write(file, parts, at: path, sync: sync, in: directory)
             }
             _ = directory.unlink(retired)
         }
@@ -59,19 +53,19 @@ enum FileIO {
             opened = directory.open(path, flags, 0o600)
         }
         switch opened {
-        case .success(let fd): return write(fd, parts, at: path, sync: sync, in: directory)
+        case .success(let fd): return write(OpenFile(fd), parts, at: path, sync: sync, in: directory)
         case .failure(let error): return .failure(error)
         }
     }
 
-    /// Writes `parts` from offset 0 of `fd` (the file at `path`), fsyncs when `sync`, and closes
-    /// it; unlinks `path` on failure.
-    private static func write(_ fd: Int32, _ parts: [UnsafeRawBufferPointer], at path: String, sync: Bool,
-                              in directory: CacheDirectory) -> Result<Void, SyscallError> {
-        var result = Syscall.pwritevAll(fd, parts)
-        if case .success = result, sync { result = Syscall.fsync(fd) }
-        Syscall.close(fd)
-        if case .failure = result { _ = directory.unlink(path) }
+    /// Writes `parts` from offset 0 of `file` (the file at `path`), fsyncs when `sync`, and
+    /// closes it; unlinks `path` on failure.
+    private static func write(_ file: consuming OpenFile, _ parts: [UnsafeRawBufferPointer], at path: String, sync: Bool,
+                              in directory: CacheDirectory?) -> Result<Void, SyscallError> {
+        var result = Syscall.pwritevAll(file.fd, parts)
+        if case .success = result, sync { result = Syscall.fsync(file.fd) }
+        _ = consume file
+        if case .failure = result { unlink(path, in: directory) }
         return result
     }
 
@@ -79,18 +73,19 @@ enum FileIO {
     /// record vouches for) and opened to be written over. Nil, with nothing at `path`, when it
     /// cannot be moved or opened, or is not a regular file of one name (a power cut can leave a
     /// second name): the caller creates a file.
-    private static func openRetired(_ retired: String, movedTo path: String, in directory: CacheDirectory) -> Int32? {
+    private static func openRetired(_ retired: String, movedTo path: String, in directory: CacheDirectory) -> OpenFile? {
         guard case .success = directory.rename(retired, path) else { return nil }
         guard case .success(let fd) = directory.open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK, 0) else {
             _ = directory.unlink(path)
             return nil
         }
-        guard case .success(let info) = Syscall.fstat(fd), info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 else {
-            Syscall.close(fd)
+        let file = OpenFile(fd)
+        guard case .success(let info) = Syscall.fstat(file.fd), info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 else {
+            _ = consume file
             _ = directory.unlink(path)
             return nil
         }
-        return fd
+        return file
     }
 
     /// How the cache opens a file to read it: never through a symbolic link, and never

@@ -469,8 +469,7 @@ struct Opener {
         if alone {
             // Names no process: tools that report the owner say the cache is shared.
             if case .success(let lockFile) = layout.directory.open(layout.lockFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600) {
-                writeNote("shared\n", to: lockFile)
-                Syscall.close(lockFile)
+                OpenFile(lockFile).withFD { writeNote("shared\n", to: $0) }
             }
         }
         return .success((region, alone))

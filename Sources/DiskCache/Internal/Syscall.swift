@@ -45,21 +45,6 @@ enum Syscall {
         _ = Glibc_close(fd)
     }
 
-    /// Writes all of `buffer` at the current offset, looping over short writes.
-    static func writeAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer) -> Result<Void, SyscallError> {
-        let start = FileSystemObservers.isObserved ? Int64(lseek(fd, 0, SEEK_CUR)) : 0
-        defer { reportWrite(fd, buffer, at: start) }
-        var offset = 0
-        while offset < buffer.count {
-            let result = retrying { Glibc_write(fd, buffer.baseAddress! + offset, buffer.count - offset) }
-            switch result {
-            case .success(let written): offset += written
-            case .failure(let error): return .failure(error)
-            }
-        }
-        return .success(())
-    }
-
     /// Writes all of `buffer` at `position`, looping over short writes, at most 1 GiB a call
     /// (Darwin refuses more than `INT_MAX` bytes; Linux writes at most about 2 GiB).
     static func pwriteAll(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at position: Int64) -> Result<Void, SyscallError> {
