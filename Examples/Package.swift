@@ -60,3 +60,42 @@ let package = Package(
         ),
     ]
 )
+
+// The Swift snippets of README.md and docs/, only when scripts/snippets.sh compiles them: each is
+// an executable target of its own, written under .build/snippets/, that depends on the products of
+// the modules it imports (DISKCACHE_SNIPPETS lists them as `name:Module,Module`).
+if let snippets = Context.environment["DISKCACHE_SNIPPETS"] {
+    let products: [String: Target.Dependency] = [
+        "DiskCache": .product(name: "DiskCache", package: "swift-disk-cache"),
+        "MemoryCache": .product(name: "MemoryCache", package: "swift-disk-cache"),
+        "HTTPCache": .product(name: "HTTPCache", package: "swift-disk-cache"),
+        "DiskCacheHummingbird": .product(name: "DiskCacheHummingbird", package: "swift-disk-cache"),
+        "DiskCacheVapor": .product(name: "DiskCacheVapor", package: "swift-disk-cache"),
+        "HTTPCacheAsyncHTTPClient": .product(name: "HTTPCacheAsyncHTTPClient", package: "swift-disk-cache"),
+        "Hummingbird": .product(name: "Hummingbird", package: "hummingbird"),
+        "Vapor": .product(name: "Vapor", package: "vapor"),
+    ]
+    var names: [String] = []
+    for spec in snippets.split(separator: " ") {
+        let parts = spec.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        let name = String(parts[0])
+        let modules = parts.count > 1 ? parts[1].split(separator: ",").map(String.init) : []
+        package.targets.append(.executableTarget(
+            name: name,
+            dependencies: ["SnippetScaffold"] + modules.compactMap { products[$0] },
+            path: ".build/snippets/\(name)",
+            // A deprecation or an unused result in the documentation is a snippet to fix too.
+            swiftSettings: [.unsafeFlags(["-warnings-as-errors"])]
+        ))
+        names.append(name)
+    }
+    package.targets.append(.target(
+        name: "SnippetScaffold",
+        path: ".build/snippets/SnippetScaffold"
+    ))
+    package.targets.append(.target(
+        name: "Snippets",
+        dependencies: names.map { .target(name: $0) },
+        path: ".build/snippets/Snippets"
+    ))
+}
