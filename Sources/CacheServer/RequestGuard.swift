@@ -9,8 +9,10 @@ import NIOHTTP1
 ///   closes after the answer, without reading what follows (nginx does the same):
 ///   a `Transfer-Encoding` other than `chunked` gets 501 (nginx 501, Varnish 400); an HTTP/1.1
 ///   request without exactly one `Host`, or an HTTP/1.0 one with several, gets 400
-///   (RFC 9112 §3.2); a target with a fragment (`#`, which no request target may carry, and
-///   which the cache key and the forwarded target would read differently) gets 400.
+///   (RFC 9112 §3.2), and so does one whose `Host` line holds a list (`Host: a, b`: more than
+///   one value) or what is not a host (``isHost(_:)``); a target with a fragment (`#`, which
+///   no request target may carry, and which the cache key and the forwarded target would read
+///   differently) gets 400.
 /// - Bytes NIO's parser cannot read get 400 when no answer is under way (as NIO's own handler
 ///   does), then the connection closes once the answer under way, if any, has ended.
 /// - A request that asks to close (HTTP/1.0 without `keep-alive`, `Connection: close`) or asks
@@ -41,15 +43,36 @@ final class RequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         if !codings.isEmpty, codings.count != 1 || codings[0].lowercased() != "chunked" {
             return (.notImplemented, "Only the chunked transfer coding is accepted")
         }
-        // Field lines, not list members: a comma inside one Host value is not a second Host.
-        let hosts = head.headers["Host"].count
-        if hosts > 1 || (hosts == 0 && head.version != .http1_0 && head.version != .http0_9) {
+        let hosts = head.headers["Host"]
+        if hosts.count > 1 || (hosts.isEmpty && head.version != .http1_0 && head.version != .http0_9) {
             return (.badRequest, "An HTTP/1.1 request needs exactly one Host field")
+        }
+        if let host = hosts.first, !isHost(host.utf8) {
+            return (.badRequest, "The Host field must hold one host")
         }
         if head.uri.utf8.contains(UInt8(ascii: "#")) {
             return (.badRequest, "A request target cannot carry a fragment")
         }
         return nil
+    }
+
+    /// Whether a `Host` value (without the spaces and tabs around it, which are not part of
+    /// it) is one host: `uri-host [":" port]` (RFC 9110 §7.2, RFC 3986 §3.2.2), or empty. A
+    /// comma makes it a list, more than one Host (RFC 9112 §3.2 answers 400, as nginx does);
+    /// a space, a `/`, an `@`, a control or non-ASCII byte makes it no host at all. Read by
+    /// ``RequestScan`` too, so the bytes path refuses what this path does.
+    static func isHost<Bytes: BidirectionalCollection>(_ value: Bytes) -> Bool where Bytes.Element == UInt8 {
+        var bytes = value[...]
+        while let first = bytes.first, first == 0x20 || first == 0x09 { bytes = bytes.dropFirst() }
+        while let last = bytes.last, last == 0x20 || last == 0x09 { bytes = bytes.dropLast() }
+        return bytes.allSatisfy { hostBytes[Int($0)] }
+    }
+
+    /// The bytes of `uri-host [":" port]`: letters, digits, the rest of unreserved, `%` of
+    /// pct-encoded, sub-delims but the comma, the port's colon, an IP literal's brackets.
+    private static let hostBytes: [Bool] = (0..<256).map { byte in
+        let allowed = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+;=:[]".utf8)
+        return allowed.contains(UInt8(byte))
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

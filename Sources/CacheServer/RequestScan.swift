@@ -9,8 +9,9 @@ enum RequestScan: Equatable {
     case incomplete
     /// A GET or HEAD request of HTTP/1.1 without a body (no `Content-Length` and no
     /// `Transfer-Encoding`: it ends with its head), `length` bytes long. `target` when a
-    /// prepared answer may answer it: none of ``PreparedHits/fieldsRead``, exactly one `Host`,
-    /// no fragment, and not the server's own endpoints.
+    /// prepared answer may answer it: none of ``PreparedHits/fieldsRead``, exactly one `Host`
+    /// holding one host (``RequestGuard/isHost(_:)``), no fragment, and not the server's own
+    /// endpoints.
     case headOnly(length: Int, target: PreparedHits.Target?)
     /// Anything else: another method or version, a body, `Connection` other than `keep-alive`,
     /// `Expect`, `Upgrade`, a form this reads no further (a bare LF, a folded line, a control
@@ -92,6 +93,7 @@ enum RequestScan: Equatable {
             if refused.contains(where: { equalsIgnoringCase(bytes, name, $0) }) { return .other }
             if equalsIgnoringCase(bytes, name, host) {
                 hosts += 1
+                if !RequestGuard.isHost(UnsafeRawBufferPointer(rebasing: bytes[value])) { hosts += 1 }
             } else if equalsIgnoringCase(bytes, name, connection) {
                 guard equalsIgnoringCase(bytes, trimmed(bytes, value), keepAlive) else { return .other }
             } else if answerable, notAnswered.contains(where: { equalsIgnoringCase(bytes, name, $0) }) {
@@ -101,7 +103,8 @@ enum RequestScan: Equatable {
         // A whole head above the limit too: NIO's decoder refuses one whose fields pass its own.
         guard at <= maximumHead else { return .other }
         let targetBytes = UnsafeRawBufferPointer(rebasing: bytes[targetStart..<targetEnd])
-        // Without exactly one Host, or with a fragment, NIO's pipeline refuses it (`RequestGuard`).
+        // Without exactly one Host (a Host that is not one host counts twice), or with a
+        // fragment, NIO's pipeline refuses it (`RequestGuard`).
         guard answerable, hosts == 1, !targetBytes.contains(UInt8(ascii: "#")), !targetBytes.starts(with: internalPrefix)
         else { return .headOnly(length: at, target: nil) }
         return .headOnly(length: at, target: PreparedHits.Target(isHEAD: isHEAD, uri: String(decoding: targetBytes, as: UTF8.self)))

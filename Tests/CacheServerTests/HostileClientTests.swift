@@ -102,6 +102,32 @@ struct HostileClientTests {
         try await origin.stop()
     }
 
+    /// A `Host` line that holds a list (more than one Host, RFC 9112 §3.2) or what is not a
+    /// host gets one 400 and a close, as nginx answers, on the bytes path (a prepared answer
+    /// for the target exists) and NIO's alike; a host with a port, an IP literal or an empty
+    /// value is answered.
+    @Test func aHostFieldWithMoreThanOneHostGetsA400() async throws {
+        let origin = try await RawOrigin()
+        let fixture = try await ServerFixture { $0.origin = .init(host: "127.0.0.1", port: origin.port) }
+        _ = try await fixture.get("/a")
+        _ = try await fixture.get("/a")
+        for host in ["a, b", "a,b", "a b", "a/b", "a@b", ","] {
+            for request in ["GET /a HTTP/1.1\r\nHost: \(host)\r\n\r\n", "POST /p HTTP/1.1\r\nHost: \(host)\r\nContent-Length: 1\r\n\r\nx",
+                            "GET /a HTTP/1.0\r\nHost: \(host)\r\n\r\n"] {
+                let (text, closed) = try await Self.untilClose(fixture.server.port, request + "GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+                #expect(Self.statuses(text) == ["400"], "\(request.debugDescription): \(text)")
+                #expect(closed)
+            }
+        }
+        for host in ["example.com:8080", "[::1]:80", "127.0.0.1", "", "xn--bcher-kva.example"] {
+            let (text, _) = try await Self.untilClose(fixture.server.port, "GET /a HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n")
+            #expect(Self.statuses(text) == ["200"], "\(host): \(text)")
+        }
+        #expect(origin.heads.map(\.target) == ["/a"], "only the first GET reached the origin")
+        try await fixture.finish()
+        try await origin.stop()
+    }
+
     /// A request that asks to close, or for an `Upgrade` the server does not do, gets its answer
     /// with `Connection: close`, then the close: no stray 400 for what was pipelined behind it,
     /// and no connection left open with its requests dropped.
