@@ -7,6 +7,10 @@ import NIOCore
 /// stay unsent (the connection not writable) for at most the send timeout; a kept-alive
 /// connection with nothing under way closes after the idle timeout. While the server itself
 /// is answering (the origin's time, bounded by its own timeouts) no client deadline runs.
+/// One check is scheduled at a time, for the deadline that comes next; when a request's head or
+/// the request ends, or an answer ends or stops being read, and the deadline then comes sooner
+/// (a body timeout shorter than what is left of the header timeout), the check is moved up:
+/// each timeout holds whatever the others are.
 ///
 /// It sits first in the pipeline, so it sees every byte that arrives; ``RequestGuard`` (for
 /// requests NIO's parser reads) and ``RawHitResponder`` (for those it answers) say where
@@ -33,8 +37,13 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
         fileprivate var answersEnded = 0
         /// When the connection last became unwritable; nil while writable.
         fileprivate var unwritableSince: NIODeadline?
+        /// Told when a request's head or the request ends, or an answer ends: the deadline may
+        /// now come before the check scheduled (a body timeout shorter than the header timeout).
+        fileprivate var changed: (() -> Void)?
 
-        /// Bytes came from the client.
+        /// Bytes came from the client. A head that begins after an idle stretch is checked at
+        /// the idle deadline at the latest, so its own deadline is not rescheduled here (that
+        /// would cost a timer for each request of a kept-alive connection).
         fileprivate func received(at now: NIODeadline) {
             switch reading {
             case .between: reading = .head(since: now)
@@ -43,19 +52,24 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
             }
         }
 
-        /// A request's head was read whole.
-        func headEnded() { reading = .body(lastRead: .now()) }
+        /// A request's head was read whole: its body's time begins.
+        func headEnded() {
+            reading = .body(lastRead: .now())
+            changed?()
+        }
 
         /// A request was read to its end.
         func requestEnded() {
             requestsRead += 1
             reading = .between(since: .now())
+            changed?()
         }
 
         /// An answer's last byte was handed to the channel.
         func answerEnded() {
             answersEnded += 1
             if requestsRead <= answersEnded, case .between = reading { reading = .between(since: .now()) }
+            changed?()
         }
 
         /// When the connection must close and why; nil while the server is answering and the client reads.
@@ -75,6 +89,9 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
     let clock: Clock
     private let timeouts: ServerConfiguration.Timeouts
     private var check: Scheduled<Void>?
+    /// When ``check`` runs.
+    private var checkAt: NIODeadline?
+    private var context: ChannelHandlerContext?
     /// Told why a connection was closed.
     private let onTimeout: (String) -> Void
 
@@ -85,7 +102,9 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
         clock.reading = .head(since: .now())
+        clock.changed = { [weak self] in self?.checkEarlierIfDue() }
         if context.channel.isActive { schedule(context) }
     }
 
@@ -97,6 +116,9 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         check?.cancel()
         check = nil
+        checkAt = nil
+        clock.changed = nil
+        self.context = nil
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -111,15 +133,29 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
         clock.unwritableSince = context.channel.isWritable ? nil : .now()
+        checkEarlierIfDue()
         context.fireChannelWritabilityChanged()
+    }
+
+    /// Moves the check up when the clock's deadline now comes before it: the body timeout from
+    /// a head's end, when it is shorter than what is left of the header timeout the check was
+    /// scheduled for; the idle timeout after an answer; the send timeout once the client stops
+    /// reading.
+    private func checkEarlierIfDue() {
+        guard let context, let checkAt, let (deadline, _) = clock.deadline(timeouts),
+              max(deadline, .now() + .milliseconds(10)) < checkAt else { return }
+        check?.cancel()
+        schedule(context)
     }
 
     /// Checks again at the next deadline (or, while the server answers, after the shortest timeout).
     private func schedule(_ context: ChannelHandlerContext) {
         let now = NIODeadline.now()
-        let next = clock.deadline(timeouts)?.0 ?? now + TimeAmount(timeouts.shortest)
-        check = context.eventLoop.assumeIsolated().scheduleTask(deadline: max(next, now + .milliseconds(10))) { [self] in
+        let next = max(clock.deadline(timeouts)?.0 ?? now + TimeAmount(timeouts.shortest), now + .milliseconds(10))
+        checkAt = next
+        check = context.eventLoop.assumeIsolated().scheduleTask(deadline: next) { [self] in
             check = nil
+            checkAt = nil
             guard context.channel.isActive else { return }
             if let (deadline, reason) = clock.deadline(timeouts), deadline <= .now() {
                 onTimeout(reason)

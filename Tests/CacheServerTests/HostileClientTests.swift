@@ -272,6 +272,20 @@ struct ClientLimitsTests {
         try await fixture.finish()
     }
 
+    /// A body that stops is cut off by the body timeout counted from the head's end, however
+    /// long the header timeout is (here 1 s against 600 s): the connection closes long before
+    /// the header timeout could have closed it.
+    @Test func aStalledBodyIsClosedByTheBodyTimeoutNotTheHeaderTimeout() async throws {
+        let fixture = try await ServerFixture { $0.timeouts.body = .seconds(1) }
+        fixture.origin.respond { _ in ScriptedResponse(status: 200, body: "a") }
+        let (text, closed) = try await HostileClientTests.untilClose(fixture.server.port, "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabcde",
+                                                                     within: .seconds(120))
+        #expect(closed, "still open after 120 s: \(text)")
+        #expect(fixture.server.statistics.connectionsTimedOut == 1)
+        #expect(fixture.origin.requests.isEmpty)
+        try await fixture.finish()
+    }
+
     /// Past the connection limit a client gets a 503 and a close; the connections open go on.
     @Test func connectionsPastTheLimitGetA503() async throws {
         let fixture = try await ServerFixture { $0.maximumConnections = 2 }
