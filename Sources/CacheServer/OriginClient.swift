@@ -2,7 +2,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-/// Exchanges with the origin: ``exchange(_:sendBody:receive:)`` on a connection of its own,
+/// Exchanges with the origin: ``exchange(_:sendBody:answer:)`` on a connection of its own,
 /// ``exchangeReusing(_:receive:)`` (GET and HEAD) on a kept-alive one when there is one.
 struct OriginClient: Sendable {
     let origin: ServerConfiguration.Origin
@@ -16,36 +16,66 @@ struct OriginClient: Sendable {
     typealias Parts = NIOAsyncChannelInboundStream<HTTPClientResponsePart>.AsyncIterator
     typealias Writer = NIOAsyncChannelOutboundWriter<HTTPClientRequestPart>
 
-    /// Connects, sends `head` and the body `sendBody` writes, and hands the response head and
-    /// a reader of its body to `receive`; the connection is closed when `receive` returns.
-    ///
-    /// Interim (1xx) responses before the final one go to `informational`.
-    func exchange<Result>(
+    /// Connects, sends `head`, then writes the request's body and reads the answer at once: the
+    /// body `sendBody` writes in the calling task, while `answer`, in a task of its own, reads
+    /// the response (``ResponseBody/head(informational:)``, then its body). An origin that answers
+    /// before it has read the whole body (a 413, a 401) is heard as it answers, not after the
+    /// body. Once `answer` has returned (or thrown) the connection is closed, so that a write of
+    /// `sendBody`'s the origin no longer takes fails instead of waiting; the result is
+    /// `answer`'s, once `sendBody` has returned too. When `sendBody` throws, the answer's task is
+    /// cancelled and that error thrown.
+    func exchange<Result: Sendable>(
         _ head: HTTPRequestHead,
         sendBody: (Writer) async throws -> Void,
-        informational: (HTTPResponseHead) async throws -> Void = { _ in },
-        receive: (HTTPResponseHead, inout ResponseBody) async throws -> Result
+        answer: @escaping @Sendable (inout ResponseBody) async throws -> Result
     ) async throws -> Result {
         let connection = try await connect()
         return try await connection.executeThenClose { inbound, outbound in
             try await outbound.write(.head(head))
-            try await sendBody(outbound)
-            try await outbound.write(.end(nil))
-            var parts = inbound.makeAsyncIterator()
-            while let part = try await parts.next() {
-                guard case .head(let responseHead) = part else { continue }
-                if responseHead.isInterim {
-                    try await informational(responseHead)
-                    continue
+            return try await withThrowingTaskGroup(of: Result.self) { group in
+                let channel = connection.channel
+                group.addTask {
+                    var body = ResponseBody(parts: inbound.makeAsyncIterator())
+                    do {
+                        let result = try await answer(&body)
+                        try? await channel.close()
+                        return result
+                    } catch {
+                        try? await channel.close()
+                        throw error
+                    }
                 }
-                var body = ResponseBody(parts: parts)
-                return try await receive(responseHead, &body)
+                do {
+                    try await sendBody(outbound)
+                    // Not taken when the origin closed the connection before the body's end:
+                    // the answer (or its absence) says what happened.
+                    try? await outbound.write(.end(nil))
+                } catch {
+                    group.cancelAll()
+                    throw error
+                }
+                guard let result = try await group.next() else { throw CancellationError() }
+                return result
             }
-            throw OriginError.closedEarly("\(origin) closed the connection before answering")
         }
     }
 
-    /// ``exchange(_:sendBody:receive:)`` of a request without a body, on an idle kept-alive
+    /// ``exchange(_:sendBody:answer:)`` with the answer read for `receive`: interim (1xx)
+    /// responses before the final one go to `informational`, the final head and a reader of its
+    /// body to `receive`.
+    func exchange<Result: Sendable>(
+        _ head: HTTPRequestHead,
+        sendBody: (Writer) async throws -> Void,
+        informational: @escaping @Sendable (HTTPResponseHead) async throws -> Void = { _ in },
+        receive: @escaping @Sendable (HTTPResponseHead, inout ResponseBody) async throws -> Result
+    ) async throws -> Result {
+        try await exchange(head, sendBody: sendBody) { body in
+            let responseHead = try await body.head(informational: informational)
+            return try await receive(responseHead, &body)
+        }
+    }
+
+    /// ``exchange(_:sendBody:informational:receive:)`` of a request without a body, on an idle kept-alive
     /// connection when the pool has one (then, if that connection turns out closed before any
     /// answer came, once more on a new one), else on a new one, which goes back to the pool when
     /// the response was read to its end and the origin keeps the connection open.
@@ -157,10 +187,25 @@ struct OriginClient: Sendable {
         }
     }
 
-    /// The body of an origin's response, as it arrives.
+    /// An origin's response as it arrives: its head (once, first, for a response read by
+    /// ``exchange(_:sendBody:answer:)``), then its body.
     struct ResponseBody {
         fileprivate var parts: Parts
         private(set) var isComplete = false
+
+        /// The final response's head; interim (1xx) responses before it go to `informational`.
+        /// Throws when the connection ends first.
+        mutating func head(informational: (HTTPResponseHead) async throws -> Void) async throws -> HTTPResponseHead {
+            while let part = try await parts.next() {
+                guard case .head(let responseHead) = part else { continue }
+                if responseHead.isInterim {
+                    try await informational(responseHead)
+                    continue
+                }
+                return responseHead
+            }
+            throw OriginError.closedEarly("the origin closed the connection before answering")
+        }
 
         /// The next piece; nil at the end. Throws when the connection ends before the body does.
         mutating func next() async throws -> ByteBuffer? {

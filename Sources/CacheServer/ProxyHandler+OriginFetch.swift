@@ -36,7 +36,9 @@ extension ProxyHandler {
         let started = PthreadMutex(false)
         do {
             return try await origin.exchangeReusing(head, informational: { [self] interim in
-                // Passed on (an answer may still follow it), never stored.
+                // Passed on (an answer may still follow it), never stored; never to a client of
+                // HTTP/1.0, and not the origin's 100, which answers nothing the client asked.
+                guard exchange.acceptsInterim, interim.status != .continue else { return }
                 var fields = CachePolicyEngine.endToEndFields(Fields.fields(interim.headers))
                 fields.append(HTTPField(name: .via, value: via))
                 try await send(.head(Fields.responseHead(Fields.status(interim), fields)), writer)
@@ -116,8 +118,12 @@ extension ProxyHandler {
     /// Varnish does), and a `Content-Length` sent without its bytes would make the origin read
     /// the start of the next request on a kept-alive connection as this one's body, and answer
     /// the rest as a request of the client's making (stored under the next request's target).
+    /// `Expect` is not forwarded (nginx does not either): the node answers `100-continue`
+    /// itself (``forwardUnsafe(_:sendsContinue:parts:writer:)``), and sends the body without
+    /// waiting for the origin's.
     func originHead(_ exchange: Exchange, fields: HTTPFields) -> HTTPRequestHead {
         var fields = fields
+        fields[.expect] = nil
         if exchange.method == .get || exchange.method == .head {
             fields[.contentLength] = nil
             fields[.transferEncoding] = nil

@@ -7,11 +7,12 @@ import HTTPTypes
 // The server's own answers: short text ones (its errors among them), and the health and metrics
 // endpoints.
 extension ProxyHandler {
-    /// A short text answer of the server's own.
+    /// A short text answer of the server's own; `closing`: with `Connection: close`.
     func respond(_ status: HTTPResponse.Status, _ text: String, writer: ClientWriter, isHEAD: Bool,
-                 contentType: String = "text/plain; charset=utf-8", cacheStatus: String = "BYPASS") async throws -> Outcome {
+                 contentType: String = "text/plain; charset=utf-8", cacheStatus: String = "BYPASS", closing: Bool = false) async throws -> Outcome {
         let body = ByteBuffer(string: text.hasSuffix("\n") ? text : text + "\n")
-        let fields: HTTPFields = [.contentType: contentType, .contentLength: String(body.readableBytes), .cacheControl: "no-store"]
+        var fields: HTTPFields = [.contentType: contentType, .contentLength: String(body.readableBytes), .cacheControl: "no-store"]
+        if closing { fields.append(HTTPField(name: .connection, value: "close")) }
         let head = HTTPServerResponsePart.head(Fields.responseHead(status, fields))
         try await writer.write(contentsOf: isHEAD ? [head, .end(nil)] : [head, .body(.byteBuffer(body)), .end(nil)])
         return Outcome(status: UInt(status.code), bytes: Int64(body.readableBytes), cacheStatus: cacheStatus)

@@ -10,10 +10,12 @@ import HTTPTypes
 extension ProxyHandler {
     /// Sends the origin's response on to the client as it arrives, and into the cache when
     /// `storing` is set (the body spooled to a file in the cache's `tmp/`, then stored whole).
-    /// `originFields` are the fields of `responseHead` (read once by the caller).
+    /// `originFields` are the fields of `responseHead` (read once by the caller). `closing`: it
+    /// goes with `Connection: close` (the connection closes after it).
     func relay(_ responseHead: HTTPResponseHead, _ originFields: HTTPFields, _ body: inout OriginClient.ResponseBody, _ exchange: Exchange,
-               storing: StoredResponse?, writer: ClientWriter) async throws -> Outcome {
+               storing: StoredResponse?, closing: Bool = false, writer: ClientWriter) async throws -> Outcome {
         var fields = CachePolicyEngine.endToEndFields(originFields)
+        if closing { fields.append(HTTPField(name: .connection, value: "close")) }
         fields.append(HTTPField(name: .via, value: "\(responseHead.version.major).\(responseHead.version.minor) \(configuration.viaName)"))
         fields.replaceOrAppend(Fields.xCache, storing == nil ? "BYPASS" : "MISS")
         // A client's range of a whole body the origin sends (the range was not forwarded, so that

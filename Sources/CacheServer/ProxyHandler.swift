@@ -52,6 +52,9 @@ final class ProxyHandler: Sendable {
         var method: HTTPRequest.Method { request.method }
         var fields: HTTPFields { request.headerFields }
         var isHEAD: Bool { request.method == .head }
+        /// Interim (1xx) responses may be sent to the client: it speaks HTTP/1.1 or later
+        /// (RFC 9110 §15.2: none to a client of HTTP/1.0).
+        var acceptsInterim = true
         /// Which prepared answer (``PreparedHits``) answers this request: the method, and the
         /// target as the client sent it.
         var preparedTarget: PreparedHits.Target { PreparedHits.Target(isHEAD: isHEAD, uri: request.path ?? "") }
@@ -71,7 +74,9 @@ final class ProxyHandler: Sendable {
         var asGET: Exchange {
             var get = request
             get.method = .get
-            return Exchange(request: get, target: target, url: cacheRequest.url)
+            var exchange = Exchange(request: get, target: target, url: cacheRequest.url)
+            exchange.acceptsInterim = acceptsInterim
+            return exchange
         }
     }
 
@@ -81,7 +86,16 @@ final class ProxyHandler: Sendable {
     ///
     /// On the admin address (`admin`) only the node's own endpoints answer; when there is one,
     /// the client port forwards their paths and `PURGE` to the origin like any other request.
+    ///
+    /// A client that asked for `100 Continue` gets it once its body is read (forwarded, or read
+    /// and dropped), as nginx sends it (`ngx_http_read_client_request_body`,
+    /// `ngx_http_discard_request_body`).
     func handle(_ head: HTTPRequestHead, parts: inout ClientParts, writer: ClientWriter, admin: Bool = false) async throws -> Outcome {
+        let sendsContinue = Self.continueExpected(head)
+        func drain(_ parts: inout ClientParts) async throws {
+            if sendsContinue { try await writer.write(.head(HTTPResponseHead(version: .http1_1, status: .continue))) }
+            try await Self.drain(&parts)
+        }
         guard let request = Fields.request(head) else {
             try await drain(&parts)
             return try await respond(.badRequest, "The method is not a token", writer: writer, isHEAD: false)
@@ -105,13 +119,14 @@ final class ProxyHandler: Sendable {
             try await drain(&parts)
             return try await respond(.badRequest, "The request target \(path) is not a path", writer: writer, isHEAD: request.method == .head)
         }
-        let exchange = Exchange(request: request, target: target, url: url)
+        var exchange = Exchange(request: request, target: target, url: url)
+        exchange.acceptsInterim = head.version.major > 1 || (head.version.major == 1 && head.version.minor >= 1)
         note(.requests)
         if request.method == .get || request.method == .head {
             try await drain(&parts)
             return try await answerFromCache(exchange, writer: writer)
         }
-        return try await forwardUnsafe(exchange, parts: &parts, writer: writer)
+        return try await forwardUnsafe(exchange, sendsContinue: sendsContinue, parts: &parts, writer: writer)
     }
 
     /// The origin-form target of a request target and the origin's URL for it; nil when the
@@ -129,7 +144,7 @@ final class ProxyHandler: Sendable {
         return path + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
     }
 
-    private func drain(_ parts: inout ClientParts) async throws {
+    private static func drain(_ parts: inout ClientParts) async throws {
         while let part = try await parts.next() {
             if case .end = part { return }
         }

@@ -18,7 +18,10 @@ import NIOHTTP1
 /// - A request that asks to close (HTTP/1.0 without `keep-alive`, `Connection: close`) or asks
 ///   for an `Upgrade` (which the server does not do: RFC 9110 §7.8 lets it ignore the field)
 ///   is answered with `Connection: close`, and nothing after it is read: a pipelined request
-///   behind it gets no stray 400, and a client sees the close and sends it again.
+///   behind it gets no stray 400, and a client sees the close and sends it again. When that
+///   answer ends before the request's body has, the connection's task closes the connection
+///   once it has read the rest of the body (a close with unread bytes resets the connection,
+///   and the client could lose its answer).
 final class RequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
@@ -31,6 +34,8 @@ final class RequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     private var closing = false
     /// Nothing more is read: a request was refused, or the parser failed.
     private var stopped = false
+    /// A request's head went on and its end has not.
+    private var readingRequest = false
     /// Told where each request's head and end are.
     private let clock: ClientTimeouts.Clock
 
@@ -78,7 +83,10 @@ final class RequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         guard !stopped else { return }
         guard case .head(var head) = unwrapInboundIn(data) else {
-            if case .end = unwrapInboundIn(data) { clock.requestEnded() }
+            if case .end = unwrapInboundIn(data) {
+                readingRequest = false
+                clock.requestEnded()
+            }
             context.fireChannelRead(data)
             return
         }
@@ -90,6 +98,7 @@ final class RequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
         if head.headers.contains(name: "Upgrade") { head.headers.add(name: "Connection", value: "close") }
         if !head.isKeepAlive { closing = true }
+        readingRequest = true
         context.fireChannelRead(wrapInboundOut(.head(head)))
     }
 
@@ -119,7 +128,8 @@ final class RequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
             }
         case .end:
             responding = false
-            if closing {
+            // With the request's body still coming, the connection's task reads it, then closes.
+            if closing, stopped || !readingRequest {
                 let written = context.eventLoop.makePromise(of: Void.self)
                 written.futureResult.whenComplete { [channel = context.channel] result in
                     promise?.completeWith(result)

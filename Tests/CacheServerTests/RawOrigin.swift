@@ -25,14 +25,19 @@ final class RawOrigin: Sendable {
     let port: Int
 
     /// `fields` are sent with every answer (after `Content-Length`), e.g. a `Cache-Control`;
-    /// `padding` bytes of `x` follow the request line in each body.
-    init(padding: Int = 0, fields: @escaping @Sendable (Head) -> [(String, String)] = { _ in [("Cache-Control", "max-age=3600")] }) async throws {
+    /// `padding` bytes of `x` follow the request line in each body; `status` is every answer's
+    /// (`413 Content Too Large`, say). With `readsBodies` false the origin reads nothing more
+    /// of a connection once it has answered its first request: the body of a request it
+    /// answers before reading it stays unread, as the kernel's buffers fill.
+    init(status: String = "200 OK", readsBodies: Bool = true, padding: Int = 0,
+         fields: @escaping @Sendable (Head) -> [(String, String)] = { _ in [("Cache-Control", "max-age=3600")] }) async throws {
         let recorded = self.recorded
         channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(Handler(recorded: recorded, fields: fields, padding: padding))
+                    try channel.pipeline.syncOperations.addHandler(Handler(recorded: recorded, fields: fields, padding: padding,
+                                                                           status: status, readsBodies: readsBodies))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -52,14 +57,22 @@ final class RawOrigin: Sendable {
         /// Body bytes still to skip.
         var skipping = 0
         let padding: Int
+        let status: String
+        let readsBodies: Bool
+        /// Nothing more is read (`readsBodies` false, and a request was answered).
+        var deaf = false
 
-        init(recorded: PthreadMutex<[Head]>, fields: @escaping @Sendable (Head) -> [(String, String)], padding: Int) {
+        init(recorded: PthreadMutex<[Head]>, fields: @escaping @Sendable (Head) -> [(String, String)], padding: Int,
+             status: String, readsBodies: Bool) {
             self.recorded = recorded
             self.fields = fields
             self.padding = padding
+            self.status = status
+            self.readsBodies = readsBodies
         }
 
         func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            guard !deaf else { return }
             var buffer = unwrapInboundIn(data)
             received += buffer.readBytes(length: buffer.readableBytes) ?? []
             while true {
@@ -77,10 +90,15 @@ final class RawOrigin: Sendable {
                 let head = Head(method: words.first ?? "", target: words.count > 1 ? words[1] : "", lines: Array(lines.dropFirst()))
                 recorded.withLock { $0.append(head) }
                 let body = lines[0] + String(repeating: "x", count: padding)
-                var answer = "HTTP/1.1 200 OK\r\nContent-Length: \(body.utf8.count)\r\n"
+                var answer = "HTTP/1.1 \(status)\r\nContent-Length: \(body.utf8.count)\r\n"
                 for (name, value) in fields(head) { answer += "\(name): \(value)\r\n" }
                 answer += "\r\n" + (head.method == "HEAD" ? "" : body)
                 context.writeAndFlush(NIOAny(context.channel.allocator.buffer(string: answer)), promise: nil)
+                if !readsBodies {
+                    deaf = true
+                    context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+                    return
+                }
                 skipping = head.field("Content-Length").flatMap { Int($0) } ?? 0
             }
         }

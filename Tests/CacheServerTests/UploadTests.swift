@@ -1,0 +1,98 @@
+import Foundation
+import HTTPTestOrigin
+import NIOCore
+import Testing
+@testable import CacheServer
+
+/// Requests with bodies on their way to the origin: a client that waits for `100 Continue`
+/// before it sends one, and an origin that answers before it has read one. Each over loopback,
+/// the client writing raw bytes.
+struct UploadTests {
+    /// A client that asks for `100 Continue` gets it before it has sent a byte of its body (it
+    /// sends none until then), then the origin's answer once the body went through; the origin
+    /// gets the body whole and no `Expect` (the node answered it, as nginx does).
+    @Test func aClientThatExpects100ContinueGetsItBeforeSendingItsBody() async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { request in ScriptedResponse(status: 201, body: "got \(request.body.count) bytes") }
+        let body = String(repeating: "b", count: 100_000)
+        let socket = try await rawConnection(to: fixture.server.port)
+        let watchdog = closing(socket, after: .seconds(60))
+        var answers: [ResponseReader.Answer] = []
+        try await socket.executeThenClose { inbound, outbound in
+            var reader = ResponseReader(inbound.makeAsyncIterator())
+            try await outbound.write(ByteBuffer(string: "PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\n"
+                                                    + "Expect: 100-continue\r\n\r\n"))
+            // Nothing of the body is sent before an answer comes (a client waits at most a second
+            // or so, then sends it anyway; this one waits until the watchdog closes).
+            answers.append(try await reader.next(head: false))
+            try await outbound.write(ByteBuffer(string: body))
+            answers.append(try await reader.next(head: false))
+            // The connection is kept alive: a second request is answered on it.
+            try await outbound.write(ByteBuffer(string: "PUT /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"))
+            answers.append(try await reader.next(head: false))
+        }
+        watchdog.cancel()
+        #expect(answers.map(\.status) == ["100", "201", "201"])
+        #expect(answers.count == 3 && answers[1].body == "got 100000 bytes")
+        let requests = fixture.origin.requests
+        #expect(requests.map(\.body.count) == [100_000, 3])
+        #expect(requests.allSatisfy { request in !request.headers.contains { $0.name.lowercased() == "expect" } })
+        try await fixture.finish()
+    }
+
+    /// No `100 Continue` where none may or need go: to a client of HTTP/1.0 (RFC 9110 §15.2),
+    /// or for a request without a body.
+    @Test(arguments: ["POST /a HTTP/1.0\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\nabc",
+                      "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n"])
+    func noContinueWithoutABodyOrToHTTP10(_ request: String) async throws {
+        let fixture = try await ServerFixture()
+        fixture.origin.respond { _ in ScriptedResponse(status: 200, body: "ok") }
+        let (text, closed) = try await HostileClientTests.untilClose(fixture.server.port, request, within: .seconds(60))
+        #expect(HostileClientTests.statuses(text) == ["200"], "\(text)")
+        #expect(closed)
+        try await fixture.finish()
+    }
+
+    /// An origin that answers before it reads the body (a 413 here) and then reads nothing
+    /// more: the client gets that answer, not a 502, whether or not it waited for `100
+    /// Continue`; the answer says `Connection: close`, the rest of the body is read and
+    /// dropped, and the connection closes. The body is larger than the kernel's buffers hold,
+    /// so a node that sent it whole before reading would never read the answer.
+    @Test(arguments: [true, false])
+    func anOriginsEarlyAnswerReachesTheClient(expectsContinue: Bool) async throws {
+        let origin = try await RawOrigin(status: "413 Content Too Large", readsBodies: false) { _ in [] }
+        let fixture = try await ServerFixture { $0.origin = .init(host: "127.0.0.1", port: origin.port) }
+        let pieces = 256, piece = 64 * 1024
+        let socket = try await rawConnection(to: fixture.server.port)
+        let watchdog = closing(socket, after: .seconds(60))
+        var answers: [ResponseReader.Answer] = []
+        var closedAfter = false
+        try await socket.executeThenClose { inbound, outbound in
+            var reader = ResponseReader(inbound.makeAsyncIterator())
+            try await outbound.write(ByteBuffer(string: "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: \(pieces * piece)\r\n"
+                                                    + (expectsContinue ? "Expect: 100-continue\r\n" : "") + "\r\n"))
+            if expectsContinue { answers.append(try await reader.next(head: false)) }
+            // Sent as a client that reads while it sends does, the answer read meanwhile.
+            let sender = Task {
+                for _ in 0..<pieces { try await outbound.write(ByteBuffer(repeating: UInt8(ascii: "z"), count: piece)) }
+            }
+            answers.append(try await reader.next(head: false))
+            _ = try? await sender.value
+            do {
+                _ = try await reader.next(head: false)
+            } catch is ResponseReader.Ended {
+                closedAfter = true
+            } catch {}
+        }
+        watchdog.cancel()
+        // The watchdog's task ends without an error only when it closed the connection itself.
+        let closedByWatchdog = (try? await watchdog.value) != nil
+        #expect(answers.map(\.status) == (expectsContinue ? ["100", "413"] : ["413"]))
+        #expect(answers.last?.body == "POST /upload HTTP/1.1")
+        #expect(answers.last?.field("Connection") == "close")
+        #expect(closedAfter && !closedByWatchdog, "the server closed the connection after the answer")
+        #expect(origin.heads.count == 1 && origin.heads.first?.field("Expect") == nil)
+        try await fixture.finish()
+        try await origin.stop()
+    }
+}
