@@ -3,7 +3,7 @@
 # what the documentation shows compiles as pasted into an app.
 #
 # Each block fenced with ```swift becomes the main.swift of an executable target of its own,
-# named after its file and line (README_77, integrations_81), in the Examples package: that
+# named after its file and place there (README_1, integrations_2), in the Examples package: that
 # package depends on this one by path with the Hummingbird, Vapor and AsyncHTTPClient traits on,
 # so the build reuses what scripts/examples.sh built in Examples/.build (about a minute after
 # it; the first build of Examples/.build takes half an hour on two cores). The sources are
@@ -59,7 +59,7 @@ specs=$(awk -v out="$out" -v root="$PWD" '
     function finish() {
         if (pending) { close(file); print name ":" imports; pending = 0 }
     }
-    FNR == 1 { finish(); inside = 0; previous = "" }
+    FNR == 1 { finish(); inside = 0; previous = ""; count = 0 }
     !inside && /^```swift[[:space:]]*$/ {
         inside = 1
         skip = (previous == "<!-- snippet: fragment -->")
@@ -72,7 +72,7 @@ specs=$(awk -v out="$out" -v root="$PWD" '
             finish()
             name = FILENAME
             sub(/^.*\//, "", name); sub(/\.md$/, "", name); gsub(/[^A-Za-z0-9]/, "_", name)
-            name = name "_" FNR
+            name = name "_" ++count
             system("mkdir -p " out "/" name)
             file = out "/" name "/main.swift"
             imports = ""
