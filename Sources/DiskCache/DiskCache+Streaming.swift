@@ -420,6 +420,13 @@ extension DiskCache {
     /// value: see the top of this file.
     func commitBodyFile(_ temp: String, fd: Int32, size: Int64, checksum: UInt64, key: String,
                         metadata: [String: String], expires: Date?) throws(DiskCacheError) {
+        // The index keeps a body's size in 62 bits (`IndexEntry`): a file claiming more (a sparse
+        // one, on a filesystem that allows it) is refused, not trapped on.
+        guard size >= 0, size <= IndexEntry.maximumBodySize else {
+            throw DiskCacheError(code: .invalidArgument,
+                                 message: "The body has \(size) bytes; an entry's body may have at most \(IndexEntry.maximumBodySize)",
+                                 path: temp)
+        }
         let hash = configuration.keyHasher.hash(key)
         let now = configuration.clock()
         let meta = EntryMetadata(key: key, size: size, checksum: checksum, created: now, accessed: now,

@@ -76,7 +76,12 @@ extension DiskCache {
         // `journal.tmp` would look like a leftover).
         let result = maintenance.sync {
             Result { () throws(DiskCacheError) -> VerificationReport in
-                try asHousekeeper(wait: true) { () throws(DiskCacheError) in try verifyPass(repair: repair, progress: progress) }!
+                // Nil when another instance (another process's) kept the housekeeping lock
+                // past the lock timeout: a long sweep or verify there, or a stopped process.
+                guard let report = try asHousekeeper(wait: true, { () throws(DiskCacheError) in
+                    try verifyPass(repair: repair, progress: progress)
+                }) else { throw housekeepingLockTimeout() }
+                return report
             }
         }
         var report = try result.get()
@@ -85,6 +90,13 @@ extension DiskCache {
             report.repairs.append("Rewrote the journal (\(count) entries)")
         }
         return report
+    }
+
+    /// What a verify throws when it could not become the housekeeper (shared mode only: see
+    /// ``asHousekeeper(wait:_:)``).
+    private func housekeepingLockTimeout() -> DiskCacheError {
+        sharedRegion?.timeoutError("the housekeeping lock (another instance sweeps, compacts or verifies)")
+            ?? DiskCacheError(code: .lockTimeout, message: "Could not take the housekeeping lock; nothing was done", path: layout.root)
     }
 
     /// ``verify(repair:progress:)-4b4nk`` but the journal rewrite, as the one housekeeper.

@@ -26,6 +26,16 @@
 //                                                   writer for "big" without committing, printing "APPENDED n"
 //   DiskCacheTestWorker large DIR BYTES             stores and reads a BYTES-long body each streaming way,
 //                                                   printing "PHASE name bytes peak-growth-bytes seconds"
+//   DiskCacheTestWorker populate DIR SEED clean|unclean
+//                                                   fills a cache for a damage trial: 48 keys (8 KiB inline
+//                                                   threshold, so bodies above it are .body files) stored,
+//                                                   updated and removed at random; then closes it, or ends
+//                                                   the process without closing it; prints "POPULATED"
+//   DiskCacheTestWorker exercise DIR SEED           what a fresh process does with a cache one file of which
+//                                                   was damaged: opens it, reads every key every way, verifies,
+//                                                   repairs, reopens and writes; "BAD ..." for a value that is
+//                                                   not one stored for its key, "ERR ..." for a thrown error
+//                                                   (not a failure), "EXERCISED" at the end
 //   DiskCacheTestWorker download DIR ORIGIN BYTES   (AsyncHTTPClient trait) fetches BYTES from a StreamingOrigin
 //                                                   through CachingHTTPClient, then from its cache: "PHASE ..."
 //                                                   and "SOURCE phase source SAME|DIFFERENT" for each
@@ -144,6 +154,10 @@ case "stream":
         appended += 1
         say("APPENDED \(appended)")
     }
+case "populate":
+    populateForDamage(directory, seed: UInt64(arguments[3]) ?? 1, clean: arguments.count > 4 && arguments[4] == "clean")
+case "exercise":
+    exerciseDamaged(directory, seed: UInt64(arguments[3]) ?? 1)
 case "hostile":
     hostileWork(directory, id: Int(arguments[3]) ?? 0, seconds: Double(arguments[4]) ?? 2,
                 lockTimeout: .milliseconds(Int(arguments[5]) ?? 2_000))
@@ -380,4 +394,137 @@ func hostileWork(_ directory: URL, id: Int, seconds: Double, lockTimeout: Durati
     try? cache?.close()
     say("LONGEST \(longest / 1_000_000)")
     say("DONE")
+}
+
+// MARK: - Damage trials
+
+/// Keys a damage trial stores: key-0 ..< key-`damageKeys`.
+let damageKeys = 48
+
+/// The configuration of a damage trial: bodies above 8 KiB in `.body` files, a sweeper that
+/// runs often, and a capacity the writes go over now and then.
+func damageConfiguration(seed: UInt64) -> DiskCache.Configuration {
+    let durability: DiskCache.Durability = switch seed % 3 {
+    case 0: .immediate
+    case 1: .batched(interval: .milliseconds(5))
+    default: .none
+    }
+    var configuration = DiskCache.Configuration(diskCapacity: seed % 5 == 0 ? 160 << 10 : 64 << 20, durability: durability,
+                                                inlineThreshold: 8 << 10, sweepInterval: .milliseconds(seed % 2 == 0 ? 1 : 20))
+    configuration.minimumFreeSpace = 0
+    configuration.minimumFreeFraction = 0
+    return configuration
+}
+
+/// Fills a cache for a damage trial, then closes it (`clean`) or ends the process without closing.
+func populateForDamage(_ directory: URL, seed: UInt64, clean: Bool) {
+    var random = SplitMix64(seed: seed)
+    do {
+        let cache = try DiskCache(directory: directory, configuration: damageConfiguration(seed: seed))
+        for step in 0..<(3 * damageKeys) {
+            let k = random.below(damageKeys)
+            switch random.below(10) {
+            case 0: try cache.removeValue(for: "key-\(k)")
+            case 1: _ = try cache.updateMetadata(["step": "\(step)"], for: "key-\(k)")
+            default:
+                let expires = random.below(8) == 0 ? Date(timeIntervalSinceNow: random.below(2) == 0 ? -1 : 3600) : nil
+                try cache.store(payload(k: k, version: step + 1), for: "key-\(k)", metadata: ["step": "\(step)"], expires: expires)
+            }
+        }
+        say("POPULATED")
+        if clean { try cache.close() } else { exit(0) }
+    } catch {
+        say("ERR populate \(error)")
+        exit(3)
+    }
+}
+
+/// `key`'s value read with `chunks(for:)`, from a thread that may block.
+func chunked(_ cache: DiskCache, _ key: String) throws -> Data? {
+    let result = Locked<Result<Data?, any Error>>(.success(nil))
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        do {
+            if let chunks = try await cache.chunks(for: key, chunkSize: 4096) {
+                var whole = Data()
+                for try await chunk in chunks { whole.append(chunk) }
+                result.set(.success(whole))
+            }
+        } catch {
+            result.set(.failure(error))
+        }
+        _ = done.signal()
+    }
+    done.wait()
+    return try result.get().get()
+}
+
+/// A value behind a lock, for the thread that waits on a task.
+final class Locked<T: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: T
+    init(_ value: T) { self.value = value }
+    func set(_ new: T) { lock.lock(); value = new; lock.unlock() }
+    func get() -> T { lock.lock(); defer { lock.unlock() }; return value }
+}
+
+/// What a fresh process does with a damaged cache; any trap is the finding.
+func exerciseDamaged(_ directory: URL, seed: UInt64) {
+    var random = SplitMix64(seed: seed &* 31)
+    let configuration = damageConfiguration(seed: seed)
+    func check(_ value: Data?, _ k: Int, _ how: String) {
+        if let value, checkPayload(value, k: k) == nil { say("BAD \(how) key-\(k) \(value.count) bytes") }
+    }
+    func readAll(_ cache: DiskCache) {
+        for k in 0..<damageKeys {
+            let key = "key-\(k)"
+            check(cache.data(for: key), k, "data")
+            check(cache.dataAndEntry(for: key)?.data, k, "dataAndEntry")
+            _ = cache.entry(for: key)
+            _ = cache.contains(key)
+            do {
+                let read = try cache.withFile(for: key) { file -> Data in
+                    try Data(contentsOf: file.url)
+                }
+                check(read, k, "withFile")
+                check(try chunked(cache, key), k, "chunks")
+            } catch {
+                say("ERR read \(key) \(error)")
+            }
+        }
+    }
+    do {
+        let cache = try DiskCache(directory: directory, configuration: configuration)
+        readAll(cache)
+        // Writes at once, beside the background work the open started.
+        for _ in 0..<4 {
+            let k = random.below(damageKeys)
+            do { try cache.store(payload(k: k, version: 1_000 + k), for: "key-\(k)") } catch { say("ERR store \(error)") }
+        }
+        do { _ = try cache.verify() } catch { say("ERR verify \(error)") }
+        do { _ = try cache.verify(repair: true) } catch { say("ERR repair \(error)") }
+        readAll(cache)
+        try cache.close()
+    } catch {
+        say("ERR open \(error)")
+    }
+    do {
+        let cache = try DiskCache(directory: directory, configuration: configuration)
+        for step in 0..<damageKeys {
+            let k = random.below(damageKeys)
+            if random.below(6) == 0 {
+                try cache.removeValue(for: "key-\(k)")
+            } else {
+                try cache.store(payload(k: k, version: 2_000 + step), for: "key-\(k)")
+            }
+            check(cache.data(for: "key-\(random.below(damageKeys))"), k, "reopened")
+        }
+        readAll(cache)
+        cache.sweep()
+        try cache.compact()
+        try cache.close()
+    } catch {
+        say("ERR reopen \(error)")
+    }
+    say("EXERCISED")
 }

@@ -167,4 +167,185 @@ struct HostileFileTests {
         #expect(cache.data(for: Self.bystander) == Self.otherValue)
         try cache.close()
     }
+
+    // MARK: - Damage, byte by byte
+
+    /// Writes `files` (``snapshot(_:)``'s form) as the directory `url`, removing what was there.
+    func restore(_ files: [String: [UInt8]], to url: URL) throws {
+        try? FileManager.default.removeItem(at: url)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        for (name, bytes) in files.sorted(by: { $0.key < $1.key }) {
+            let path = url.appendingPathComponent(name).path
+            if name.hasSuffix("/") {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } else {
+                try writeFile(path, bytes)
+                #expect(chmod(path, 0o600) == 0)
+            }
+        }
+    }
+
+    /// Which file of the victim's entry a trial damages.
+    enum DamagedFile: String, CaseIterable, Sendable { case inlineMeta, meta, body, journal }
+
+    /// The ways one byte is damaged.
+    static let byteDamages: [(name: String, apply: @Sendable (UInt8) -> UInt8)] = [
+        ("zeroed", { _ in 0 }), ("inverted", { ~$0 }), ("low bit flipped", { $0 ^ 1 }),
+    ]
+
+    /// Damages every byte of one of the victim's files (every 41st of a body, and its first and
+    /// last), one at a time, in a copy of a closed cache, and does what a fresh process does with
+    /// it: opens it, reads both keys every way, verifies, repairs, and opens it again. Nothing
+    /// may trap; a read gives the value stored or nil; the other entry reads whole throughout
+    /// (but for damage to the journal, where a record lost loses its entry); a verify and a repair
+    /// finish, or fail with a `DiskCacheError`.
+    @Test(arguments: DamagedFile.allCases)
+    func everyByteOfAnEntryFileDamagedIsAMissOrAnErrorNeverATrap(file: DamagedFile) throws {
+        let dir = TemporaryDirectory(inMemory: true)
+        let value = randomData(count: file == .inlineMeta ? 100 : 2_000, seed: 11)
+        var configuration = configuration(inlineThreshold: file == .inlineMeta ? 1 << 20 : 0)
+        configuration.lockTimeout = .milliseconds(200)
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration)
+        try cache.store(Self.otherValue, for: Self.bystander)
+        try cache.store(value, for: Self.victim, metadata: ["type": "text/plain"], expires: Date(timeIntervalSinceNow: 86_400))
+        let files = EntryFiles(cache, key: Self.victim)
+        try cache.close()
+        let target = switch file {
+        case .inlineMeta, .meta: files.meta
+        case .body: files.body
+        case .journal: dir.cache.path + "/journal"
+        }
+        let name = String(target.dropFirst(dir.cache.path.count + 1))
+        let template = try snapshot(dir.cache)
+        let original = try #require(template[name])
+        let offsets = file == .body
+            ? Array(Set(Array(stride(from: 0, to: original.count, by: 41)) + [original.count - 1])).sorted()
+            : Array(0..<original.count)
+        for offset in offsets {
+            for damage in Self.byteDamages {
+                var damaged = original
+                damaged[offset] = damage.apply(damaged[offset])
+                guard damaged != original else { continue }
+                var files = template
+                files[name] = damaged
+                try restore(files, to: dir.cache)
+                let trial = "\(file) byte \(offset) of \(original.count) \(damage.name)"
+                exercise(dir, value: value, configuration: configuration, bystanderKept: file != .journal, trial)
+            }
+        }
+    }
+
+    /// What a fresh process does with a damaged cache (see the test above).
+    func exercise(_ dir: TemporaryDirectory, value: Data, configuration: DiskCache.Configuration, bystanderKept: Bool,
+                  _ trial: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        for round in 1...2 {
+            let cache: DiskCache
+            do {
+                cache = try DiskCache(directory: dir.cache, configuration: configuration)
+            } catch {
+                #expect(error is DiskCacheError, "\(trial), round \(round): \(error)", sourceLocation: sourceLocation)
+                return
+            }
+            let read = cache.data(for: Self.victim)
+            #expect(read == nil || read == value, "\(trial), round \(round)", sourceLocation: sourceLocation)
+            let both = cache.dataAndEntry(for: Self.victim)
+            #expect(both == nil || both?.data == value, "\(trial), round \(round)", sourceLocation: sourceLocation)
+            if let entry = cache.entry(for: Self.victim) { #expect(entry.key == Self.victim, "\(trial)", sourceLocation: sourceLocation) }
+            let handedOut = try? cache.withFile(for: Self.victim) { try Data(contentsOf: $0.url) }
+            #expect(handedOut == nil || handedOut == .some(nil) || handedOut == .some(value), "\(trial)", sourceLocation: sourceLocation)
+            let other = cache.data(for: Self.bystander)
+            #expect(other == Self.otherValue || (!bystanderKept && other == nil), "\(trial), round \(round)", sourceLocation: sourceLocation)
+            for repair in [false, true] {
+                do {
+                    _ = try cache.verify(repair: repair)
+                } catch {
+                    #expect(error is DiskCacheError, "\(trial), verify(repair: \(repair)): \(error)", sourceLocation: sourceLocation)
+                }
+            }
+            #expect(cache.data(for: Self.victim).map { $0 == value } ?? true, "\(trial), after the repair", sourceLocation: sourceLocation)
+            #expect(cache.data(for: Self.bystander) == other, "\(trial), after the repair", sourceLocation: sourceLocation)
+            do { try cache.close() } catch {
+                #expect(error is DiskCacheError, "\(trial), close: \(error)", sourceLocation: sourceLocation)
+            }
+        }
+    }
+
+    // MARK: - The shared page's counters
+
+    /// Words of the shared page's first 96 bytes overwritten while an instance has the cache open
+    /// (the magic and version left alone, so that the page still looks like this library's):
+    /// every value a follower would turn into an `Int` or a journal offset (the generation, the
+    /// journal's base, its record count, its end), alone and with the generation moved on so
+    /// that the instance reads `base` and `baseRecords` to switch journals. Each store and read
+    /// works or fails with a `DiskCacheError`, an instance opening meanwhile is refused with
+    /// one, and once every instance has closed the next open finds every value stored.
+    @Test(arguments: [UInt64.max, UInt64(1) << 63, UInt64(1) << 62, (UInt64(1) << 62) - 1] as [UInt64])
+    func sharedPageCountersOverwrittenFailCleanly(value: UInt64) throws {
+        for field in SharedRegion.Field.allCases {
+            for movesGeneration in [false, true] {
+                let dir = TemporaryDirectory(inMemory: true)
+                var configuration = DiskCache.Configuration.testing()
+                configuration.sweepInterval = nil
+                configuration.lockTimeout = .milliseconds(100)
+                let cache = try DiskCache(directory: dir.cache, configuration: configuration)
+                try cache.store(Self.value, for: Self.victim)
+                let region = try #require(cache.sharedRegion)
+                let trial = "\(field) = \(value)\(movesGeneration ? ", generation moved on" : "")"
+                if movesGeneration { region[.generation] = region[.generation] &+ 1 }
+                region[field] = value
+                var stored = [Self.victim: Self.value]
+                do {
+                    try cache.store(Self.otherValue, for: Self.bystander)
+                    stored[Self.bystander] = Self.otherValue
+                } catch {
+                    #expect(error is DiskCacheError, "\(trial): \(error)")
+                }
+                for key in [Self.victim, Self.bystander] {
+                    let read = cache.data(for: key)
+                    #expect(read == nil || read == stored[key], "\(trial): \(key)")
+                }
+                do {
+                    let other = try DiskCache(directory: dir.cache, configuration: configuration)
+                    for key in [Self.victim, Self.bystander] {
+                        let read = other.data(for: key)
+                        #expect(read == nil || read == stored[key], "\(trial): \(key) in a second instance")
+                    }
+                    try? other.close()
+                } catch {
+                    #expect(error is DiskCacheError, "\(trial): \(error)")
+                }
+                try? cache.close()
+                let reopened = try DiskCache(directory: dir.cache, configuration: configuration)
+                for (key, data) in stored { #expect(reopened.data(for: key) == data, "\(trial): \(key) after reopening") }
+                try reopened.close()
+            }
+        }
+    }
+
+    // MARK: - Housekeeping held elsewhere
+
+    /// A verify while another instance keeps the housekeeping lock longer than the lock timeout
+    /// (a long sweep, or a stopped process) fails with `lockTimeout`; it used to trap.
+    @Test func verifyWhileAnotherInstanceHoldsHousekeepingFailsWithLockTimeout() throws {
+        let dir = TemporaryDirectory()
+        var configuration = DiskCache.Configuration.testing()
+        configuration.sweepInterval = nil
+        configuration.lockTimeout = .milliseconds(100)
+        let first = try DiskCache(directory: dir.cache, configuration: configuration)
+        let second = try DiskCache(directory: dir.cache, configuration: configuration)
+        try first.store(Self.value, for: Self.victim)
+        let outcome = try second.asHousekeeper(wait: true) { () -> Result<DiskCache.VerificationReport, any Error> in
+            Result { try first.verify() }
+        }
+        guard case .failure(let error as DiskCacheError)? = outcome else {
+            Issue.record("expected a DiskCacheError, got \(String(describing: outcome))")
+            return
+        }
+        #expect(error.code == .lockTimeout)
+        // Once it is let go, the verify runs.
+        #expect(try first.verify().isHealthy)
+        #expect(first.data(for: Self.victim) == Self.value)
+        try second.close()
+        try first.close()
+    }
 }

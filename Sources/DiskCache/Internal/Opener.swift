@@ -80,7 +80,7 @@ struct Opener {
             let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
             // Up to the last whole record: bytes after it are a dead appender's, which the
             // next append writes over.
-            return (index, summary.records, (SharedDescriptor(fd), Int64(summary.validLength)), Int(region[.generation]),
+            return (index, summary.records, (SharedDescriptor(fd), Int64(summary.validLength)), try region.counter(.generation),
                     summary.carriedFiles > 0)
         }
         region.add(.openCount, 1)

@@ -80,7 +80,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     /// processes as its own threads hold `StripeLock`.
     static let stripeBase: Int64 = 1_048_576 + 4096
 
-    enum Field: Int {
+    enum Field: Int, CaseIterable {
         case generation = 16, base = 24, baseRecords = 32, end = 40, openCount = 48, flags = 56, holderDied = 64
         case journalInode = 72, journalDevice = 80, writtenAhead = 88
     }
@@ -315,10 +315,28 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     }
 
     /// Whether the page is (still) one this library wrote: a page being written afresh by a
-    /// first instance is not, until it is done; nor is one zeroed or overwritten from outside.
+    /// first instance is not, until it is done; nor is one zeroed or overwritten from outside,
+    /// nor one whose counters are beyond what this library writes (``maximumCounter``).
     var isValid: Bool {
         UnsafeRawPointer(page).loadUnaligned(as: UInt64.self) == Self.magicWord
             && cdiskcache_atomic_load(page.advanced(by: 8).assumingMemoryBound(to: UInt64.self)) == Self.version
+            && Self.countersInRange.allSatisfy { self[$0] < Self.maximumCounter }
+    }
+
+    /// The most a counter of the page (``countersInRange``) may hold: journal offsets and
+    /// record counts are far below it, and the instances following the journal turn them into
+    /// `Int`s and add to them. A page holding more was overwritten from outside.
+    static let maximumCounter: UInt64 = 1 << 62
+    /// The fields the instances following the journal compute with.
+    static let countersInRange: [Field] = [.generation, .base, .baseRecords, .end]
+
+    /// `field` as an `Int`, for an instance that computes with it: ``DiskCacheError/Code/sharedPageDamaged``
+    /// (and the page marked as such) when it is beyond ``maximumCounter``, which only a page
+    /// overwritten from outside holds.
+    func counter(_ field: Field) throws(DiskCacheError) -> Int {
+        let value = self[field]
+        guard value < Self.maximumCounter else { throw markBroken(.damaged) }
+        return Int(value)  // below 2^62
     }
 
     // MARK: - Trust
