@@ -87,8 +87,8 @@ final class ProxyHandler: Sendable {
     /// On the admin address (`admin`) only the node's own endpoints answer; when there is one,
     /// the client port forwards their paths and `PURGE` to the origin like any other request.
     ///
-    /// A client that asked for `100 Continue` gets it once its body is read (forwarded, or read
-    /// and dropped), as nginx sends it (`ngx_http_read_client_request_body`,
+    /// A client that asked for `100 Continue` gets it as its body is about to be read (to be
+    /// forwarded, or read and dropped), as nginx sends it (`ngx_http_read_client_request_body`,
     /// `ngx_http_discard_request_body`).
     func handle(_ head: HTTPRequestHead, parts: inout ClientParts, writer: ClientWriter, admin: Bool = false) async throws -> Outcome {
         let sendsContinue = Self.continueExpected(head)
