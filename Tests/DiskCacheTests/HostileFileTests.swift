@@ -270,6 +270,25 @@ struct HostileFileTests {
         }
     }
 
+    /// Bytes appended to a `.meta` file (a read takes only the length its entry records, so it
+    /// still reads well) must not carry over into another entry when the file is retired and
+    /// written over for it: that entry would then fail its verify.
+    @Test func bytesAppendedToAMetaFileDoNotOutliveItsReuse() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration(inlineThreshold: 1 << 20))
+        try cache.store(Self.value, for: Self.victim)
+        let meta = EntryFiles(cache, key: Self.victim).meta
+        try writeFile(meta, try readFile(meta) + [UInt8](repeating: 0xA5, count: 700))
+        #expect(cache.data(for: Self.victim) == Self.value)
+        // Replaced: its file is retired (as long as its entry recorded), then taken by a longer one.
+        try cache.store(randomData(count: 3000, seed: 9), for: Self.victim)
+        try cache.store(Self.value, for: Self.victim + "-longer")
+        let report = try cache.verify()
+        #expect(report.isHealthy, "\(report.problems)")
+        #expect(cache.data(for: Self.victim + "-longer") == Self.value)
+        try cache.close()
+    }
+
     // MARK: - The shared page's counters
 
     /// Words of the shared page's first 96 bytes overwritten while an instance has the cache open

@@ -41,7 +41,7 @@ enum FileIO {
     static func writeEntryFile(_ path: String, _ parts: [UnsafeRawBufferPointer], sync: Bool,
                                in directory: CacheDirectory, reusing retired: String? = nil) -> Result<Void, SyscallError> {
         if let retired {
-            if let file = openRetired(retired, movedTo: path, in: directory) {
+            if let file = openRetired(retired, movedTo: path, atMost: parts.reduce(0) { $0 + $1.count }, in: directory) {
                 return write(file, parts, at: path, sync: sync, in: directory)
             }
             _ = directory.unlink(retired)
@@ -72,15 +72,19 @@ enum FileIO {
     /// A retired `.meta` file moved to `path` (replacing what is there, garbage in a slot no
     /// record vouches for) and opened to be written over. Nil, with nothing at `path`, when it
     /// cannot be moved or opened, or is not a regular file of one name (a power cut can leave a
-    /// second name): the caller creates a file.
-    private static func openRetired(_ retired: String, movedTo path: String, in directory: CacheDirectory) -> OpenFile? {
+    /// second name), or is longer than the `size` bytes to be written (its entry recorded a
+    /// shorter file than the one on disk: bytes appended to it would outlive the write): the
+    /// caller creates a file.
+    private static func openRetired(_ retired: String, movedTo path: String, atMost size: Int,
+                                    in directory: CacheDirectory) -> OpenFile? {
         guard case .success = directory.rename(retired, path) else { return nil }
         guard case .success(let fd) = directory.open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK, 0) else {
             _ = directory.unlink(path)
             return nil
         }
         let file = OpenFile(fd)
-        guard case .success(let info) = Syscall.fstat(file.fd), info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1 else {
+        guard case .success(let info) = Syscall.fstat(file.fd), info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1,
+              info.st_size <= size else {
             _ = consume file
             _ = directory.unlink(path)
             return nil
