@@ -96,7 +96,7 @@ enum BinaryPropertyList {
                 appendMarker(0x40, count: bytes.count, to: &result)
                 result.append(contentsOf: bytes)
             case .externalData(let count):
-                precondition(split == nil, "one external data object at most")
+                precondition(split == nil, "one external data object at most")  // values the tests and fuzzer build, never read ones
                 appendMarker(0x40, count: count, to: &result)
                 external = count
                 split = result.count

@@ -45,6 +45,7 @@ final class CacheDirectory: Sendable {
         return path.withUTF8 { full in
             root.withUTF8 { root in
                 if full.count == root.count, memcmp(full.baseAddress!, root.baseAddress!, root.count) == 0 { return "" }
+                // Every path comes from `Layout` (or a listing) built on this very root: never from a file's bytes.
                 precondition(full.count > root.count + 1 && memcmp(full.baseAddress!, root.baseAddress!, root.count) == 0
                                  && full[root.count] == UInt8(ascii: "/"),
                              "\(String(decoding: full, as: UTF8.self)) is not inside the cache directory \(String(decoding: root, as: UTF8.self))")

@@ -80,7 +80,7 @@ struct Layout: Sendable {
     /// Where every call that touches a file inside the cache goes (see ``CacheDirectory``).
     /// Only a layout made from an open directory has one.
     var directory: CacheDirectory {
-        guard let anchor else { preconditionFailure("A layout made of paths only cannot reach the cache's files") }
+        guard let anchor else { preconditionFailure("A layout made of paths only cannot reach the cache's files") }  // a caller's bug, whatever the files hold
         return anchor
     }
 

@@ -22,7 +22,7 @@ enum ReadOutcome<Value> {
     /// The same ending for a reader of another type. Only for an outcome that found nothing.
     func withoutValue<Other>() -> ReadOutcome<Other> {
         switch self {
-        case .found: preconditionFailure("a found value has no other type")
+        case .found: preconditionFailure("a found value has no other type")  // every caller handles `.found` before
         case .absent: return .absent
         case .expired: return .expired
         case .otherKey: return .otherKey

@@ -83,9 +83,10 @@ enum Syscall {
             let result = vectors.withUnsafeMutableBufferPointer { buffer in
                 retrying { Glibc_pwritev(fd, buffer.baseAddress! + first, count, off_t(position)) }
             }
-            guard case .success(var written) = result else {
-                if case .failure(let error) = result { return .failure(error) }
-                fatalError("unreachable")
+            var written: Int
+            switch result {
+            case .success(let count): written = count
+            case .failure(let error): return .failure(error)
             }
             position += Int64(written)
             // Skip what was written: whole vectors, then part of the next.
