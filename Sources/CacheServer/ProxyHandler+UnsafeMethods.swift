@@ -34,10 +34,11 @@ extension ProxyHandler {
     /// is about to be read, and does not forward `Expect` (``originHead(_:fields:)``).
     func forwardUnsafe(_ exchange: Exchange, sendsContinue: Bool, parts: inout ClientParts, writer: ClientWriter) async throws -> Outcome {
         let head = originHead(exchange, fields: CachePolicyEngine.endToEndFields(exchange.fields))
-        let upload = PthreadMutex(Upload())
-        // A body of a declared length has ended, for the origin, with its last byte: it may
-        // answer at once, before `.end` is read here.
-        let length = exchange.fields.contains(.transferEncoding) ? nil : exchange.fields[values: .contentLength].first.flatMap { Int($0) }
+        // A body of a declared length has ended, for the origin, with its last byte (a request
+        // with neither `Content-Length` nor `Transfer-Encoding` has none, RFC 9112 §6.3): it
+        // may answer at once, before `.end` is read here.
+        let length = exchange.fields.contains(.transferEncoding) ? nil : exchange.fields[values: .contentLength].first.map { Int($0) ?? -1 } ?? 0
+        let upload = PthreadMutex(Upload(bodyEnded: length == 0))
         let requestTime = Date()
         do {
             var outcome = try await origin.exchange(head, sendBody: { origin in

@@ -59,6 +59,30 @@ struct UploadTests {
         try await fixture.finish()
     }
 
+    /// A request without a body, to an origin that answers as soon as it has the head, is
+    /// not taken for one answered before its body: no `Connection: close`, and the connection
+    /// answers the next request.
+    @Test func aRequestWithoutABodyKeepsItsConnection() async throws {
+        let origin = try await RawOrigin { _ in [] }
+        let fixture = try await ServerFixture { $0.origin = .init(host: "127.0.0.1", port: origin.port) }
+        let socket = try await rawConnection(to: fixture.server.port)
+        let watchdog = closing(socket, after: .seconds(60))
+        var answers: [ResponseReader.Answer] = []
+        try await socket.executeThenClose { inbound, outbound in
+            var reader = ResponseReader(inbound.makeAsyncIterator())
+            for _ in 0..<20 {
+                for request in ["DELETE /a HTTP/1.1\r\nHost: x\r\n\r\n", "POST /b HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"] {
+                    try await outbound.write(ByteBuffer(string: request))
+                    answers.append(try await reader.next(head: false))
+                }
+            }
+        }
+        watchdog.cancel()
+        #expect(answers.count == 40 && answers.allSatisfy { $0.status == "200" && $0.field("Connection") == nil })
+        try await fixture.finish()
+        try await origin.stop()
+    }
+
     /// An origin that answers before it reads the body (a 413 here) and then reads nothing
     /// more: the client gets that answer, not a 502, whether or not it waited for `100
     /// Continue`; the answer says `Connection: close`, the rest of the body is read and
