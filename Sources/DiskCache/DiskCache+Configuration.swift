@@ -1,3 +1,4 @@
+public import MemoryCache
 public import Logging
 #if canImport(Darwin)
 public import Foundation
@@ -76,10 +77,19 @@ extension DiskCache {
         public var countLimit: Int?
 
         /// When the sweeper evicts for capacity or count, it evicts down to this fraction of the
-        /// limit, so that it does not run again on the next write. 0.9 by default.
+        /// limit. By default 1 (down to the limit itself: a cache of N entries holds N, where a
+        /// mark of 0.9 holds 0.95 N on average and misses more), or 0.99 when `durability` is
+        /// `.immediate` at `init`, where each sweep's removals cost a journal sync that a small
+        /// batch of evictions then shares. A lower mark makes fewer, longer sweeps.
         public var lowWatermark: Double
 
-        /// The sweeper evicts least recently used entries while the volume's free space is under
+        /// Which entry the sweeper evicts first. ``EvictionPolicy/s3FIFO`` by default (one-hit
+        /// wonders and scans leave first, and what is read again stays; see docs/sweeper.md), or
+        /// ``EvictionPolicy/leastRecentlyUsed``. Fixed at open; every instance sharing a cache
+        /// should use the same one (each keeps its own order from the journal's records).
+        public var evictionPolicy: EvictionPolicy
+
+        /// The sweeper evicts entries (in the eviction order) while the volume's free space is under
         /// `max(minimumFreeSpace, minimumFreeFraction × volume size)`, until it is 10 % above that
         /// floor or the cache is empty. 256 MiB by default.
         public var minimumFreeSpace: Int64
@@ -185,7 +195,8 @@ extension DiskCache {
             durability: Durability = .batched,
             verifiesChecksums: Bool = true,
             inlineThreshold: Int = 1 << 20,
-            lowWatermark: Double = 0.9,
+            lowWatermark: Double? = nil,
+            evictionPolicy: EvictionPolicy = .s3FIFO,
             minimumFreeSpace: Int64 = 256 << 20,
             minimumFreeFraction: Double = 0.02,
             sweepInterval: Duration? = .seconds(10),
@@ -196,7 +207,8 @@ extension DiskCache {
             self.sharing = sharing
             self.diskCapacity = diskCapacity
             self.countLimit = countLimit
-            self.lowWatermark = min(1, max(0, lowWatermark))
+            self.lowWatermark = min(1, max(0, lowWatermark ?? (durability.mode == .immediate ? 0.99 : 1)))
+            self.evictionPolicy = evictionPolicy
             self.minimumFreeSpace = minimumFreeSpace
             self.minimumFreeFraction = minimumFreeFraction
             self.sweepInterval = sweepInterval

@@ -89,7 +89,7 @@ extension DiskCache {
         var report = SweepReport()
         let clock = ContinuousClock()
         let start = clock.now
-        evictLeastRecentlyUsed(reason: .capacity, report: &report) { state in
+        evictInOrder(reason: .capacity, measure: .diskUsage(limit: size), report: &report) { state in
             state.index.diskUsage + state.journalDiskUsage(blockSize: blockSize) > size
         }
         syncRemovals(of: report)
@@ -145,12 +145,12 @@ extension DiskCache {
         let low = configuration.lowWatermark
         if let limit = countLimit, count > limit {
             let target = Int(Double(limit) * low)
-            evictLeastRecentlyUsed(reason: .countLimit, report: &report) { $0.index.count > target }
+            evictInOrder(reason: .countLimit, measure: .count(limit: limit), report: &report) { $0.index.count > target }
         }
         let (usage, capacity) = state.withLock { ($0.index.diskUsage + $0.journalDiskUsage(blockSize: blockSize), $0.diskCapacity) }
         if usage > capacity {
             let target = Int64(Double(capacity) * low)
-            evictLeastRecentlyUsed(reason: .capacity, report: &report) { state in
+            evictInOrder(reason: .capacity, measure: .diskUsage(limit: capacity), report: &report) { state in
                 state.index.diskUsage + state.journalDiskUsage(blockSize: blockSize) > target
             }
         }
@@ -163,7 +163,7 @@ extension DiskCache {
                 let target = usageNow - needed
                 logger.notice("Free space is under the floor; evicting",
                               metadata: ["available": "\(space.available)", "floor": "\(floor)"])
-                evictLeastRecentlyUsed(reason: .freeSpace, report: &report) { $0.index.diskUsage > target }
+                evictInOrder(reason: .freeSpace, measure: .diskUsage(limit: max(0, target)), report: &report) { $0.index.diskUsage > target }
             }
         }
         syncRemovals(of: report)
@@ -209,29 +209,36 @@ extension DiskCache {
         }
     }
 
-    /// Evicts entries oldest-access first while `isOver` holds.
+    /// Evicts entries in the eviction order (``Configuration/evictionPolicy``) while `isOver`
+    /// holds; `measure` is the limit being enforced, which S3-FIFO shares between its queues.
     ///
-    /// - Complexity: O(n log n) in the number of entries, once per call; nothing when under the limit.
-    private func evictLeastRecentlyUsed(reason: RemovalReason, report: inout SweepReport,
-                                        while isOver: (inout CacheState) -> Bool) {
-        guard state.withLock({ isOver(&$0) }) else { return }
-        // Least recently used first; among equals, the oldest write.
-        let candidates = state.withLock { state in
-            state.index.entries.map { (hash: $0.key, entry: $0.value) }
-        }.sorted { a, b in
-            (a.entry.accessedSeconds, a.entry.created) < (b.entry.accessedSeconds, b.entry.created)
-        }
-        for candidate in candidates {
-            if maintenance.isStopping || !state.withLock({ isOver(&$0) }) { return }
-            evict(candidate.hash, candidate.entry, reason: reason, report: &report)
+    /// - Complexity: amortised O(1) per entry evicted (see `Index+Eviction.swift`).
+    private func evictInOrder(reason: RemovalReason, measure: Index.Measure, report: inout SweepReport,
+                              while isOver: (inout CacheState) -> Bool) {
+        // A removal that fails (an I/O error) leaves its entry first in line: give up after a
+        // few in a row rather than spin on it; the next sweep tries again.
+        var failuresInARow = 0
+        while !maintenance.isStopping, failuresInARow < 8 {
+            guard let candidate = state.withLock({ state -> (hash: KeyHash, entry: IndexEntry)? in
+                guard isOver(&state) else { return nil }
+                return state.index.evictionCandidate(for: measure)
+            }) else { return }
+            if evict(candidate.hash, candidate.entry, reason: reason, report: &report) {
+                failuresInARow = 0
+            } else {
+                failuresInARow += 1
+            }
             maintenance.noteRemoval(owner: self)
         }
     }
 
-    /// Removes one entry if it is still the one the sweep saw, reporting it.
-    private func evict(_ hash: KeyHash, _ entry: IndexEntry, reason: RemovalReason, report: inout SweepReport) {
-        guard (try? remove(hash, reason: reason, key: nil, where: { $0 == entry })) == true else { return }
+    /// Removes one entry if it still holds the commit the sweep saw (a read meanwhile changes
+    /// nothing that matters), reporting it. Returns whether it went.
+    @discardableResult
+    private func evict(_ hash: KeyHash, _ entry: IndexEntry, reason: RemovalReason, report: inout SweepReport) -> Bool {
+        guard (try? remove(hash, reason: reason, key: nil, where: { $0.isSameCommit(as: entry) })) == true else { return false }
         report.add(reason, bytes: entry.diskUsage(blockSize: blockSize))
+        return true
     }
 
     /// The key an entry was stored under, read from its metadata file.

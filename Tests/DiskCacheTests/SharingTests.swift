@@ -222,6 +222,7 @@ struct SharingTests {
         let writer = try DiskCache(directory: dir.cache, configuration: shared())
         var limited = shared()
         limited.countLimit = 10
+        limited.lowWatermark = 0.9
         let sweeper = try DiskCache(directory: dir.cache, configuration: limited)
         for i in 0..<30 { try writer.store(bytes("v\(i)"), for: "key-\(i)") }
         let report = sweeper.sweep()

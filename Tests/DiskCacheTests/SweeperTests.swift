@@ -1,5 +1,6 @@
 @testable import DiskCache
 import Foundation
+import MemoryCache
 import DiskCacheLocking
 import Testing
 
@@ -19,9 +20,13 @@ final class EvictionLog: Sendable {
 
 struct SweeperTests {
     /// A configuration whose background sweeper is off, so each test sweeps when it wants.
+    /// These tests work out LRU's order and a low watermark of 0.9 by hand
+    /// (EvictionOrderTests does S3-FIFO's, the default, and the default watermark).
     func configuration(clock: ManualClock, capacity: Int64 = 1 << 40, countLimit: Int? = nil,
                        volume: FakeVolume? = nil, log: EvictionLog? = nil) -> DiskCache.Configuration {
         var configuration = DiskCache.Configuration.testing(inlineThreshold: 0, clock: clock)
+        configuration.evictionPolicy = .leastRecentlyUsed
+        configuration.lowWatermark = 0.9
         configuration.diskCapacity = capacity
         configuration.countLimit = countLimit
         configuration.sweepInterval = nil

@@ -92,6 +92,8 @@ struct SmallCache {
         clock.advance(seconds: 60)
         try cache.store(Self.gamma, for: "gamma", expires: Self.gammaExpires)
         clock.advance(seconds: 180)
+        // Read twice: the default eviction order (S3-FIFO) then keeps it over beta, as LRU would.
+        #expect(cache.data(for: "alpha") == Self.alpha)
         #expect(cache.data(for: "alpha") == Self.alpha)
         let hash = cache.configuration.keyHasher.hash("beta")
         let slot = cache.state.withLock { $0.index[hash]?.slot } ?? 0

@@ -164,6 +164,13 @@ struct CacheState {
     }
 
     private mutating func appendAtEnd(_ bytes: [UInt8], records: Int, path: String) throws(DiskCacheError) -> Journal.Position {
+        var bytes = bytes, records = records
+        // Reads not yet journaled go in before the record that follows them, so that a replay
+        // meets them in the order the eviction order did (see Index+Eviction.swift).
+        if let accesses = takePendingAccessRecord() {
+            bytes = accesses + bytes
+            records += 1
+        }
         writeAhead(for: bytes.count)
         let result = bytes.withUnsafeBytes { Syscall.pwriteAll(journal.fd, $0, at: journalLength) }
         if case .failure(let error) = result {
@@ -238,15 +245,13 @@ struct CacheState {
     }
 
     /// Takes the pending access times as one encoded ACCESS record (nil if there are none).
+    /// Every read is kept, in order: each one a replay meets moves the eviction order as the
+    /// read did. (Pending reads are journaled before any later record, so the entries they
+    /// name are still the ones read.)
     mutating func takePendingAccessRecord() -> [UInt8]? {
         guard !pendingAccess.isEmpty else { return nil }
-        // The last access of each live entry; a removed entry's reads are dropped.
-        var latest: [KeyHash: Int64] = [:]
-        latest.reserveCapacity(pendingAccess.count)
-        for (hash, time) in pendingAccess where index[hash] != nil { latest[hash] = time }
+        let items = pendingAccess
         pendingAccess.removeAll(keepingCapacity: true)
-        guard !latest.isEmpty else { return nil }
-        let items = latest.map { ($0.key, $0.value) }
         return Journal.encode(.access(items))
     }
 }
@@ -260,7 +265,7 @@ extension CacheState {
     mutating func follow() {
         guard let region = shared?.region else { return }
         let generation = region[.generation]
-        if UInt64(journalGeneration) == generation {
+        if UInt64(truncatingIfNeeded: journalGeneration) == generation {
             let end = Int64(bitPattern: region[.end])
             // A compaction stores the new generation before the new file's end: with the
             // generation unchanged after `end` was read, `end` is this file's.
@@ -290,7 +295,8 @@ extension CacheState {
 
     private mutating func followToTrueEnd(_ shared: SharedJournal) -> Bool {
         let region = shared.region
-        var generation = Int(region[.generation])
+        // The page is another process's to write: any value is read without trapping.
+        var generation = Int(truncatingIfNeeded: region[.generation])
         // Every append and compaction updates the page before it lets go of the lock; only one
         // whose process died holding it may have left the page behind the files, and only then
         // are the files looked at. (Where the lock is a byte range, whose holder's death is not
@@ -303,8 +309,8 @@ extension CacheState {
             // page names means its process died in between: nothing was appended to either file
             // since, so every instance (this one first) reads the new file whole, and it is made
             // durable first (the dead compactor may not have synced the directory).
-            generation += 2
-            region[.generation] = UInt64(generation)
+            generation &+= 2
+            region[.generation] = UInt64(truncatingIfNeeded: generation)
             region.nameJournal(info)
             region[.writtenAhead] = 0  // it described the old file
             if case .success(let fd) = shared.layout.directory.open(shared.layout.journal, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) {
@@ -376,18 +382,18 @@ extension CacheState {
         let path = shared.layout.journal
         guard case .success(let fd) = shared.layout.directory.open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK) else { return false }
         let file = SharedDescriptor(fd)
-        if generation == journalGeneration + 1 {
+        if generation == journalGeneration &+ 1 {
             if case .success(let info) = Syscall.fstat(journal.fd), Int64(info.st_size) > journalLength {
                 applyRecords(through: Int64(info.st_size))
             }
             journal = file
-            journalLength = Int64(shared.region[.base])
-            journalRecords = Int(shared.region[.baseRecords])
+            journalLength = Int64(clamping: shared.region[.base])
+            journalRecords = Int(clamping: shared.region[.baseRecords])
         } else {
             guard case .success(let bytes?) = FileIO.readAll(fd: fd, limit: Int.max),
                   bytes.withUnsafeBytes({ Journal.checkHeader($0) }) == .valid else { return false }
             let summary: Journal.ReplaySummary
-            (index, summary) = Index.replaying(bytes, blockSize: index.blockSize)
+            (index, summary) = Index.replaying(bytes, blockSize: index.blockSize, policy: index.policy)
             if summary.carriedFiles > 0 { journalCarriesFiles = true }
             pendingAccess.removeAll()
             externalChanges?.noteEverything()

@@ -1,3 +1,5 @@
+import MemoryCache
+
 @inline(__always)
 func roundUp(_ value: Int64, _ block: Int64) -> Int64 {
     value == 0 ? 0 : (value + block - 1) / block * block
@@ -10,7 +12,7 @@ func roundUp(_ value: Int64, _ block: Int64) -> Int64 {
 /// last cache miss brings both; in insertion order until a removal moves the last one into
 /// the hole), and found through an open-addressing table of 32-bit
 /// positions probed linearly from the hash's low bits, at most half full. A million entries
-/// take 48 MB of entries and 8 MB of table, against ~100 MB for a `Dictionary` of the same.
+/// take 56 MB of entries (with their places in the eviction order) and 8 MB of table, against ~100 MB for a `Dictionary` of the same.
 /// Removal shifts later probes back instead of leaving tombstones, so lookups never slow down
 /// with churn.
 ///
@@ -21,12 +23,14 @@ func roundUp(_ value: Int64, _ block: Int64) -> Int64 {
 /// only a tag match reads the full hash. The tag shrinks as the table grows (11 bits at a
 /// million entries, none past 2^30), so no count is ruled out.
 struct Index {
-    /// An entry and its hash.
-    private struct Record {
+    /// An entry, its hash and its place in the eviction order (Index+Eviction.swift).
+    struct Record {
         var hash: KeyHash
         var entry: IndexEntry
+        var links = QueueLinks()
     }
-    private var records: [Record] = []
+    /// Only this file and Index+Eviction.swift touch the storage.
+    var records: [Record] = []
     /// Per bucket: the tag (see above) above the position in `records` plus one; 0 marks an
     /// empty bucket.
     private var table: [UInt32]
@@ -34,9 +38,16 @@ struct Index {
     private(set) var logicalSize: Int64 = 0
     private(set) var diskUsage: Int64 = 0
     let blockSize: Int64
+    /// The eviction order kept (Index+Eviction.swift), fixed at open.
+    let policy: EvictionPolicy
+    /// The eviction order's queues (LRU uses `main` alone) and S3-FIFO's ghost.
+    var small = QueueEnds()
+    var main = QueueEnds()
+    var ghost = _GhostQueue<KeyHash>()
 
-    init(blockSize: Int64, expectedCount: Int = 0) {
+    init(blockSize: Int64, expectedCount: Int = 0, policy: EvictionPolicy = .s3FIFO) {
         self.blockSize = max(1, blockSize)
+        self.policy = policy
         let buckets = Self.buckets(for: expectedCount)
         table = [UInt32](repeating: 0, count: buckets)
         mask = buckets - 1
@@ -44,19 +55,20 @@ struct Index {
     }
 
     /// The index a whole journal's bytes (header included) describe, and what the replay found.
-    static func replaying(_ bytes: [UInt8], blockSize: Int64) -> (Index, Journal.ReplaySummary) {
-        replaying(bytes, blockSize: blockSize) { _, _, _ in }
+    static func replaying(_ bytes: [UInt8], blockSize: Int64, policy: EvictionPolicy = .s3FIFO) -> (Index, Journal.ReplaySummary) {
+        replaying(bytes, blockSize: blockSize, policy: policy) { _, _, _ in }
     }
 
     /// ``replaying(_:blockSize:)`` that also notes in `carried` where the PUT+FILE records no
     /// checkpoint covers are (what an open after an unclean shutdown checks).
-    static func replaying(_ bytes: [UInt8], blockSize: Int64, carried: inout Journal.CarriedFiles) -> (Index, Journal.ReplaySummary) {
-        replaying(bytes, blockSize: blockSize) { record, type, offset in carried.note(record, type, at: offset) }
+    static func replaying(_ bytes: [UInt8], blockSize: Int64, policy: EvictionPolicy = .s3FIFO,
+                          carried: inout Journal.CarriedFiles) -> (Index, Journal.ReplaySummary) {
+        replaying(bytes, blockSize: blockSize, policy: policy) { record, type, offset in carried.note(record, type, at: offset) }
     }
 
-    private static func replaying(_ bytes: [UInt8], blockSize: Int64,
+    private static func replaying(_ bytes: [UInt8], blockSize: Int64, policy: EvictionPolicy,
                                   also note: (Journal.Record, Journal.RecordType, Int) -> Void) -> (Index, Journal.ReplaySummary) {
-        var index = Index(blockSize: blockSize, expectedCount: bytes.count / 80)
+        var index = Index(blockSize: blockSize, expectedCount: bytes.count / 80, policy: policy)
         let summary = bytes.withUnsafeBytes {
             Journal.replay($0) { record, type, offset in
                 index.apply(record)
@@ -131,21 +143,28 @@ struct Index {
         return found ? records[position(table[bucket])].entry : nil
     }
 
-    /// The entry for `hash`, its access time set to `time` (kept to the second) in the same
-    /// lookup; `touched` says whether that changed it.
+    /// The entry for `hash`, read at `time`: its access time set (kept to the second) and the
+    /// read noted in the eviction order, in the same lookup. `touched` says whether that changed
+    /// either, so that the read must be journaled for a replay to agree.
     mutating func entry(_ hash: KeyHash, touchingAt time: Int64) -> (entry: IndexEntry, touched: Bool)? {
         let (bucket, found) = bucket(of: hash)
         guard found else { return nil }
         let seconds = IndexEntry.seconds(time), position = position(table[bucket])
         let entry = records[position].entry
-        guard entry.accessedSeconds != seconds else { return (entry, false) }
-        records[position].entry.accessedSeconds = seconds
-        return (entry, true)
+        var touched = noteRead(position)
+        if entry.accessedSeconds != seconds {
+            records[position].entry.accessedSeconds = seconds
+            touched = true
+        }
+        return (entry, touched)
     }
 
     /// Inserts or replaces; returns the entry it replaced.
+    ///
+    /// A new entry joins the eviction order where `placement` says (a compacted journal's PUT)
+    /// or where the policy puts a new key; replacing an entry counts as reading it.
     @discardableResult
-    mutating func insert(_ entry: IndexEntry, for hash: KeyHash) -> IndexEntry? {
+    mutating func insert(_ entry: IndexEntry, for hash: KeyHash, placement: Placement? = nil) -> IndexEntry? {
         let (bucket, found) = bucket(of: hash)
         logicalSize += entry.size
         diskUsage += entry.diskUsage(blockSize: blockSize)
@@ -154,19 +173,30 @@ struct Index {
             let old = records[position].entry
             subtract(old)
             records[position].entry = entry
+            noteReplaced(position, oldUsage: old.diskUsage(blockSize: blockSize))
+            noteRead(position)
             return old
         }
         records.append(Record(hash: hash, entry: entry))
         table[bucket] = bucketValue(position: records.count - 1, hash: hash)
         if records.count * 2 > table.count { rehash(buckets: table.count * 2) }
+        admit(records.count - 1, placement: placement)
         return nil
     }
 
+    /// Removes the entry for `hash`, settling its queue first (see Index+Eviction.swift); a key
+    /// not present is only remembered as recently evicted (S3-FIFO's ghost), as a compacted
+    /// journal's REMOVE records ask.
     @discardableResult
     mutating func remove(_ hash: KeyHash) -> IndexEntry? {
         let (bucket, found) = bucket(of: hash)
-        guard found else { return nil }
+        guard found else {
+            remember(hash)
+            return nil
+        }
         let position = position(table[bucket])
+        // Settling moves records within their queues, never within `records`.
+        release(position)
         let old = records[position].entry
         subtract(old)
         deleteBucket(bucket)
@@ -177,6 +207,7 @@ struct Index {
             let (movedBucket, _) = self.bucket(of: moved.hash)
             records[position] = moved
             table[movedBucket] = bucketValue(position: position, hash: moved.hash)
+            relink(from: last, to: position)
         }
         records.removeLast()
         return old
@@ -224,6 +255,9 @@ struct Index {
         mask = 15
         logicalSize = 0
         diskUsage = 0
+        small = QueueEnds()
+        main = QueueEnds()
+        ghost.removeAll()
     }
 
     /// Gives back the spare capacity that growing left (up to half of the storage), as after
@@ -269,10 +303,10 @@ struct Index {
             let otherUsage = diskUsage - (replaced?.diskUsage(blockSize: blockSize) ?? 0)
             guard entry.size <= Self.maximumTotal - otherSize,
                   entry.diskUsage(blockSize: blockSize) <= Self.maximumTotal - otherUsage else {
-                remove(put.hash)
+                if replaced != nil { remove(put.hash) }
                 return
             }
-            insert(entry, for: put.hash)
+            insert(entry, for: put.hash, placement: put.placement)
         case .remove(let hash): remove(hash)
         case .access(let items): for (hash, time) in items { touch(hash, atMilliseconds: time) }
         case .clear: removeAll()

@@ -16,7 +16,9 @@
 ///   hash      16 bytes    XXH3-128 of the key: high u64 LE, then low u64 LE
 ///   size      u64 LE      body bytes
 ///   metaSize  u32 LE      bytes of the .meta file
-///   flags     u8          bit 0: body inline in .meta; bit 1: has expiry; bit 2: files in slot 1
+///   flags     u8          bit 0: body inline in .meta; bit 1: has expiry; bit 2: files in slot 1;
+///                         bit 3: bits 4-6 place the entry in the eviction order (a compacted
+///                         journal's PUTs): bit 4 main queue (else small), bits 5-6 frequency
 ///   checksum  u64 LE      XXH3-64 of the body
 ///   created   i64 LE      ms since 1970
 ///   accessed  i64 LE      ms since 1970
@@ -29,7 +31,9 @@
 ///   bytes before this record has its files durable (a `syncfs` finished after they were
 ///   written), so recovery need not look at them. Relative, so that a compaction copying the
 ///   records after its snapshot into a new file (at other offsets) keeps it true.
-/// REMOVE payload: hash (16 bytes)
+/// REMOVE payload: hash (16 bytes). Of a hash no entry has, in a compacted journal: a key
+///   S3-FIFO's ghost remembers (see `Index+Eviction.swift`).
+/// ACCESS records and REMOVE records also move the eviction order (see `Index+Eviction.swift`).
 /// ACCESS payload: n × (hash 16 bytes, accessed i64 LE ms)
 /// CLEAR, CLOSE: empty. CLOSE marks a clean shutdown; a journal that does not end in
 /// CLOSE was not closed cleanly, and the next open looks for files it does not vouch for.
@@ -90,6 +94,9 @@ enum Journal {
     static let flagInline: UInt8 = 1
     static let flagExpires: UInt8 = 2
     static let flagSlot1: UInt8 = 4
+    static let flagPlaced: UInt8 = 8
+    static let flagMainQueue: UInt8 = 16
+    static let frequencyShift: UInt8 = 5
 
     struct Put: Equatable {
         var hash: KeyHash
@@ -102,6 +109,9 @@ enum Journal {
         var created: Int64
         var accessed: Int64
         var expires: Int64?
+        /// Where the entry goes in the eviction order: given by a compacted journal, nil
+        /// (the policy decides) for a store's PUT.
+        var placement: Index.Placement? = nil
     }
 
     enum Record: Equatable {
@@ -146,8 +156,12 @@ enum Journal {
             appendHash(put.hash, to: &out)
             appendLE(UInt64(bitPattern: put.size), size: 8, to: &out)
             appendLE(UInt64(put.metaSize), size: 4, to: &out)
-            out.append((put.isInline ? flagInline : 0) | (put.expires != nil ? flagExpires : 0)
-                       | (put.slot == 1 ? flagSlot1 : 0))
+            var flags = (put.isInline ? flagInline : 0) | (put.expires != nil ? flagExpires : 0) | (put.slot == 1 ? flagSlot1 : 0)
+            if let placement = put.placement {
+                flags |= flagPlaced | (placement.queue == .main ? flagMainQueue : 0)
+                    | min(placement.frequency, Index.maximumFrequency) << frequencyShift
+            }
+            out.append(flags)
             appendLE(put.checksum, size: 8, to: &out)
             appendLE(UInt64(bitPattern: put.created), size: 8, to: &out)
             appendLE(UInt64(bitPattern: put.accessed), size: 8, to: &out)
@@ -392,7 +406,9 @@ enum Journal {
                 checksum: u64(payload + 29),
                 created: Int64(bitPattern: u64(payload + 37)),
                 accessed: Int64(bitPattern: u64(payload + 45)),
-                expires: flags & flagExpires != 0 ? Int64(bitPattern: u64(payload + 53)) : nil))
+                expires: flags & flagExpires != 0 ? Int64(bitPattern: u64(payload + 53)) : nil,
+                placement: flags & flagPlaced == 0 ? nil
+                    : Index.Placement(queue: flags & flagMainQueue != 0 ? .main : .small, frequency: (flags >> frequencyShift) & 3)))
         case .remove:
             record = .remove(hash(payload))
         case .access:

@@ -300,7 +300,8 @@ extension DiskCache {
     var needsCompaction: Bool {
         let threshold = configuration.compactionThreshold
         return state.withLock { state in
-            let redundant = state.journalRecords - state.index.count
+            // A compacted journal's REMOVE records of the ghost's keys are not redundant.
+            let redundant = state.journalRecords - state.index.count - state.index.ghostCount
             return !state.isClosed && !state.isCompacting && redundant >= threshold && redundant >= state.index.count
         }
     }
@@ -343,7 +344,10 @@ extension DiskCache {
 
     /// What a compaction starts from: the live entries, and where in which journal they stand.
     struct CompactionSnapshot {
-        var entries: [(KeyHash, IndexEntry)]
+        /// In eviction order, each queue oldest first, with its place in it.
+        var entries: [(hash: KeyHash, entry: IndexEntry, placement: Index.Placement)]
+        /// The keys S3-FIFO's ghost remembers, oldest first.
+        var ghost: [KeyHash]
         /// The journal's end when the entries were taken.
         var position: Journal.Position
         var records: Int
@@ -355,8 +359,12 @@ extension DiskCache {
                 guard !state.isClosed else { throw DiskCacheError.closed() }
                 guard !state.isCompacting else { return nil }
                 state.isCompacting = true
-                return CompactionSnapshot(entries: state.index.entries.map { ($0.key, $0.value) }, position: state.journalEnd,
-                                          records: state.journalRecords)
+                // Reads not yet journaled go in first: the snapshot's order already counts them.
+                if let record = state.takePendingAccessRecord() {
+                    _ = try? state.append(record, records: 1, path: layout.journal)
+                }
+                return CompactionSnapshot(entries: state.index.entriesInEvictionOrder, ghost: state.index.ghostKeys,
+                                          position: state.journalEnd, records: state.journalRecords)
             }) else { return }
             defer { state.withLock { $0.isCompacting = false } }
             do throws(DiskCacheError) {
@@ -389,11 +397,16 @@ extension DiskCache {
             // all written before the snapshot was taken, are made durable first.
             try Syscall.syncFileSystem(fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
         }
-        for (hash, entry) in snapshot.entries {
+        for (hash, entry, placement) in snapshot.entries {
             let put = Journal.Put(hash: hash, size: entry.size, metaSize: entry.metaSize, isInline: entry.isInline, slot: entry.slot,
                                   checksum: entry.checksum, created: entry.created, accessed: entry.accessedMilliseconds,
-                                  expires: entry.expiresSeconds == 0 ? nil : Int64(entry.expiresSeconds) * 1000)
+                                  expires: entry.expiresSeconds == 0 ? nil : Int64(entry.expiresSeconds) * 1000,
+                                  placement: placement)
             Journal.encode(.put(put), into: &buffer)
+            try drain(false)
+        }
+        for hash in snapshot.ghost {
+            Journal.encode(.remove(hash), into: &buffer)
             try drain(false)
         }
         try drain(true)
@@ -433,8 +446,8 @@ extension DiskCache {
                 state.journalLength = length
                 state.reservedEnd = length
                 state.canReserve = true
-                state.journalRecords = snapshot.entries.count + (state.journalRecords - snapshot.records)
-                state.journalGeneration += 1
+                state.journalRecords = snapshot.entries.count + snapshot.ghost.count + (state.journalRecords - snapshot.records)
+                state.journalGeneration &+= 1
                 if let region = state.shared?.region {
                     // Where the new file takes over, then the generation, then `end`: an
                     // instance that reads `end` without the append lock and the generation
@@ -443,7 +456,7 @@ extension DiskCache {
                     // finds `base` already set, even if this process dies before `end`.
                     region[.base] = UInt64(length)
                     region[.baseRecords] = UInt64(state.journalRecords)
-                    region[.generation] = UInt64(state.journalGeneration)
+                    region[.generation] = UInt64(truncatingIfNeeded: state.journalGeneration)
                     // The new file's identity after the generation: a process dying before this
                     // leaves a page that names the old file, which the next holder of the
                     // append lock notices (see `followHoldingAppendLock`).

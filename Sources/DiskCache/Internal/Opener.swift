@@ -76,7 +76,7 @@ struct Opener {
                                      message: "The journal is missing or unreadable while other instances have the cache open; close them, and the next open rebuilds it",
                                      path: layout.journal)
             }
-            let (index, summary) = Index.replaying(bytes, blockSize: blockSize)
+            let (index, summary) = Index.replaying(bytes, blockSize: blockSize, policy: configuration.evictionPolicy)
             let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
             // Up to the last whole record: bytes after it are a dead appender's, which the
             // next append writes over.
@@ -154,7 +154,7 @@ struct Opener {
         case .valid(let bytes):
             let summary: Journal.ReplaySummary
             var carried = Journal.CarriedFiles()
-            (index, summary) = Index.replaying(bytes, blockSize: blockSize, carried: &carried)
+            (index, summary) = Index.replaying(bytes, blockSize: blockSize, policy: configuration.evictionPolicy, carried: &carried)
             records = summary.records
             recovery.recordsReplayed = summary.records
             recovery.truncatedBytes = summary.truncatedBytes
@@ -774,7 +774,7 @@ struct Opener {
     /// Rebuilds the index from the `.meta` files (the journal is missing or unreadable) and
     /// writes a new journal from it.
     private func rebuildByScan(blockSize: Int64, recovery: inout DiskCache.Recovery) throws(DiskCacheError) -> (Index, Int) {
-        var index = Index(blockSize: blockSize)
+        var index = Index(blockSize: blockSize, policy: configuration.evictionPolicy)
         // The newest valid slot of each hash wins; everything else is removed.
         var found: [KeyHash: Journal.Put] = [:]
         ShardScanner(layout: layout).forEachEntryFile { hash, slot, kind, path in

@@ -5,18 +5,20 @@
 /// is stale (its key was removed or inserted again) and is skipped when it reaches
 /// the front.
 @usableFromInline
-struct _GhostQueue<Key: Hashable> {
+package struct _GhostQueue<Key: Hashable> {
     @usableFromInline var members: [Key: UInt64] = [:]
     @usableFromInline var order = _RingBuffer<(key: Key, stamp: UInt64)>()
     @usableFromInline var nextStamp: UInt64 = 0
 
-    @inlinable init() {}
+    @inlinable package init() {}
 
-    @inlinable var count: Int { members.count }
+    @inlinable package var count: Int { members.count }
+
+    @inlinable package func contains(_ key: Key) -> Bool { members[key] != nil }
 
     /// Remembers `key`, then forgets the oldest keys until at most `capacity` remain.
     @inlinable
-    mutating func insert(_ key: Key, capacity: Int) {
+    package mutating func insert(_ key: Key, capacity: Int) {
         guard capacity > 0 else {
             removeAll()
             return
@@ -36,14 +38,25 @@ struct _GhostQueue<Key: Hashable> {
 
     /// Forgets `key`; returns whether it was remembered.
     @inlinable
-    mutating func remove(_ key: Key) -> Bool {
+    package mutating func remove(_ key: Key) -> Bool {
         members.removeValue(forKey: key) != nil
     }
 
     @inlinable
-    mutating func removeAll() {
+    package mutating func removeAll() {
         members = [:]
         order.removeAll()
+    }
+
+    /// The remembered keys, oldest first (what a replay inserts in this order to rebuild it).
+    package var keysOldestFirst: [Key] {
+        var keys: [Key] = []
+        keys.reserveCapacity(members.count)
+        var copy = order
+        while let pair = copy.popFirst() {
+            if members[pair.key] == pair.stamp { keys.append(pair.key) }
+        }
+        return keys
     }
 }
 
