@@ -146,6 +146,22 @@ extension DiskCache {
         /// cache starts empty instead of being misread. Tools that inspect caches leave it nil.
         public var applicationVersion: Int?
 
+        /// What keeps its data in the cache: a short name (1 to 64 ASCII letters, digits, `-`,
+        /// `_`, `.`) written into `VERSION` when the cache is made. An open that names another
+        /// kind than the cache's mark throws ``DiskCacheError/Code/otherKind`` and changes
+        /// nothing, so two components given one directory fail at once instead of one emptying
+        /// or misreading the other's entries; ``applicationVersion`` then empties only a cache of
+        /// the same kind. ``defaultKind`` (`"DiskCache"`) by default; `HTTPURLCache`, the
+        /// Hummingbird and Vapor integrations name their own. Nil opens a cache of any kind as it
+        /// is (what `diskcache` and other tools do). A cache marked before kinds were recorded
+        /// takes the kind of the first open that names one, unless that open asks for an
+        /// ``applicationVersion`` the mark does not carry: then it is refused the same way (see
+        /// docs/on-disk-format.md). Fixed at open.
+        public var kind: String? = DiskCache.Configuration.defaultKind
+
+        /// The ``kind`` of a cache opened with the default configuration: `"DiskCache"`.
+        public static let defaultKind = "DiskCache"
+
         #if canImport(Darwin)
         /// Apple platforms: the data protection class of the cache's files, or nil (the default)
         /// for the system's default. Set at every open on the cache directory and the

@@ -98,6 +98,8 @@ public final class DiskCache: Sendable {
     /// - ``DiskCacheError/Code/locked``: it is open exclusively elsewhere, or this open is
     ///   exclusive and others have it open (in this process or another).
     /// - ``DiskCacheError/Code/newerFormat``: written by a newer version; left untouched.
+    /// - ``DiskCacheError/Code/otherKind``: the directory holds a cache of another
+    ///   ``Configuration/kind``; left untouched.
     ///
     /// #### Implementation details
     /// Reads the `VERSION` mark before anything else, takes `flock(LOCK_EX|LOCK_NB)` on `LOCK`
@@ -117,14 +119,17 @@ public final class DiskCache: Sendable {
         self.maintenance = Maintenance(interval: configuration.maintenanceInterval)
         self.maintenance.start(owner: self, scanForOrphans: opened.needsOrphanScan)
         if let wanted = configuration.applicationVersion, opened.applicationVersion != wanted {
-            // Entries another version of the application wrote: emptied first, then marked, so
+            // Entries another version of the same kind wrote (the open refused any other kind,
+            // and a mark without a kind whose version differs): emptied first, then marked, so
             // that a crash in between empties it again at the next open.
-            logger.notice("Emptied a cache written by another application version", metadata: [
-                "path": "\(layout.root)", "version": "\(wanted)",
+            logger.warning("Emptying a cache written by another version of the application", metadata: [
+                "path": "\(layout.root)", "kind": "\(opened.kind ?? "none")",
+                "found": "\(opened.applicationVersion.map { "\($0)" } ?? "none")", "version": "\(wanted)",
+                "entries": "\(count)",
             ])
             try removeAll()
             try flush()
-            try Opener.writeVersion(layout, application: wanted)
+            try Opener.writeVersion(layout, application: wanted, kind: opened.kind)
         }
     }
 

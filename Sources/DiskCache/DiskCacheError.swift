@@ -12,7 +12,7 @@ public struct DiskCacheError: Error, Sendable, CustomStringConvertible {
         private enum Wrapped: Hashable, Sendable {
             case notFound, notADirectory, permissionDenied, notACache, locked, newerFormat
             case diskFull, ioFailure, closed, invalidArgument, undecodableValue, corruptEntry
-            case lockTimeout, sharedPageReplaced, sharedPageDamaged
+            case lockTimeout, sharedPageReplaced, sharedPageDamaged, otherKind
         }
         private let wrapped: Wrapped
         private init(_ wrapped: Wrapped) { self.wrapped = wrapped }
@@ -61,6 +61,10 @@ public struct DiskCacheError: Error, Sendable, CustomStringConvertible {
         /// The cache's `SHARED` file was overwritten (zeros, garbage) or cut short while
         /// instances had the cache open; as for ``sharedPageReplaced``, close them and open again.
         public static let sharedPageDamaged = Code(.sharedPageDamaged)
+        /// The directory holds a cache of another kind (``DiskCache/Configuration/kind``: another
+        /// component's or application's data) than the open asks for; the message names both.
+        /// Nothing in it was changed. Give each kind of cache its own directory.
+        public static let otherKind = Code(.otherKind)
 
         public var description: String { "\(wrapped)" }
 

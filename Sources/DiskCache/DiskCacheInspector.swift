@@ -84,7 +84,7 @@ public final class DiskCacheInspector: Sendable {
         }
         var summary = Summary()
         switch try FormatMarker.readRefusingNewer(root: layout.root) {
-        case .marked(let version, _), .legacy(let version):
+        case .marked(let version, _, _), .legacy(let version):
             summary.formatVersion = version
         case .missing:
             throw DiskCacheError(code: .notACache, message: "The directory is not a cache (it has no VERSION file)", path: layout.root)

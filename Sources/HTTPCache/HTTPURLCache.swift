@@ -71,6 +71,15 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     /// numbered slots (before it, unmarked: a variant list record per key).
     public static let recordFormatVersion = 2
 
+    /// The kind the disk tier's `VERSION` file names (`DiskCache.Configuration.kind`):
+    /// `HTTPURLCache` for a private cache, `HTTPURLCache.shared` for a shared one (the
+    /// Hummingbird middleware's, `diskcache-server`'s). A directory holding a cache of another
+    /// kind (a private cache's responses, or another component's data) is refused at open with
+    /// `DiskCacheError.Code.otherKind`, untouched.
+    package static func diskKind(_ mode: CacheMode) -> String {
+        mode == .shared ? "HTTPURLCache.shared" : "HTTPURLCache"
+    }
+
     /// Opens (or creates) a cache.
     ///
     /// - Parameters:
@@ -79,17 +88,19 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     ///     the cache in memory only.
     ///   - directory: the disk tier's directory, which other processes and caches may have
     ///     open at the same time (the disk tier opens it shared: each sees what the others
-    ///     store and remove; see `DiskCache.Sharing`); `nil` for a memory-only cache. A cache there that this version's records did
-    ///     not write (an earlier record layout, or a store used for something else) is emptied
-    ///     at open: see ``recordFormatVersion``.
+    ///     store and remove; see `DiskCache.Sharing`); `nil` for a memory-only cache. A cache
+    ///     there of another kind (a store used for something else, or an `HTTPURLCache` in the
+    ///     other mode) is refused with `DiskCacheError.Code.otherKind` and left as it is; one
+    ///     this kind wrote with an earlier record layout is emptied at open: see
+    ///     ``recordFormatVersion``.
     ///   - engine: the caching rules; a private cache by default.
     ///   - keyProvider: how requests map to keys; ``DefaultCacheKeyProvider`` by default.
     ///   - willStore: a hook that may edit or veto each response before it is stored.
     ///
     /// #### Errors
     /// The storage layer's errors when the directory cannot be opened as a cache (a file, no
-    /// permission, open exclusively by a `DiskCache`, a newer format).
-    public init(
+    /// permission, open exclusively by a `DiskCache`, a newer format, a cache of another kind).
+    public convenience init(
         memoryCapacity: Int = 4 << 20,
         diskCapacity: Int = 20 << 20,
         directory: URL?,
@@ -97,10 +108,26 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
         keyProvider: any CacheKeyProvider = DefaultCacheKeyProvider(),
         willStore: WillStoreHandler? = nil
     ) throws {
+        try self.init(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory, engine: engine,
+                      keyProvider: keyProvider, willStore: willStore, diskConfiguration: DiskCache.Configuration())
+    }
+
+    /// The public initializer's cache, its disk tier opened with `diskConfiguration` (its
+    /// logger, for one), whose kind and application version are set here.
+    package init(
+        memoryCapacity: Int = 4 << 20,
+        diskCapacity: Int = 20 << 20,
+        directory: URL?,
+        engine: CachePolicyEngine = CachePolicyEngine(),
+        keyProvider: any CacheKeyProvider = DefaultCacheKeyProvider(),
+        willStore: WillStoreHandler? = nil,
+        diskConfiguration: DiskCache.Configuration
+    ) throws {
         self.engine = engine
         self.keyProvider = keyProvider
         self.willStore = willStore
-        var configuration = DiskCache.Configuration()
+        var configuration = diskConfiguration
+        configuration.kind = Self.diskKind(engine.mode)
         configuration.applicationVersion = Self.recordFormatVersion
         responses = _HTTPResponseStore(records: try TieredCache(
             memoryCapacity: memoryCapacity, diskCapacity: Int64(diskCapacity),

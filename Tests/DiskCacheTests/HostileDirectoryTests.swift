@@ -198,7 +198,7 @@ struct HostileDirectoryTests {
         let reopened = try DiskCache(directory: dir.cache, configuration: configuration())
         #expect(reopened.data(for: "k") == bytes("v"))
         try reopened.close()
-        #expect(try String(contentsOf: version, encoding: .utf8) == "swift-disk-cache\n2\n")
+        #expect(try String(contentsOf: version, encoding: .utf8) == "swift-disk-cache\n2\nkind DiskCache\n")
     }
 
     // MARK: - Damage that blocks writes

@@ -46,7 +46,7 @@ struct MigrationTests {
         for (key, value) in values { #expect(cache.data(for: key) == value) }
         #expect(cache.data(for: "overwritten") == bytes("second"))
         #expect(cache.count == 3)
-        #expect(try String(contentsOf: dir.cache.appendingPathComponent("VERSION"), encoding: .utf8) == "swift-disk-cache\n2\n")
+        #expect(try String(contentsOf: dir.cache.appendingPathComponent("VERSION"), encoding: .utf8) == "swift-disk-cache\n2\nkind DiskCache\n")
         for path in oldFiles + [orphan] { #expect(!fileExists(path)) }
         // No inner shard directory is left, and all 256 shards are there.
         let shards = try FileManager.default.contentsOfDirectory(atPath: dir.cache.path).filter(Layout.isShardName)
@@ -76,7 +76,7 @@ struct MigrationTests {
         let cache = try DiskCache(directory: dir.cache, configuration: .testing(inlineThreshold: 1024))
         for (key, value) in values { #expect(cache.data(for: key) == value) }
         #expect(cache.data(for: "overwritten") == bytes("second"))
-        #expect(try String(contentsOf: dir.cache.appendingPathComponent("VERSION"), encoding: .utf8) == "swift-disk-cache\n2\n")
+        #expect(try String(contentsOf: dir.cache.appendingPathComponent("VERSION"), encoding: .utf8) == "swift-disk-cache\n2\nkind DiskCache\n")
     }
 
     @Test func aFormat1CacheWithoutItsJournalStartsEmptyInFormat2() throws {
@@ -87,7 +87,7 @@ struct MigrationTests {
         #expect(cache.count == 0)
         #expect(cache.data(for: "k") == nil)
         for path in oldFiles { #expect(!fileExists(path)) }
-        #expect(try String(contentsOf: dir.cache.appendingPathComponent("VERSION"), encoding: .utf8) == "swift-disk-cache\n2\n")
+        #expect(try String(contentsOf: dir.cache.appendingPathComponent("VERSION"), encoding: .utf8) == "swift-disk-cache\n2\nkind DiskCache\n")
         try cache.store(bytes("again"), for: "k")
         #expect(cache.data(for: "k") == bytes("again"))
     }

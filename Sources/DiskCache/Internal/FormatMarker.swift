@@ -8,8 +8,11 @@ import Darwin
 #endif
 
 /// The `VERSION` file, the mark that a directory is a cache: the line `swift-disk-cache`, then
-/// the format version (`"swift-disk-cache\n2\n"`), then, when the application using the cache
-/// set ``DiskCache/Configuration/applicationVersion``, the line `application <n>`. A directory that is not empty is only
+/// the format version (`"swift-disk-cache\n2\n"`), then the line `kind <name>` when the cache
+/// was opened with a ``DiskCache/Configuration/kind``, then, when the application using the
+/// cache set ``DiskCache/Configuration/applicationVersion``, the line `application <n>`. A
+/// mark without a kind line was written before caches recorded their kind, or by a tool that
+/// names none (see ``Opener``'s kind check). A directory that is not empty is only
 /// opened as a cache when it carries this mark; nothing in it is created, locked or changed
 /// before the mark has been read.
 ///
@@ -22,8 +25,8 @@ enum FormatMarker {
     static let temporaryPrefix = Layout.versionFileName + ".tmp"
 
     enum Reading: Equatable {
-        /// The mark, with this format version.
-        case marked(Int, application: Int? = nil)
+        /// The mark, with this format version, application version and kind.
+        case marked(Int, application: Int? = nil, kind: String? = nil)
         /// A version alone, beside a journal that is ours: a cache made before the magic line.
         case legacy(Int)
         case missing
@@ -32,9 +35,30 @@ enum FormatMarker {
     }
 
     static let applicationPrefix = "application "
+    static let kindPrefix = "kind "
 
-    static func contents(version: Int = Layout.formatVersion, application: Int? = nil) -> [UInt8] {
-        Array("\(magic)\n\(version)\n\(application.map { "\(applicationPrefix)\($0)\n" } ?? "")".utf8)
+    static func contents(version: Int = Layout.formatVersion, application: Int? = nil, kind: String? = nil) -> [UInt8] {
+        Array("\(magic)\n\(version)\n\(kind.map { "\(kindPrefix)\($0)\n" } ?? "")\(application.map { "\(applicationPrefix)\($0)\n" } ?? "")".utf8)
+    }
+
+    /// Whether `kind` may be written into the mark: 1 to 64 ASCII letters, digits, `-`, `_` and `.`.
+    static func isValidKind(_ kind: String) -> Bool {
+        !kind.isEmpty && kind.utf8.count <= 64 && kind.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
+                return true
+            default:
+                return false
+            }
+        }
+    }
+
+    /// The name in a `kind <name>` line, else nil.
+    private static func kind(line: Substring) -> String? {
+        guard line.hasPrefix(kindPrefix) else { return nil }
+        let name = String(line.dropFirst(kindPrefix.count))
+        return isValidKind(name) ? name : nil
     }
 
     /// The version in an `application <n>` line (`n` one or more ASCII digits), else nil.
@@ -49,7 +73,7 @@ enum FormatMarker {
     /// reads (such a cache is never changed).
     static func readRefusingNewer(root: String) throws(DiskCacheError) -> Reading {
         let reading = read(root: root)
-        if case .marked(let version, _) = reading, version > Layout.formatVersion {
+        if case .marked(let version, _, _) = reading, version > Layout.formatVersion {
             throw DiskCacheError(code: .newerFormat,
                                  message: "The cache has format version \(version); this library reads up to \(Layout.formatVersion). It was left untouched",
                                  path: root)
@@ -71,10 +95,16 @@ enum FormatMarker {
         case .success(let bytes?):
             let text = String(decoding: bytes, as: UTF8.self)
             let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-            let application = lines.count == 4 ? applicationVersion(line: lines[2]) : nil
-            if lines.count == 3 || application != nil, lines[0] == magic, lines[lines.count - 1].isEmpty,
+            // magic, version, then `kind <name>` and `application <n>` (each optional, in that
+            // order), then the empty rest after the last newline; any other line is not a mark.
+            var extra = lines.count >= 3 ? lines[2..<(lines.count - 1)] : []
+            let kind = extra.first.flatMap(kind(line:))
+            if kind != nil { extra = extra.dropFirst() }
+            let application = extra.first.flatMap(applicationVersion(line:))
+            if application != nil { extra = extra.dropFirst() }
+            if lines.count >= 3, extra.isEmpty, lines[0] == magic, lines[lines.count - 1].isEmpty,
                let version = Int(lines[1]), version >= 1, lines[1].allSatisfy(\.isASCII) {
-                return .marked(version, application: application)
+                return .marked(version, application: application, kind: kind)
             }
             let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
             if let version = Int(trimmed), version >= 1, version <= Layout.flatShardsVersion,

@@ -21,14 +21,23 @@ struct Opener {
     /// ``FormatMarker``) and opens it. Nothing in a directory that is not a cache is touched.
     init(path: String, configuration: DiskCache.Configuration) throws(DiskCacheError) {
         let root = Layout(root: path).root
+        if let kind = configuration.kind, !FormatMarker.isValidKind(kind) {
+            throw DiskCacheError(code: .invalidArgument,
+                                 message: "The cache's kind \(kind.debugDescription) is not 1 to 64 ASCII letters, digits, '-', '_' or '.'")
+        }
         self.isNew = try Self.prepareDirectory(root)
+        // A cache of another kind is refused before anything in it is created or locked (and
+        // again under the cache's locks, by `checkVersion`).
+        if !isNew, case .marked(_, let application, let kind) = FormatMarker.read(root: root) {
+            try Self.checkKind(found: kind, application: application, configuration, path: root)
+        }
         let directory = try CacheDirectory.open(root).get(orThrow: "open the cache directory", path: root)
         self.layout = Layout(directory: directory)
         self.configuration = configuration
         // The mark goes first, before `LOCK` or anything else is made: a new cache interrupted
         // at any point is a directory that is empty, holds only a temporary mark, or is marked.
         if isNew {
-            try Self.writeVersion(layout, application: configuration.applicationVersion)
+            try Self.writeVersion(layout, application: configuration.applicationVersion, kind: configuration.kind)
             try Self.writeCacheDirectoryTag(layout)
         }
         #if canImport(Darwin)
@@ -45,6 +54,9 @@ struct Opener {
         var needsOrphanScan: Bool
         /// The application version the cache's mark names (``DiskCache/Configuration/applicationVersion``).
         var applicationVersion: Int?
+        /// The kind the cache's mark names (``DiskCache/Configuration/kind``), after this open
+        /// adopted a mark that had none.
+        var kind: String?
     }
 
     func open() throws(DiskCacheError) -> Opened {
@@ -92,7 +104,7 @@ struct Opener {
         state.statistics.recovery.recordsReplayed = records
         state.adopt(configuration)
         return Opened(layout: layout.withVersion(Layout.formatVersion), blockSize: blockSize, locks: locks, state: state,
-                      needsOrphanScan: false, applicationVersion: mark.application)
+                      needsOrphanScan: false, applicationVersion: mark.application, kind: mark.kind)
     }
 
     private static func blockSize(_ layout: Layout) -> Int64 {
@@ -189,7 +201,7 @@ struct Opener {
         }
 
         index.shrinkToFit()
-        if version < Layout.flatShardsVersion { try migrateFromFormat1(index) }
+        if version < Layout.flatShardsVersion { try migrateFromFormat1(index, application: mark.application, kind: mark.kind) }
         if let carriedFilesToCheck {
             recovery.filesRestoredFromJournal = restoreCarriedFiles(carriedFilesToCheck.journal, at: carriedFilesToCheck.offsets,
                                                                     index: index)
@@ -216,7 +228,7 @@ struct Opener {
         state.orphanScanPending = needsOrphanScan
         state.adopt(configuration)
         return Opened(layout: layout.withVersion(Layout.formatVersion), blockSize: blockSize, locks: locks, state: state,
-                      needsOrphanScan: needsOrphanScan, applicationVersion: mark.application)
+                      needsOrphanScan: needsOrphanScan, applicationVersion: mark.application, kind: mark.kind)
     }
 
     // MARK: - The directory
@@ -560,30 +572,59 @@ struct Opener {
     }
 
     /// The cache's format version, read again now that the cache is locked; writes the mark
-    /// (durably) for a new cache, and adds the magic line to a cache marked before it had one.
-    private func checkVersion() throws(DiskCacheError) -> (format: Int, application: Int?) {
+    /// (durably) for a new cache, adds the magic line to a cache marked before it had one, and
+    /// refuses a cache of another kind (``checkKind(found:application:_:path:)``). A mark
+    /// without a kind line takes this open's kind (and, when the open asks for none, keeps its
+    /// application line), so that from now on another kind is refused.
+    private func checkVersion() throws(DiskCacheError) -> (format: Int, application: Int?, kind: String?) {
         switch try FormatMarker.readRefusingNewer(root: layout.root) {
-        case .marked(let version, let application):
-            return (version, application)
+        case .marked(let version, let application, let kind):
+            try Self.checkKind(found: kind, application: application, configuration, path: layout.root)
+            guard kind == nil, let adopted = configuration.kind else { return (version, application, kind) }
+            try Self.writeVersion(layout, version: version, application: application, kind: adopted)
+            return (version, application, adopted)
         case .legacy(let version):
-            try Self.writeVersion(layout, version: version)
-            return (version, nil)
+            try Self.checkKind(found: nil, application: nil, configuration, path: layout.root)
+            try Self.writeVersion(layout, version: version, kind: configuration.kind)
+            return (version, nil, configuration.kind)
         case .missing where isNew:
-            try Self.writeVersion(layout, application: configuration.applicationVersion)
-            return (Layout.formatVersion, configuration.applicationVersion)
+            try Self.writeVersion(layout, application: configuration.applicationVersion, kind: configuration.kind)
+            return (Layout.formatVersion, configuration.applicationVersion, configuration.kind)
         case .missing, .damaged:
             throw DiskCacheError(code: .notACache, message: "The cache's VERSION file changed while it was being opened", path: layout.versionFile)
         }
     }
 
+    /// Refuses (``DiskCacheError/Code/otherKind``, nothing changed) a cache whose mark names
+    /// another kind than `configuration` asks for; or, for a mark without a kind (written
+    /// before caches recorded one, or by a tool), whose application version is not the one
+    /// asked for: nothing says such entries are this kind's, so they are not emptied. An open
+    /// that names no kind (a tool) takes any cache.
+    static func checkKind(found: String?, application: Int?, _ configuration: DiskCache.Configuration,
+                          path: String) throws(DiskCacheError) {
+        guard let wanted = configuration.kind else { return }
+        if let found {
+            guard found != wanted else { return }
+            throw DiskCacheError(code: .otherKind,
+                                 message: "The directory holds a cache of kind \"\(found)\", and this open asks for kind \"\(wanted)\"; nothing in it was changed. Give each its own directory",
+                                 path: path)
+        }
+        guard let asked = configuration.applicationVersion, asked != application else { return }
+        let had = application.map { "application version \($0)" } ?? "no application version"
+        throw DiskCacheError(code: .otherKind,
+                             message: "The directory holds a cache marked before caches recorded their kind, with \(had), and this open asks for kind \"\(wanted)\" with application version \(asked); it may hold another application's data, so nothing in it was changed. Give this cache its own directory, or remove that one",
+                             path: path)
+    }
+
     /// Writes `VERSION` (the mark, see ``FormatMarker``): a temporary file, fsynced, renamed
     /// into place, and the directory fsynced.
-    static func writeVersion(_ layout: Layout, version: Int = Layout.formatVersion, application: Int? = nil) throws(DiskCacheError) {
+    static func writeVersion(_ layout: Layout, version: Int = Layout.formatVersion, application: Int? = nil,
+                             kind: String? = nil) throws(DiskCacheError) {
         let path = layout.versionFile
         // Named for this process: two processes making the same new cache do not collide.
         let temp = layout.root + "/" + FormatMarker.temporaryPrefix + "\(getpid())"
         layout.directory.removeTree(temp)
-        try FormatMarker.contents(version: version, application: application).withUnsafeBytes { FileIO.writeNewFile(temp, $0, sync: true, in: layout.directory) }
+        try FormatMarker.contents(version: version, application: application, kind: kind).withUnsafeBytes { FileIO.writeNewFile(temp, $0, sync: true, in: layout.directory) }
             .get(orThrow: "write the VERSION file", path: temp)
         try layout.directory.rename(temp, path).get(orThrow: "write the VERSION file", path: path)
         try layout.directory.fsyncDirectory(layout.root).get(orThrow: "sync the cache directory", path: layout.root)
@@ -639,7 +680,7 @@ struct Opener {
     /// directories (and the files no record vouched for), makes it all durable, and only then
     /// writes `VERSION` 2. Interrupted, it runs again at the next open: a file already moved is
     /// simply not found at its old name.
-    private func migrateFromFormat1(_ index: Index) throws(DiskCacheError) {
+    private func migrateFromFormat1(_ index: Index, application: Int?, kind: String?) throws(DiskCacheError) {
         let old = layout.withVersion(1)
         var moved = 0
         for (hash, entry) in index.entries {
@@ -657,7 +698,7 @@ struct Opener {
         let journal = try layout.directory.open(layout.journal, FileIO.readFlags).get(orThrow: "open the journal", path: layout.journal)
         defer { Syscall.close(journal) }
         try Syscall.syncFileSystem(journal).get(orThrow: "sync the cache's filesystem", path: layout.root)
-        try Self.writeVersion(layout)
+        try Self.writeVersion(layout, application: application, kind: kind)
         logger.notice("Migrated the cache to format \(Layout.formatVersion)", metadata: ["files": "\(moved)", "entries": "\(index.count)"])
     }
 

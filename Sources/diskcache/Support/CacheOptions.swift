@@ -79,6 +79,8 @@ struct CacheOptions: ParsableArguments {
             sweepInterval: nil
         )
         if !reportsRecovery { configuration.logger.logLevel = .error }
+        // A tool opens a cache of any kind as it is (and marks a cache it makes with none).
+        configuration.kind = nil
         return try DiskCache(directory: url, configuration: configuration)
     }
 

@@ -255,7 +255,10 @@ struct VariantRecordTests {
             cache.storeCachedResponse(response(language + big, vary: true), for: request(language: language))
             Thread.sleep(forTimeInterval: 1.1)  // access times are kept to the second
         }
-        _ = cache.cachedResponse(for: request(language: "a"))  // a is now the most recently used
+        // a is now the most recently used, and read twice (which the default eviction order,
+        // S3-FIFO, keeps over entries read once or never).
+        _ = cache.cachedResponse(for: request(language: "a"))
+        _ = cache.cachedResponse(for: request(language: "a"))
         _ = disk.trim(toSize: disk.totalSize - 1)
 
         // The least recently used variant went, alone; the others are still found.
@@ -268,23 +271,38 @@ struct VariantRecordTests {
 
     // MARK: - Caches written with the earlier record shape
 
+    /// A cache of this kind (`HTTPURLCache`) written with another record shape starts empty;
+    /// one whose mark names no kind (every cache made before kinds were recorded, the earlier
+    /// layout's among them) and no record version may be another component's data: it is
+    /// refused, untouched.
     @Test func aCacheWithTheEarlierVariantListsStartsEmpty() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let primary = CachePolicyEngine.primaryKey(method: "GET", url: url)
-        do {
+        func writeEarlierLayout(kind: String?, version: Int?) throws {
             // What the earlier layout wrote: a list record at the primary key, a record per variant.
-            let store = try DiskCache(directory: directory.cacheDirectory)
+            var configuration = DiskCache.Configuration()
+            configuration.kind = kind
+            configuration.applicationVersion = version
+            let store = try DiskCache(directory: directory.cacheDirectory, configuration: configuration)
             let entry = HTTPURLCache.entry(from: response("old"), for: CacheRequest(request())!, requestTime: Date(), responseTime: Date())
             try store.store(Data("old".utf8), for: primary + "\n#variant\nGET", metadata: try entry.encodedMetadata())
             try store.store(Data(), for: primary, metadata: ["variants": #"[{"id":"GET","policy":"allowed"}]"#])
             try store.close()
         }
+        func mark() throws -> String {
+            try String(contentsOf: directory.cacheDirectory.appendingPathComponent("VERSION"), encoding: .utf8)
+        }
+        try writeEarlierLayout(kind: nil, version: nil)
+        #expect { try HTTPURLCache(directory: directory.cacheDirectory) } throws: { ($0 as? DiskCacheError)?.code == .otherKind }
+        #expect(try mark() == "swift-disk-cache\n2\n")
+        try FileManager.default.removeItem(at: directory.cacheDirectory)
+
+        try writeEarlierLayout(kind: "HTTPURLCache", version: 1)
         let cache = try HTTPURLCache(directory: directory.cacheDirectory)
         #expect(diskRecords(cache) == 0)
         cache.storeCachedResponse(response("new"), for: request())
         #expect(body(cache.cachedResponse(for: request())) == "new")
-        let mark = try String(contentsOf: directory.cacheDirectory.appendingPathComponent("VERSION"), encoding: .utf8)
-        #expect(mark == "swift-disk-cache\n2\napplication 2\n")
+        #expect(try mark() == "swift-disk-cache\n2\nkind HTTPURLCache\napplication 2\n")
     }
 }
