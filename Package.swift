@@ -86,6 +86,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "HTTPTypes", package: "swift-http-types", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "Logging", package: "swift-log", condition: .when(traits: ["Hummingbird"])),
+                // `Service`, which Hummingbird's own services conform to (Hummingbird depends on it).
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Hummingbird"])),
             ]
         ),
         // A Vapor `Cache` driver over DiskCache; empty unless the `Vapor` trait is on.
@@ -158,9 +160,12 @@ let package = Package(
                 "DiskCache",
                 "ToolSupport",
                 // Its `download` command, for the AsyncHTTPClient transport's memory test.
-                .target(name: "HTTPCache", condition: .when(traits: ["AsyncHTTPClient"])),
+                .target(name: "HTTPCache", condition: .when(traits: ["AsyncHTTPClient", "Hummingbird"])),
                 .target(name: "HTTPCacheAsyncHTTPClient", condition: .when(traits: ["AsyncHTTPClient"])),
                 .target(name: "HTTPTestOrigin", condition: .when(traits: ["AsyncHTTPClient"])),
+                // Its `hummingbird` command, a response-cached app for the middleware's kill test.
+                .target(name: "DiskCacheHummingbird", condition: .when(traits: ["Hummingbird"])),
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),
             ]
         ),
         // What several test targets share: the page cache, child processes, temporary directories.
@@ -211,6 +216,7 @@ let package = Package(
             dependencies: [
                 "DiskCache",
                 "DiskCacheHummingbird",
+                "DiskCacheTestWorker",
                 "TestSupport",
                 .target(name: "HTTPCache", condition: .when(traits: ["Hummingbird"])),
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Hummingbird"])),

@@ -35,6 +35,15 @@ public import Hummingbird
 /// **Threads.** Every call does its disk I/O through `DiskCache`'s async API, on the cache's own
 /// I/O threads: never on an event loop, and never on Swift's cooperative pool.
 ///
+/// **Directory.** The cache the driver opens is of kind ``cacheKind``: a directory that holds
+/// another kind of cache (an `HTTPCachingMiddleware`'s, a Vapor cache's, a plain `DiskCache`'s)
+/// is refused with `DiskCacheError.Code.otherKind` and left as it is. Give each its own
+/// directory.
+///
+/// **Logging.** Hummingbird hands a persist driver no logger: the cache logs what it does by
+/// itself (what its open repaired, its sweeps) to `DiskCache/Configuration/logger`; set it
+/// to the application's logger.
+///
 /// **Capacity.** The entries live in a cache: when it passes its
 /// `DiskCache/Configuration/diskCapacity` (512 MiB by default), or the volume's free space falls
 /// under `DiskCache/Configuration/minimumFreeSpace`, its sweeper evicts the least recently used
@@ -50,17 +59,26 @@ public final class DiskCachePersistDriver: PersistDriver {
     /// reading of the expiry it keeps are atomic against the other calls of this driver.
     private let writes = KeyedSerialization()
 
+    /// The `DiskCache/Configuration/kind` of the caches the driver opens: `hummingbird-persist`.
+    /// Open a cache with it to hand to ``init(cache:coder:)`` one directory the other
+    /// initializer opens too.
+    public static let cacheKind = "hummingbird-persist"
+
     /// Opens (or creates) a cache in `directory` for the driver; ``shutdown()`` closes it.
     ///
     /// - Parameters:
     ///   - directory: the cache's directory; created (mode 0700) if it does not exist.
     ///   - configuration: the cache's settings (`DiskCache/Configuration`'s defaults: 512 MiB,
-    ///     `.batched` durability, shared with other instances that open the same directory).
+    ///     `.batched` durability, shared with other instances that open the same directory;
+    ///     the logger is best the application's). Its kind is replaced by ``cacheKind``.
     ///   - coder: how values are encoded; JSON (`JSONCacheCoder`) by default.
     /// - Throws: `DiskCacheError` when the cache cannot be opened (see
-    ///   `DiskCache/init(directory:configuration:)`).
+    ///   `DiskCache/init(directory:configuration:)`); `.otherKind` when the directory holds
+    ///   another kind of cache.
     public convenience init(directory: URL, configuration: DiskCache.Configuration = .init(),
                             coder: any CacheCoder = JSONCacheCoder()) throws {
+        var configuration = configuration
+        configuration.kind = Self.cacheKind
         try self.init(cache: DiskCache(directory: directory, configuration: configuration), coder: coder, ownsCache: true)
     }
 
@@ -69,7 +87,8 @@ public final class DiskCachePersistDriver: PersistDriver {
     ///
     /// - Parameters:
     ///   - cache: the cache to store the values in. Other code may use it too: the driver's
-    ///     keys are the keys given to it, unchanged.
+    ///     keys are the keys given to it, unchanged. Opened with ``cacheKind`` as its kind, its
+    ///     directory is one ``init(directory:configuration:coder:)`` opens as well.
     ///   - coder: how values are encoded; JSON (`JSONCacheCoder`) by default.
     public convenience init(cache: DiskCache, coder: any CacheCoder = JSONCacheCoder()) {
         self.init(cache: cache, coder: coder, ownsCache: false)

@@ -7,20 +7,35 @@ import FoundationNetworking
 public import HTTPCache
 import HTTPTypes
 public import Hummingbird
-import Logging
+public import Logging
 import NIOCore
+public import ServiceLifecycle
 
 /// A Hummingbird middleware that answers GET and HEAD requests from an RFC 9111 shared cache
 /// (an ``HTTPCache/HTTPURLCache`` whose engine is in `.shared` mode), as the package's caching
 /// reverse proxy does in front of an origin: here the origin is the rest of the app.
 ///
 /// ```swift
+/// let logger = Logger(label: "myapp")
+/// let responseCache = try HTTPCachingMiddleware<BasicRequestContext>(
+///     directory: URL(fileURLWithPath: "/var/cache/myapp/http"), logger: logger)
 /// let router = Router()
-/// router.add(middleware: try HTTPCachingMiddleware(directory: URL(fileURLWithPath: "/var/cache/myapp/http")))
+/// router.add(middleware: responseCache)
 /// router.get("/report") { _, _ in
 ///     Response(status: .ok, headers: [.cacheControl: "max-age=60"], body: .init(byteBuffer: ByteBuffer(string: "...")))
 /// }
+/// let app = Application(router: router, services: [responseCache], logger: logger)
 /// ```
+///
+/// **Lifecycle.** The middleware is a `Service`: add it to the application's services, as
+/// Hummingbird's persist drivers are, and when the application shuts down (after its server
+/// has stopped taking requests) it closes the cache it opened (``init(directory:memoryCapacity:diskCapacity:bodySizeLimit:logger:)``),
+/// so the next start opens a cleanly closed cache. A cache it was given
+/// (``init(cache:bodySizeLimit:)``) is left to its owner.
+///
+/// **Directory.** Its cache's kind is `HTTPURLCache.shared`: a directory holding another kind
+/// of cache (a `DiskCachePersistDriver`'s, a private `HTTPURLCache`'s) is refused at open
+/// with `DiskCacheError.Code.otherKind` and left as it is. Give each its own directory.
 ///
 /// **What it stores.** The app's responses to GET that the app marked as cacheable (a
 /// `max-age`, `s-maxage` or `public` directive, or an `Expires` field) and that a shared cache
@@ -80,9 +95,19 @@ import NIOCore
 ///
 /// **Threads.** Every lookup, store and invalidation runs on the cache's own I/O threads (the
 /// async API of `DiskCache`): never on an event loop, and never on Swift's cooperative pool.
-/// The stored body is written to the cache before the last byte of the response goes out, so
-/// a client that has a whole response finds it stored.
-public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
+///
+/// **Durability.** A response that is stored is committed to the cache before the last part
+/// of its body goes to the client (with a `Content-Length`, the write that completes the body
+/// waits for the store; without one, the end of the chunked body does): a client that has the
+/// whole response finds it stored, in this process and in any other that opens the directory,
+/// even if this process is killed at once. Power loss is another matter: the cache's
+/// durability mode says what survives it (`.batched` by default: the last second may be lost).
+///
+/// **Logging.** What happens to a request (a store that failed) is logged to the request
+/// context's logger; what happens to the cache (what its open repaired, its sweeps) to the
+/// logger given at ``init(directory:memoryCapacity:diskCapacity:bodySizeLimit:logger:)`` (pass
+/// the application's).
+public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, Service {
     /// The cache the responses are kept in; its engine is in `.shared` mode.
     public let cache: HTTPURLCache
     /// The largest body stored, in bytes (``defaultBodySizeLimit`` unless given).
@@ -90,6 +115,9 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
 
     /// 1 MiB: the largest body stored when no limit is given.
     public static var defaultBodySizeLimit: Int { 1 << 20 }
+
+    /// Whether the middleware opened ``cache`` (and closes it at shutdown).
+    private let ownsCache: Bool
 
     /// A middleware over `cache`.
     ///
@@ -101,10 +129,15 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
     ///     larger bodies pass through unstored.
     /// - Throws: ``HTTPCachingMiddlewareError`` when the cache is private or the limit negative.
     public init(cache: HTTPURLCache, bodySizeLimit: Int = defaultBodySizeLimit) throws {
+        try self.init(cache: cache, bodySizeLimit: bodySizeLimit, ownsCache: false)
+    }
+
+    private init(cache: HTTPURLCache, bodySizeLimit: Int, ownsCache: Bool) throws {
         guard cache.engine.mode == .shared else { throw HTTPCachingMiddlewareError.privateCache }
         guard bodySizeLimit >= 0 else { throw HTTPCachingMiddlewareError.negativeBodySizeLimit(bodySizeLimit) }
         self.cache = cache
         self.bodySizeLimit = bodySizeLimit
+        self.ownsCache = ownsCache
     }
 
     /// A middleware over a shared cache it opens (or creates) in `directory`.
@@ -115,13 +148,31 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
     ///   - memoryCapacity: bytes of responses kept in memory; 16 MiB by default.
     ///   - diskCapacity: bytes kept on disk; 256 MiB by default.
     ///   - bodySizeLimit: the largest body stored, in bytes; 1 MiB by default.
-    /// - Throws: the cache's errors when `directory` cannot be opened as one, and
-    ///   ``HTTPCachingMiddlewareError`` for a negative limit.
+    ///   - logger: where the cache logs what it does by itself (what its open repaired, its
+    ///     sweeps): the application's logger, typically. The cache's own (label `DiskCache`)
+    ///     by default.
+    /// - Throws: the cache's errors when `directory` cannot be opened as one (among them
+    ///   `DiskCacheError.Code.otherKind` for a directory that holds another kind of cache,
+    ///   which is left as it is), and ``HTTPCachingMiddlewareError`` for a negative limit.
     public init(directory: URL, memoryCapacity: Int = 16 << 20, diskCapacity: Int = 256 << 20,
-                bodySizeLimit: Int = defaultBodySizeLimit) throws {
+                bodySizeLimit: Int = defaultBodySizeLimit, logger: Logger? = nil) throws {
+        var configuration = DiskCache.Configuration()
+        if let logger { configuration.logger = logger }
         let cache = try HTTPURLCache(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory,
-                                     engine: CachePolicyEngine(mode: .shared))
-        try self.init(cache: cache, bodySizeLimit: bodySizeLimit)
+                                     engine: CachePolicyEngine(mode: .shared), diskConfiguration: configuration)
+        try self.init(cache: cache, bodySizeLimit: bodySizeLimit, ownsCache: true)
+    }
+
+    /// Runs until the application shuts down, then closes the cache the middleware opened (a
+    /// clean close: the journal records it), or leaves one it was given to its owner. The
+    /// application's `ServiceGroup` shuts its services down after its server, so no request is
+    /// answered from a closed cache.
+    public func run() async throws {
+        // Cancellation ends the wait too; the cache is closed either way.
+        try? await gracefulShutdown()
+        guard ownsCache else { return }
+        let cache = self.cache
+        try await BlockingIOPool.shared.run { try cache.closeStore() }
     }
 
     public func handle(_ request: Request, context: Context,
@@ -255,16 +306,18 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     /// `response` with a body that is stored as `stored` once the app has written it whole
-    /// (collected as it passes, given up past ``bodySizeLimit``), before its end goes out.
+    /// (collected as it passes, given up past ``bodySizeLimit``), before its last part goes
+    /// out (see ``StoringBodyWriter``).
     private func storing(_ response: Response, as stored: StoredResponse, _ exchange: Exchange, logger: Logger) -> Response {
         let (cache, limit, request) = (self.cache, bodySizeLimit, exchange.urlRequest)
         let entry = CachedHTTPResponse(url: exchange.cacheRequest.url, response: stored, body: Data(),
                                        mimeType: response.headers[.contentType].map { String($0.prefix { $0 != ";" }) })
         let target = exchange.cacheRequest.url.absoluteString
         let body = response.body
+        let length = body.contentLength ?? response.headers[.contentLength].flatMap { Int($0) }
         var result = response
         result.body = ResponseBody(contentLength: body.contentLength) { writer in
-            try await body.write(StoringBodyWriter(parent: writer, limit: limit) { collected in
+            try await body.write(StoringBodyWriter(parent: writer, limit: limit, length: length) { collected in
                 var whole = entry
                 whole.body = Data(collected.readableBytesView)
                 do {

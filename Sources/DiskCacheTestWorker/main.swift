@@ -39,6 +39,10 @@
 //   DiskCacheTestWorker download DIR ORIGIN BYTES   (AsyncHTTPClient trait) fetches BYTES from a StreamingOrigin
 //                                                   through CachingHTTPClient, then from its cache: "PHASE ..."
 //                                                   and "SOURCE phase source SAME|DIFFERENT" for each
+//   DiskCacheTestWorker hummingbird DIR SIZE [chunked]
+//                                                   (Hummingbird trait) serves GET /item/<name> (SIZE bytes,
+//                                                   max-age=600) behind HTTPCachingMiddleware over DIR on a
+//                                                   loopback port, printing "LISTENING port", until killed
 import DiskCache
 import Foundation
 import ToolSupport
@@ -169,6 +173,10 @@ case "large":
 #if AsyncHTTPClient
 case "download":
     try await measureDownload(directory, origin: arguments[3], bytes: Int(arguments[4]) ?? (1 << 30))
+#endif
+#if Hummingbird
+case "hummingbird":
+    try await serveCachedApp(directory, size: Int(arguments[3]) ?? 100_000, chunked: arguments.count > 4 && arguments[4] == "chunked")
 #endif
 default:
     say("unknown command \(arguments[1])")

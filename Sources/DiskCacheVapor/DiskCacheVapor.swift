@@ -11,18 +11,28 @@ extension Application.Caches.Provider {
     /// try app.caches.use(.disk(directory: URL(fileURLWithPath: app.directory.workingDirectory + "Cache")))
     /// ```
     ///
+    /// The cache logs what it does by itself (its sweeps, a failed group commit) to the
+    /// application's `app.logger` once the provider is in use; what its open reports (what it
+    /// repaired) goes to `configuration`'s logger, as the open comes first.
+    ///
     /// - Parameters:
     ///   - directory: the cache's directory; created (mode 0700) if it does not exist.
     ///   - configuration: the cache's settings (`DiskCache/Configuration`'s defaults: 512 MiB,
     ///     `.batched` durability, shared with other instances that open the same directory).
+    ///     Its kind is replaced by ``DiskCacheVaporCache/cacheKind``.
     ///   - coder: how values are encoded; JSON (`JSONCacheCoder`) by default.
     /// - Throws: `DiskCacheError` when the cache cannot be opened (see
-    ///   `DiskCache/init(directory:configuration:)`), so that a misconfigured application
-    ///   fails while it is configured, not at its first request.
+    ///   `DiskCache/init(directory:configuration:)`; `.otherKind` when the directory holds
+    ///   another kind of cache, left as it is), so that a misconfigured application fails
+    ///   while it is configured, not at its first request.
     public static func disk(directory: URL, configuration: DiskCache.Configuration = .init(),
                             coder: any CacheCoder = JSONCacheCoder()) throws -> Self {
+        let logs = ApplicationLogs(until: configuration.logger)
+        var configuration = configuration
+        configuration.kind = DiskCacheVaporCache.cacheKind
+        configuration.logger = Logger(label: configuration.logger.label) { _ in ApplicationLogs.Handler(logs: logs) }
         let cache = try DiskCache(directory: directory, configuration: configuration)
-        return .disk(cache, coder: coder, closesOnShutdown: true)
+        return .disk(cache, coder: coder, closesOnShutdown: true, logs: logs)
     }
 
     /// A cache over `cache`, which the caller opened and may go on using; the application
@@ -40,8 +50,10 @@ extension Application.Caches.Provider {
         .disk(cache, coder: coder, closesOnShutdown: false)
     }
 
-    private static func disk(_ cache: DiskCache, coder: any CacheCoder, closesOnShutdown: Bool) -> Self {
+    private static func disk(_ cache: DiskCache, coder: any CacheCoder, closesOnShutdown: Bool,
+                             logs: ApplicationLogs? = nil) -> Self {
         .init { application in
+            logs?.attach(application.logger)
             application.lifecycle.use(DiskCacheLifecycle(cache: cache, closes: closesOnShutdown))
             application.caches.use { application in application.caches.disk(cache, coder: coder) }
         }
@@ -65,9 +77,13 @@ extension Application.Caches {
 /// Redis server and no database. Configure it with `app.caches.use(.disk(directory:))`.
 ///
 /// **Values** are encoded by a `CacheCoder` (JSON by default), one entry per key. A stored
-/// value that does not decode as the type asked for makes `get` fail with
-/// `DiskCacheError/Code/undecodableValue` (the entry stays), as Vapor's Redis and Fluent
-/// caches fail on a decoding error.
+/// value that does not decode as the type asked for reads as nil (the entry stays), as with
+/// Vapor's memory cache.
+///
+/// **Directory.** The cache `app.caches.use(.disk(directory:))` opens is of kind
+/// ``cacheKind``: a directory holding another kind of cache (a Hummingbird driver's, an
+/// `HTTPURLCache`'s, a plain `DiskCache`'s) is refused with `DiskCacheError.Code.otherKind`
+/// and left as it is.
 ///
 /// **Expiry** follows Vapor's `CacheExpirationTime`: `set(_:to:expiresIn:)` with a time makes
 /// the value read as absent that many seconds after the call (and the cache's sweeper removes
@@ -91,6 +107,11 @@ public struct DiskCacheVaporCache: Cache, Sendable {
     /// The event loop the returned futures complete on.
     public let eventLoop: any EventLoop
 
+    /// The `DiskCache/Configuration/kind` of the caches `Provider.disk(directory:configuration:coder:)`
+    /// opens: `vapor-cache`. Open a cache with it to hand to `Provider.disk(_:coder:)` a
+    /// directory the other opens too.
+    public static let cacheKind = "vapor-cache"
+
     /// A cache over `cache` whose futures complete on `eventLoop`.
     ///
     /// - Parameters:
@@ -103,18 +124,16 @@ public struct DiskCacheVaporCache: Cache, Sendable {
         self.eventLoop = eventLoop
     }
 
-    /// The value stored for `key`, or nil if there is none or it has expired.
+    /// The value stored for `key`, or nil if there is none, it has expired, or it does not
+    /// decode as a `T` (as Vapor's memory cache answers a value of another type; the entry
+    /// stays).
     ///
-    /// The future fails with `DiskCacheError/Code/undecodableValue` when the stored value is not
-    /// a `T`, and with other `DiskCacheError`s when the cache fails.
+    /// The future fails with a `DiskCacheError` when the cache fails.
     public func get<T>(_ key: String, as type: T.Type) -> EventLoopFuture<T?> where T: Decodable & VaporSendableMetatype {
         let cache = self.cache
         let coder = self.coder
         return eventLoop.makeFutureWithTask { try await cache.data(for: key) }
-            .flatMapThrowing { data in
-                guard let data else { return nil }
-                return try TypedValues.decode(T.self, from: data, for: key, with: coder, removingIfUndecodable: false, remove: {})
-            }
+            .map { data in data.flatMap { try? coder.decode(T.self, from: $0) } }
     }
 
     /// Stores `value` for `key` with no expiry, replacing any earlier value; nil removes the key.

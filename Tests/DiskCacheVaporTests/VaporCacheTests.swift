@@ -52,7 +52,9 @@ import VaporTesting
                 try await app.cache.set("removed", to: String?.none)
             }
             // The app closed the cache at its shutdown: nothing else has the directory open now.
-            let exclusive = try DiskCache(directory: directory, configuration: .init(sharing: .exclusive))
+            var exclusiveConfiguration = DiskCache.Configuration(sharing: .exclusive)
+            exclusiveConfiguration.kind = DiskCacheVaporCache.cacheKind
+            let exclusive = try DiskCache(directory: directory, configuration: exclusiveConfiguration)
             try await exclusive.close()
 
             try await withApp(configure: { app in
@@ -142,10 +144,8 @@ import VaporTesting
             }) { app in
                 try await app.cache.set("profile", to: Profile(name: "Ada", visits: 3))
                 #expect(try await app.cache.get("profile", as: Profile.self) == Profile(name: "Ada", visits: 3))
-                let error = await #expect(throws: DiskCacheError.self) {
-                    _ = try await app.cache.get("profile", as: [Int].self)
-                }
-                #expect(error?.code == .undecodableValue)
+                // Another type reads as nil, as with Vapor's memory cache: not a 500 carrying the key.
+                #expect(try await app.cache.get("profile", as: [Int].self) == nil)
                 // The entry stays.
                 #expect(try await app.cache.get("profile", as: Profile.self)?.visits == 3)
             }
@@ -177,6 +177,68 @@ import VaporTesting
                 #expect(error?.code == .notACache)
             }
         }
+    }
+
+    /// Another kind of cache in the directory (a plain `DiskCache`'s, an `HTTPURLCache`'s of
+    /// either mode, a Hummingbird persist driver's, each opened with the kind its code passes)
+    /// is refused when the app is configured, naming both kinds, and keeps its entries; and a
+    /// Vapor cache's directory is refused to each of them the same way.
+    @Test(arguments: [DiskCache.Configuration.defaultKind, "HTTPURLCache", "HTTPURLCache.shared", "hummingbird-persist"])
+    func aDirectoryOfAnotherKindIsRefusedAndKeepsItsEntries(other: String) async throws {
+        var otherConfiguration = DiskCache.Configuration()
+        otherConfiguration.kind = other
+        try await withTemporaryDirectory("DiskCacheVaporTests") { directory in
+            // The other kind first.
+            let first = try DiskCache(directory: directory, configuration: otherConfiguration)
+            try await first.store(Data("theirs".utf8), for: "k")
+            try await first.close()
+            try await withApp { app in
+                let error = #expect(throws: DiskCacheError.self) {
+                    try app.caches.use(.disk(directory: directory))
+                }
+                #expect(error?.code == .otherKind)
+                #expect(error?.message.contains("\"\(other)\"") == true)
+                #expect(error?.message.contains("\"\(DiskCacheVaporCache.cacheKind)\"") == true)
+            }
+            let reopened = try DiskCache(directory: directory, configuration: otherConfiguration)
+            #expect(try await reopened.data(for: "k") == Data("theirs".utf8))
+            try await reopened.close()
+        }
+        try await withTemporaryDirectory("DiskCacheVaporTests") { directory in
+            // The Vapor cache first.
+            try await withApp(configure: { app in
+                try app.caches.use(.disk(directory: directory))
+            }) { app in
+                try await app.cache.set("k", to: "ours")
+            }
+            let error = #expect(throws: DiskCacheError.self) {
+                try DiskCache(directory: directory, configuration: otherConfiguration)
+            }
+            #expect(error?.code == .otherKind)
+            #expect(error?.message.contains("\"\(other)\"") == true)
+            #expect(error?.message.contains("\"\(DiskCacheVaporCache.cacheKind)\"") == true)
+            try await withApp(configure: { app in
+                try app.caches.use(.disk(directory: directory))
+            }) { app in
+                let value = try await app.cache.get("k", as: String.self)
+                #expect(value == "ours")
+            }
+        }
+    }
+
+    /// What the cache logs once the app uses it goes to `app.logger` (its handler, its level).
+    @Test func theCacheLogsThroughTheApplicationsLogger() async throws {
+        let lines = LogLines()
+        try await withTemporaryDirectory("DiskCacheVaporTests") { directory in
+            try await withApp(configure: { app in
+                app.logger = Logger(label: "app") { _ in CapturingLogHandler(lines: lines) }
+                try app.caches.use(.disk(directory: directory))
+            }) { app in
+                let cache = try #require(app.cache as? DiskCacheVaporCache)
+                cache.cache.configuration.logger.warning("through the app", metadata: ["from": "cache"])
+            }
+        }
+        #expect(lines.all.contains("warning through the app from=cache"))
     }
 
     @Test func concurrentRequestsDoTheirIOOffTheEventLoops() async throws {
@@ -230,6 +292,31 @@ import VaporTesting
         // Nor on the handler's task, blocking a thread of Swift's cooperative pool: the cache's
         // I/O threads run no task.
         #expect(!made.contains { $0.inTask })
+    }
+}
+
+/// The lines a ``CapturingLogHandler`` kept.
+final class LogLines: Sendable {
+    private let lines = Mutex<[String]>([])
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    var all: [String] { lines.withLock { $0 } }
+}
+
+/// Keeps each message as "level message key=value ...".
+struct CapturingLogHandler: LogHandler {
+    let lines: LogLines
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
+             file: String, function: String, line: UInt) {
+        let fields = (metadata ?? [:]).sorted { $0.key < $1.key }.map { " \($0.key)=\($0.value)" }.joined()
+        lines.append("\(level) \(message)\(fields)")
     }
 }
 #endif
