@@ -115,6 +115,7 @@ let package = Package(
                 "HTTPCache",
                 "DiskCacheLocking",
                 "ToolSupport",
+                "MemoryCache",
                 "CSQLite",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -105,3 +105,55 @@ struct BenchCommandTests {
         #expect(result.stderr.contains("mysql"))
     }
 }
+
+/// `diskcache bench --trace`: the simulations' answers on a trace worked out by hand, and the
+/// store's replay beside them.
+struct BenchTraceCommandTests {
+    private func traceReport(_ trace: String, capacities: String, policies: String = "s3fifo,lru") throws -> [String: Any] {
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(at: directory.url, withIntermediateDirectories: true)
+        var argument = trace
+        if !trace.hasPrefix("synthetic") {
+            let file = directory.url.appendingPathComponent("trace.txt")
+            try Data(trace.utf8).write(to: file)
+            argument = file.path
+        }
+        let result = try runTool(["bench", directory.path, "--trace", argument, "--capacities", capacities,
+                                  "--policies", policies, "--json", "--quiet"])
+        #expect(result.status == 0, "\(result.stderr)")
+        return try #require(try result.json() as? [String: Any])
+    }
+
+    private func misses(_ row: [String: Any], simulated policy: String) -> Int? {
+        (row["simulated"] as? [String: Any]).flatMap { $0[policy] as? [String: Any] }.flatMap { $0["misses"] as? Int }
+    }
+
+    private func misses(_ row: [String: Any], store policy: String) -> Int? {
+        (row["store"] as? [[String: Any]])?.first { $0["policy"] as? String == policy }.flatMap { $0["misses"] as? Int }
+    }
+
+    @Test func aTraceWorkedOutByHand() throws {
+        // Capacity 2. LRU: a b (a) c b a: five misses. Belady keeps a and b, passing c by: three.
+        let report = try traceReport("a\nb\na\nc\nb\na\n", capacities: "2", policies: "lru")
+        #expect(report["requests"] as? Int == 6)
+        #expect(report["objects"] as? Int == 3)
+        let row = try #require((report["rows"] as? [[String: Any]])?.first)
+        #expect(row["capacity"] as? Int == 2)
+        #expect(misses(row, simulated: "LRU") == 5)
+        #expect(misses(row, simulated: "Belady") == 3)
+        #expect(misses(row, store: "LRU") == 5)
+    }
+
+    @Test func theStoreReplaysAsTheSimulationsOfItsPolicies() throws {
+        let report = try traceReport("synthetic:objects=400,requests=4000,scan-every=1000,scan-length=100,seed=3",
+                                     capacities: "10%")
+        let row = try #require((report["rows"] as? [[String: Any]])?.first)
+        let storeLRU = try #require(misses(row, store: "LRU")), simulatedLRU = try #require(misses(row, simulated: "LRU"))
+        #expect(storeLRU == simulatedLRU)
+        // The store evicts after a put where the simulation evicts before one: a few decisions
+        // may differ, never many.
+        let storeS3 = try #require(misses(row, store: "S3-FIFO")), simulatedS3 = try #require(misses(row, simulated: "S3-FIFO"))
+        #expect(abs(storeS3 - simulatedS3) <= simulatedS3 / 100)
+        #expect(storeS3 < storeLRU)
+    }
+}

@@ -1,6 +1,7 @@
 import ArgumentParser
 import DiskCache
 import Foundation
+import MemoryCache
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -146,6 +147,18 @@ struct Bench: ParsableCommand {
     @Option(help: "With --processes: rounds of the three setups (the report gives their medians).")
     var processRounds = 3
 
+    @Option(help: "Replay a trace instead: libCacheSim's oracleGeneral (.bin) or CSV (.csv) form, one key a line (optionally a size after it), or synthetic[:objects=N,requests=N,zipf=S,onehit=F,scan-every=N,scan-length=N,seed=N]. Reports the store's miss ratio, puts and evictions at each of --capacities beside LRU, S3-FIFO, SIEVE and Belady simulated on the same trace.")
+    var trace: String?
+
+    @Option(help: "With --trace: cache sizes, as percentages of the trace's distinct objects or counts (1%,5%,10% or 500,2000).")
+    var capacities = "1%,2%,5%,10%,20%,30%"
+
+    @Option(help: "With --trace: the store's eviction policies to replay, comma-separated: s3fifo, lru.")
+    var policies = "s3fifo,lru"
+
+    @Option(help: "The store's lowWatermark, the fraction of a limit a sweep evicts down to (default: the store's own for the durability mode).")
+    var lowWatermark: Double?
+
     @Flag(help: "Print the results as JSON (the progress bar still goes to standard error).")
     var json = false
 
@@ -170,6 +183,46 @@ struct Bench: ParsableCommand {
         _ = try parsedPeers()
         if let processes, processes < 2 { throw ValidationError("--processes must be at least 2") }
         guard processRounds >= 1 else { throw ValidationError("--process-rounds must be at least 1") }
+        _ = try parsedPolicies()
+    }
+
+    private func parsedPolicies() throws -> [EvictionPolicy] {
+        try policies.split(separator: ",").map { name in
+            switch name.trimmingCharacters(in: .whitespaces).lowercased() {
+            case "s3fifo", "s3-fifo": return .s3FIFO
+            case "lru": return .leastRecentlyUsed
+            default: throw ValidationError("--policies: unknown '\(name)' (known: s3fifo, lru)")
+            }
+        }
+    }
+
+    private func runTrace(_ argument: String, root: String) throws {
+        let progress = BenchProgress(enabled: !quiet)
+        if !quiet { progress.note("bench: reading \(argument)") }
+        let loaded: BenchTrace
+        let capacityList: [Int]
+        do {
+            loaded = try BenchTrace.load(argument)
+            capacityList = try BenchTraceRun.parseCapacities(capacities, objects: loaded.objectCount)
+        } catch let error as BenchTrace.Error {
+            throw ValidationError(error.description)
+        }
+        if !quiet {
+            progress.note("bench: \(loaded.name): \(loaded.requestCount) requests, \(loaded.objectCount) objects; capacities \(capacityList.map(String.init).joined(separator: ","))")
+        }
+        let run = BenchTraceRun(trace: loaded, capacities: capacityList, policies: try parsedPolicies(),
+                                lowWatermark: lowWatermark, root: root, progress: progress)
+        let report = try run.run()
+        progress.finish()
+        let output: String
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            output = String(decoding: try encoder.encode(report), as: UTF8.self) + "\n"
+        } else {
+            output = BenchTraceRun.table(report)
+        }
+        FileHandle.standardOutput.write(Data(output.utf8))
     }
 
     static let peers = ["sqlite", "urlcache"]
@@ -260,6 +313,10 @@ struct Bench: ParsableCommand {
             }
         }
 
+        if let trace {
+            try runTrace(trace, root: root)
+            return
+        }
         let threshold = inlineThreshold.flatMap(BenchSize.parse) ?? DiskCache.Configuration().inlineThreshold
         if let processes {
             let progress = BenchProgress(enabled: !quiet)
@@ -279,13 +336,14 @@ struct Bench: ParsableCommand {
             return
         }
         let peers = try parsedPeers()
-        let plan = BenchPlan(root: root, sizes: sizes, entries: entriesFor, operations: operations,
+        var plan = BenchPlan(root: root, sizes: sizes, entries: entriesFor, operations: operations,
                              durability: try parsedDurability(), threads: threads, seconds: duration, coldReads: cold,
                              inlineThreshold: threshold, zipfExponent: zipf, seed: seed,
                              compareSQLite: peers.contains("sqlite"), compareURLCache: peers.contains("urlcache"),
                              urlcacheEntries: urlcacheEntries, idleSeconds: idleSeconds, sweepInterval: sweepInterval,
                              openRepetitions: openRepetitions, floorProbeSeconds: floorProbeSeconds,
                              floorProbeRounds: floorProbeRounds, floorProbePuts: floorProbePuts)
+        plan.lowWatermark = lowWatermark
         let date = ISO8601DateFormatter().string(from: Date())
         var entriesPerSize: [String: Int] = [:]
         for size in sizes { entriesPerSize[BenchSize.label(size)] = entriesFor(size) }

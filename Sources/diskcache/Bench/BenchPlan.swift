@@ -23,6 +23,8 @@ struct BenchPlan {
     var floorProbeSeconds: Double
     var floorProbeRounds: Int
     var floorProbePuts: Int
+    /// The store's lowWatermark (nil: its default for the durability mode).
+    var lowWatermark: Double? = nil
 
     var isImmediate: Bool { durability == .immediate }
 }

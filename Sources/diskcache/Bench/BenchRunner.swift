@@ -29,8 +29,8 @@ final class BenchRunner {
 
     func configuration(sweepInterval: Duration? = .seconds(10)) -> DiskCache.Configuration {
         DiskCache.Configuration(diskCapacity: 1 << 50, durability: plan.durability,
-                                inlineThreshold: plan.inlineThreshold, minimumFreeSpace: 0, minimumFreeFraction: 0,
-                                sweepInterval: sweepInterval)
+                                inlineThreshold: plan.inlineThreshold, lowWatermark: plan.lowWatermark,
+                                minimumFreeSpace: 0, minimumFreeFraction: 0, sweepInterval: sweepInterval)
     }
 
     private func body(_ size: Int) -> Data {

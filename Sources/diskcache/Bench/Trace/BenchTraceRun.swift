@@ -1,0 +1,155 @@
+import DiskCache
+import DiskCacheLocking
+import Foundation
+import MemoryCache
+
+/// `diskcache bench --trace`: replays a trace through the store at each capacity asked for and
+/// reports its miss ratio, byte miss ratio, puts (disk writes) and evictions beside the known
+/// policies simulated in the same run on the same trace (``BenchTraceSimulation``).
+///
+/// The store replay: a `DiskCache` with `countLimit` = the capacity (and no byte or free-space
+/// limit in the way), its default settings otherwise; each request reads the object's key, and
+/// a miss stores a 16-byte value under it, as a cache in front of a slower source does. A
+/// store that takes the cache over its limit waits for the sweeper, as any writer does.
+struct BenchTraceRun {
+    var trace: BenchTrace
+    var capacities: [Int]
+    var policies: [EvictionPolicy]
+    /// The store's lowWatermark; nil for its default.
+    var lowWatermark: Double?
+    var root: String
+    var progress: BenchProgress
+
+    struct StoreOutcome: Codable {
+        var policy: String
+        var misses: Int
+        var missedBytes: Int64
+        var puts: Int
+        var evictions: Int
+        var seconds: Double
+    }
+
+    struct Row: Codable {
+        var capacity: Int
+        var store: [StoreOutcome]
+        var simulated: [String: BenchTraceSimulation.Outcome]
+    }
+
+    struct Report: Codable {
+        var trace: String
+        var requests: Int
+        var objects: Int
+        var oneHitWonders: Int
+        var totalBytes: Int64
+        var lowWatermark: Double
+        var rows: [Row]
+    }
+
+    /// `--capacities`: `N%` of the trace's distinct objects, or absolute counts.
+    static func parseCapacities(_ argument: String, objects: Int) throws -> [Int] {
+        var capacities: [Int] = []
+        for item in argument.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
+            if item.hasSuffix("%"), let percent = Double(item.dropLast()), percent > 0 {
+                capacities.append(max(1, Int(Double(objects) * percent / 100)))
+            } else if let count = Int(item), count > 0 {
+                capacities.append(count)
+            } else {
+                throw BenchTrace.Error(description: "--capacities: expected percentages of the trace's objects or counts, such as 1%,5%,10% or 500,2000; got '\(item)'")
+            }
+        }
+        guard !capacities.isEmpty else { throw BenchTrace.Error(description: "--capacities: none given") }
+        return capacities
+    }
+
+    func run() throws -> Report {
+        let nextUses = trace.nextUses()
+        var rows: [Row] = []
+        progress.plan(phases: capacities.count * (policies.count + 1))
+        for capacity in capacities {
+            progress.phase("capacity \(capacity): simulations")
+            var simulated: [String: BenchTraceSimulation.Outcome] = [:]
+            for policy in BenchTraceSimulation.Policy.allCases {
+                simulated[policy.rawValue] = BenchTraceSimulation.run(policy, trace, capacity: capacity, nextUses: nextUses)
+            }
+            var store: [StoreOutcome] = []
+            for policy in policies {
+                progress.phase("capacity \(capacity): the store, \(policy)")
+                store.append(try replay(capacity: capacity, policy: policy))
+            }
+            rows.append(Row(capacity: capacity, store: store, simulated: simulated))
+        }
+        return Report(trace: trace.name, requests: trace.requestCount, objects: trace.objectCount,
+                      oneHitWonders: trace.oneHitWonders(), totalBytes: trace.sizes.reduce(0) { $0 + Int64($1) },
+                      lowWatermark: DiskCache.Configuration(durability: .none, lowWatermark: lowWatermark).lowWatermark, rows: rows)
+    }
+
+    private func replay(capacity: Int, policy: EvictionPolicy) throws -> StoreOutcome {
+        let directory = (root as NSString).appendingPathComponent("trace-\(capacity)-\(policy)")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let evictions = EvictionCount()
+        let configuration = DiskCache.Configuration(
+            diskCapacity: Int64.max / 4, countLimit: capacity, durability: .none,
+            lowWatermark: lowWatermark, evictionPolicy: policy, minimumFreeSpace: 0, minimumFreeFraction: 0,
+            onEviction: { _ in evictions.add() }, sharing: .exclusive)
+        let cache = try DiskCache(directory: URL(fileURLWithPath: directory), configuration: configuration)
+        defer { try? cache.close() }
+        let value = Data(repeating: 0x5A, count: 16)
+        var misses = 0, missedBytes: Int64 = 0, puts = 0
+        let start = benchNanoseconds()
+        let step = max(1, trace.requestCount / 200)
+        for (position, object) in trace.objects.enumerated() {
+            let key = "object-\(object)"
+            if cache.data(for: key) == nil {
+                misses += 1
+                missedBytes += Int64(trace.sizes[position])
+                try cache.store(value, for: key)
+                puts += 1
+            }
+            if position % step == 0 { progress.phaseFraction(Double(position) / Double(trace.requestCount)) }
+        }
+        let seconds = Double(benchNanoseconds() - start) / 1e9
+        return StoreOutcome(policy: policy.description, misses: misses, missedBytes: missedBytes, puts: puts,
+                            evictions: evictions.value, seconds: seconds)
+    }
+
+    // MARK: - Output
+
+    static func table(_ report: Report) -> String {
+        let requests = Double(report.requests), bytes = Double(max(1, report.totalBytes))
+        var lines = ["trace: \(report.trace): \(report.requests) requests, \(report.objects) objects, " +
+                     "\(report.oneHitWonders) (\(percent(Double(report.oneHitWonders) / Double(max(1, report.objects))))) requested once",
+                     "miss ratio (lower is better); the store's puts and evictions (lowWatermark \(report.lowWatermark)); simulations of the same trace in this run", ""]
+        let storeNames = report.rows.first?.store.map(\.policy) ?? []
+        let simNames = BenchTraceSimulation.Policy.allCases.map(\.rawValue)
+        var header = ["capacity"]
+        header += storeNames.map { "store \($0)" }
+        header += simNames.map { "sim \($0)" }
+        header += storeNames.flatMap { ["puts \($0)", "evictions \($0)", "byte miss \($0)"] }
+        var rows = [header]
+        for row in report.rows {
+            var cells = ["\(row.capacity) (\(percent(Double(row.capacity) / Double(max(1, report.objects)))))"]
+            cells += row.store.map { ratio(Double($0.misses) / requests) }
+            cells += simNames.map { name in row.simulated[name].map { ratio(Double($0.misses) / requests) } ?? "-" }
+            cells += row.store.flatMap { ["\($0.puts)", "\($0.evictions)", ratio(Double($0.missedBytes) / bytes)] }
+            rows.append(cells)
+        }
+        let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+        for row in rows {
+            lines.append(row.enumerated().map { column, cell in
+                column == 0 ? cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                    : String(repeating: " ", count: widths[column] - cell.count) + cell
+            }.joined(separator: "  "))
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    private static func ratio(_ value: Double) -> String { String(format: "%.4f", value) }
+    private static func percent(_ value: Double) -> String { String(format: "%.1f%%", value * 100) }
+}
+
+/// Evictions the store reported, counted from its callback.
+private final class EvictionCount: Sendable {
+    private let count = PthreadMutex(0)
+    func add() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
+}
