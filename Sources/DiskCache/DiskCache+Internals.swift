@@ -124,7 +124,7 @@ extension DiskCache {
             guard touched else { return entry }
             state.pendingAccess.append((hash, now))
             if state.pendingAccess.count >= 8192, let record = state.takePendingAccessRecord() {
-                // Access times are advisory: losing a batch only blurs LRU order.
+                // Access times are advisory: losing a batch only blurs the eviction order.
                 _ = try? state.append(record, records: 1, path: layout.journal)
             }
             return entry

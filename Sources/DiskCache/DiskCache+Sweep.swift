@@ -66,16 +66,16 @@ extension DiskCache {
 
     // MARK: - Sweeping
 
-    /// Runs one sweep now and returns what it removed: expired entries, then least recently used
-    /// entries while the cache is over its count limit or disk capacity (down to the low
-    /// watermark) or the volume's free space is under the floor. Runs on the cache's maintenance
+    /// Runs one sweep now and returns what it removed: expired entries, then entries in the
+    /// eviction order (``Configuration/evictionPolicy``) while the cache is over its count limit
+    /// or disk capacity (down to the low watermark) or the volume's free space is under the floor. Runs on the cache's maintenance
     /// queue; the caller waits for it.
     @discardableResult
     public func sweep() -> SweepReport {
         maintenance.sync { runSweep(wait: true) }
     }
 
-    /// Evicts least recently used entries until the cache occupies at most `size` bytes on disk
+    /// Evicts entries in the eviction order until the cache occupies at most `size` bytes on disk
     /// (counted as ``totalSize`` counts). The capacity itself is unchanged.
     @discardableResult
     public func trim(toSize size: Int64) -> SweepReport {

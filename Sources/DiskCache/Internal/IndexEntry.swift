@@ -1,5 +1,6 @@
-/// What the index keeps for each entry: 32 bytes (48 with its hash in the index's dense
-/// storage, 56 with its share of the hash table), so that a million entries take about 56 MB.
+/// What the index keeps for each entry: 32 bytes (56 with its hash and its place in the
+/// eviction order in the index's dense storage, 64 with its share of the hash table), so that a
+/// million entries take about 64 MB.
 ///
 /// Everything a read needs before it touches a file (is there an entry, has it surely
 /// expired, which checksum the journal vouches for) and everything the sweeper needs
@@ -16,7 +17,8 @@ struct IndexEntry: Equatable, Sendable {
     /// if its checksum is this one, so files the journal did not commit (a write interrupted
     /// between rename and journal append) are never served.
     var checksum: UInt64
-    /// Last access, seconds since 1970 (LRU order needs no finer grain).
+    /// Last access, seconds since 1970 (what `entry(for:)` reports; the eviction order is kept
+    /// apart, see Index+Eviction.swift).
     var accessedSeconds: UInt32
     /// Expiry rounded up to the second, seconds since 1970; 0 = never. Reads check the exact
     /// expiry from the `.meta` file; the sweeper uses this one.

@@ -6,7 +6,7 @@ struct Sweep: ParsableCommand {
         abstract: "Remove expired entries, and with --capacity evict down to a size.",
         discussion: """
             Without --capacity, removes the entries whose expiry date has passed. With \
-            --capacity SIZE, then evicts least recently used entries until the cache occupies \
+            --capacity SIZE, then evicts entries in the eviction order (S3-FIFO by default) until the cache occupies \
             at most SIZE on disk (bodies, metadata files and journal at block granularity, as \
             `stats` reports under disk usage).
             """
@@ -15,7 +15,7 @@ struct Sweep: ParsableCommand {
     @OptionGroup var cache: CacheOptions
     @OptionGroup var lockWait: LockWaitOptions
 
-    @Option(help: ArgumentHelp("Evict least recently used entries down to this size (512K, 64M, 2G).", valueName: "size"),
+    @Option(help: ArgumentHelp("Evict entries, in the eviction order, down to this size (512K, 64M, 2G).", valueName: "size"),
             transform: ByteSize.argument)
     var capacity: ByteSize?
 
