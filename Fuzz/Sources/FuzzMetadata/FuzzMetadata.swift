@@ -41,7 +41,9 @@ private func checkPropertyList(_ value: BinaryPropertyList.Value, decodedFrom by
     // bytes in UTF-8 (a lone surrogate becomes U+FFFD, three bytes for two).
     let payload = payloadBytes(value)
     require(payload <= 6 * bytes.count, "\(bytes.count) bytes decoded into \(payload) bytes of strings and data")
-    let encoded = BinaryPropertyList.encode(value)
+    // A decoded value holds no external data object: the two parts are the whole encoding.
+    let (head, tail) = BinaryPropertyList.encodeSplit(value)
+    let encoded = head + tail
     guard let again = encoded.withUnsafeBytes({ BinaryPropertyList.decode($0) }) else {
         require(false, "the encoding of a decoded value does not decode: \(value)")
         return
