@@ -108,8 +108,13 @@ extension DiskCache {
     func volumeSpace() -> VolumeSpace? {
         if let probe = configuration.volumeSpaceProbe { return probe(layout.root) }
         guard case .success(let info) = Syscall.statvfs(layout.root) else { return nil }
-        let unit = Int64(info.f_frsize > 0 ? info.f_frsize : info.f_bsize)
-        return VolumeSpace(available: Int64(info.f_bavail) * unit, total: Int64(info.f_blocks) * unit)
+        // Clamped: a filesystem's absurd answer makes an absurd volume, not a trap.
+        let unit = Int64(clamping: info.f_frsize > 0 ? info.f_frsize : info.f_bsize)
+        func bytes(_ blocks: some BinaryInteger) -> Int64 {
+            let (product, overflow) = Int64(clamping: blocks).multipliedReportingOverflow(by: unit)
+            return overflow ? .max : product
+        }
+        return VolumeSpace(available: bytes(info.f_bavail), total: bytes(info.f_blocks))
     }
 
     /// The free-space floor for a volume of `total` bytes.

@@ -46,8 +46,8 @@ public import Hummingbird
 ///
 /// **Capacity.** The entries live in a cache: when it passes its
 /// `DiskCache/Configuration/diskCapacity` (512 MiB by default), or the volume's free space falls
-/// under `DiskCache/Configuration/minimumFreeSpace`, its sweeper evicts the least recently used
-/// ones. Size the cache for what the application keeps in it.
+/// under `DiskCache/Configuration/minimumFreeSpace`, its sweeper evicts entries in its eviction
+/// order (S3-FIFO by default). Size the cache for what the application keeps in it.
 public final class DiskCachePersistDriver: PersistDriver {
     /// The cache the values are stored in.
     public let cache: DiskCache

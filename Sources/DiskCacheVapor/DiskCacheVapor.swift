@@ -97,8 +97,8 @@ extension Application.Caches {
 ///
 /// **Capacity.** It is a cache: when it passes its `DiskCache/Configuration/diskCapacity`
 /// (512 MiB by default), or the volume's free space falls under
-/// `DiskCache/Configuration/minimumFreeSpace`, its sweeper evicts the least recently used
-/// entries.
+/// `DiskCache/Configuration/minimumFreeSpace`, its sweeper evicts entries in its eviction order
+/// (S3-FIFO by default).
 public struct DiskCacheVaporCache: Cache, Sendable {
     /// The cache the values are stored in.
     public let cache: DiskCache

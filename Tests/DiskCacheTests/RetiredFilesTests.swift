@@ -70,6 +70,7 @@ struct RetiredFilesTests {
         var configuration = DiskCache.Configuration.testing(clock: clock)
         configuration.durability = .immediate
         configuration.sweepInterval = nil
+        configuration.lowWatermark = 0.9  // a sweep down to 90 % of 2: one entry left
         let cache = try DiskCache(directory: dir.cache, configuration: configuration)
         for n in 0..<4 {
             try cache.store(bytes("value \(n)"), for: "k\(n)")

@@ -386,9 +386,11 @@ extension CacheState {
             if case .success(let info) = Syscall.fstat(journal.fd), Int64(info.st_size) > journalLength {
                 applyRecords(through: Int64(info.st_size))
             }
+            // Below 2^62 (or the page is damaged): no sum with them overflows.
+            guard let base = try? shared.region.counter(.base), let records = try? shared.region.counter(.baseRecords) else { return false }
             journal = file
-            journalLength = Int64(clamping: shared.region[.base])
-            journalRecords = Int(clamping: shared.region[.baseRecords])
+            journalLength = Int64(base)
+            journalRecords = records
         } else {
             guard case .success(let bytes?) = FileIO.readAll(fd: fd, limit: Int.max),
                   bytes.withUnsafeBytes({ Journal.checkHeader($0) }) == .valid else { return false }

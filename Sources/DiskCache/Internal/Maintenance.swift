@@ -354,7 +354,7 @@ extension DiskCache {
     }
 
     func compactJournalNow(wait: Bool) throws(DiskCacheError) {
-        _ = try asHousekeeper(wait: wait) { () throws(DiskCacheError) in
+        let compacted: Void? = try asHousekeeper(wait: wait) { () throws(DiskCacheError) in
             guard let snapshot = try state.withLock({ state throws(DiskCacheError) -> CompactionSnapshot? in
                 guard !state.isClosed else { throw DiskCacheError.closed() }
                 guard !state.isCompacting else { return nil }
@@ -375,6 +375,9 @@ extension DiskCache {
                 throw error
             }
         }
+        // Asked to wait (`compact()`, a repair) and another instance kept the housekeeping lock:
+        // say so rather than report a compaction that did not happen.
+        if wait, compacted == nil, let sharedRegion { throw sharedRegion.timeoutError("the housekeeping lock") }
     }
 
     private func writeCompactedJournal(_ snapshot: CompactionSnapshot) throws(DiskCacheError) {
