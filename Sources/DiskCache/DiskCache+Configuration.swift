@@ -83,9 +83,9 @@ extension DiskCache {
         /// batch of evictions then shares. A lower mark makes fewer, longer sweeps.
         public var lowWatermark: Double
 
-        /// Which entry the sweeper evicts first. ``EvictionPolicy/s3FIFO`` by default (one-hit
+        /// Which entry the sweeper evicts first. `EvictionPolicy.s3FIFO` by default (one-hit
         /// wonders and scans leave first, and what is read again stays; see docs/sweeper.md), or
-        /// ``EvictionPolicy/leastRecentlyUsed``. Fixed at open; every instance sharing a cache
+        /// `EvictionPolicy.leastRecentlyUsed`. Fixed at open; every instance sharing a cache
         /// should use the same one (each keeps its own order from the journal's records).
         public var evictionPolicy: EvictionPolicy
 

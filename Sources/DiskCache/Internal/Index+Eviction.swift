@@ -3,7 +3,7 @@ import MemoryCache
 /// The eviction order: which entry the sweeper removes next, kept inside the index so that a
 /// journal replay rebuilds it with the entries.
 ///
-/// `.s3FIFO` (the default; Yang et al., SOSP 2023, as ``EvictionPolicy/s3FIFO`` describes it for
+/// `.s3FIFO` (the default; Yang et al., SOSP 2023, as `EvictionPolicy.s3FIFO` describes it for
 /// the memory tier): a new entry joins the *small* queue, unless its key was evicted from the
 /// small queue lately (the *ghost*, which remembers keys, not values), when it joins the *main*
 /// queue. Each read raises the entry's frequency (0...3). At the small queue's old end an entry
