@@ -77,10 +77,10 @@ extension DiskCache {
         public var countLimit: Int?
 
         /// When the sweeper evicts for capacity or count, it evicts down to this fraction of the
-        /// limit. By default 1 (down to the limit itself: a cache of N entries holds N, where a
-        /// mark of 0.9 holds 0.95 N on average and misses more), or 0.99 when `durability` is
-        /// `.immediate` at `init`, where each sweep's removals cost a journal sync that a small
-        /// batch of evictions then shares. A lower mark makes fewer, longer sweeps.
+        /// limit. 0.99 by default: a batch of 1 % shares a sweep's fixed costs (a wake-up of the
+        /// sweeper, and in `.immediate` a journal sync) while a cache of N entries still holds
+        /// about N (a mark of 0.9 holds 0.95 N on average, and misses more). 1 evicts down to the
+        /// limit itself, one sweep per store at the limit.
         public var lowWatermark: Double
 
         /// Which entry the sweeper evicts first. `EvictionPolicy.s3FIFO` by default (one-hit
@@ -211,7 +211,7 @@ extension DiskCache {
             durability: Durability = .batched,
             verifiesChecksums: Bool = true,
             inlineThreshold: Int = 1 << 20,
-            lowWatermark: Double? = nil,
+            lowWatermark: Double = 0.99,
             evictionPolicy: EvictionPolicy = .s3FIFO,
             minimumFreeSpace: Int64 = 256 << 20,
             minimumFreeFraction: Double = 0.02,
@@ -223,7 +223,7 @@ extension DiskCache {
             self.sharing = sharing
             self.diskCapacity = diskCapacity
             self.countLimit = countLimit
-            self.lowWatermark = min(1, max(0, lowWatermark ?? (durability.mode == .immediate ? 0.99 : 1)))
+            self.lowWatermark = min(1, max(0, lowWatermark))
             self.evictionPolicy = evictionPolicy
             self.minimumFreeSpace = minimumFreeSpace
             self.minimumFreeFraction = minimumFreeFraction

@@ -156,7 +156,7 @@ struct Bench: ParsableCommand {
     @Option(help: "With --trace: the store's eviction policies to replay, comma-separated: s3fifo, lru.")
     var policies = "s3fifo,lru"
 
-    @Option(help: "The store's lowWatermark, the fraction of a limit a sweep evicts down to (default: the store's own for the durability mode).")
+    @Option(help: "The store's lowWatermark, the fraction of a limit a sweep evicts down to (default: the store's own).")
     var lowWatermark: Double?
 
     @Flag(help: "Print the results as JSON (the progress bar still goes to standard error).")

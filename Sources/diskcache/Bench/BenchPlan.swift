@@ -23,7 +23,7 @@ struct BenchPlan {
     var floorProbeSeconds: Double
     var floorProbeRounds: Int
     var floorProbePuts: Int
-    /// The store's lowWatermark (nil: its default for the durability mode).
+    /// The store's lowWatermark (nil: its default).
     var lowWatermark: Double? = nil
 
     var isImmediate: Bool { durability == .immediate }

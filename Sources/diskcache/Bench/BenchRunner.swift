@@ -29,7 +29,7 @@ final class BenchRunner {
 
     func configuration(sweepInterval: Duration? = .seconds(10)) -> DiskCache.Configuration {
         DiskCache.Configuration(diskCapacity: 1 << 50, durability: plan.durability,
-                                inlineThreshold: plan.inlineThreshold, lowWatermark: plan.lowWatermark,
+                                inlineThreshold: plan.inlineThreshold, lowWatermark: plan.lowWatermark ?? DiskCache.Configuration().lowWatermark,
                                 minimumFreeSpace: 0, minimumFreeFraction: 0, sweepInterval: sweepInterval)
     }
 

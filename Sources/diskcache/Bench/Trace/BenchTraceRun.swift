@@ -80,7 +80,7 @@ struct BenchTraceRun {
         }
         return Report(trace: trace.name, requests: trace.requestCount, objects: trace.objectCount,
                       oneHitWonders: trace.oneHitWonders(), totalBytes: trace.sizes.reduce(0) { $0 + Int64($1) },
-                      lowWatermark: DiskCache.Configuration(durability: .none, lowWatermark: lowWatermark).lowWatermark, rows: rows)
+                      lowWatermark: lowWatermark ?? DiskCache.Configuration().lowWatermark, rows: rows)
     }
 
     private func replay(capacity: Int, policy: EvictionPolicy) throws -> StoreOutcome {
@@ -89,7 +89,7 @@ struct BenchTraceRun {
         let evictions = EvictionCount()
         let configuration = DiskCache.Configuration(
             diskCapacity: Int64.max / 4, countLimit: capacity, durability: .none,
-            lowWatermark: lowWatermark, evictionPolicy: policy, minimumFreeSpace: 0, minimumFreeFraction: 0,
+            lowWatermark: lowWatermark ?? DiskCache.Configuration().lowWatermark, evictionPolicy: policy, minimumFreeSpace: 0, minimumFreeFraction: 0,
             onEviction: { _ in evictions.add() }, sharing: .exclusive)
         let cache = try DiskCache(directory: URL(fileURLWithPath: directory), configuration: configuration)
         defer { try? cache.close() }
