@@ -73,13 +73,19 @@ extension ProxyHandler {
                     note(.staleOnError)
                     return FetchResult(outcome: outcome)
                 }
-                let storable = key != nil && exchange.method == .get && code != 304 && code != 206
+                var storable = key != nil && exchange.method == .get && code != 304 && code != 206
                     && isStorable(exchange.cacheRequest, status: code, fields: fields, sent: sent)
+                // `--min-uses`: a key with nothing stored is stored on its n-th miss.
+                let declined = storable && validating == nil && fallback == nil && !admits(key)
+                if declined {
+                    storable = false
+                    note(.storesDeclined)
+                }
                 let stored = storable ? StoredResponse(request: exchange.cacheRequest, status: code, headers: fields,
                                                        requestTime: requestTime, responseTime: responseTime) : nil
                 started.withLock { $0 = true }
                 note(.misses)
-                return FetchResult(outcome: try await relay(responseHead, sent, &body, exchange, storing: stored, writer: writer))
+                return FetchResult(outcome: try await relay(responseHead, sent, &body, exchange, storing: stored, declined: declined, writer: writer))
             }
         } catch {
             guard !started.withLock({ $0 }), !(error is ClientGone), !(error is ResponseStarted) else { throw error }
@@ -93,6 +99,14 @@ extension ProxyHandler {
             }
             return FetchResult(outcome: try await respond(Self.status(after: error), "The origin did not answer: \(error)", writer: writer, isHEAD: exchange.isHEAD))
         }
+    }
+
+    /// Counts a miss of `key` toward ``ServerConfiguration/minimumUses``; whether its response
+    /// is to be stored.
+    func admits(_ key: String?) -> Bool {
+        guard configuration.minimumUses > 1, let key else { return true }
+        let (minimum, window) = (configuration.minimumUses, configuration.minimumUsesWindow)
+        return uses.withLock { $0.admits(key.hashValue, minimumUses: minimum, window: window) }
     }
 
     /// A response's end-to-end fields as this cache decides by them and stores them

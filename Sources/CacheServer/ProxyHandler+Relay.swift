@@ -11,13 +11,16 @@ extension ProxyHandler {
     /// Sends the origin's response on to the client as it arrives, and into the cache when
     /// `storing` is set (the body spooled to a file in the cache's `tmp/`, then stored whole).
     /// `originFields` are the fields of `responseHead` (read once by the caller). `closing`: it
-    /// goes with `Connection: close` (the connection closes after it).
+    /// goes with `Connection: close` (the connection closes after it). `declined`: it could
+    /// have been stored, but ``ServerConfiguration/minimumUses`` says not yet (a `MISS`, not a
+    /// `BYPASS`).
     func relay(_ responseHead: HTTPResponseHead, _ originFields: HTTPFields, _ body: inout OriginClient.ResponseBody, _ exchange: Exchange,
-               storing: StoredResponse?, closing: Bool = false, writer: ClientWriter) async throws -> Outcome {
+               storing: StoredResponse?, declined: Bool = false, closing: Bool = false, writer: ClientWriter) async throws -> Outcome {
+        let cacheStatus = storing != nil || declined ? "MISS" : "BYPASS"
         var fields = CachePolicyEngine.endToEndFields(originFields)
         if closing { fields.append(HTTPField(name: .connection, value: "close")) }
         fields.append(HTTPField(name: .via, value: "\(responseHead.version.major).\(responseHead.version.minor) \(configuration.viaName)"))
-        fields.replaceOrAppend(Fields.xCache, storing == nil ? "BYPASS" : "MISS")
+        fields.replaceOrAppend(Fields.xCache, cacheStatus)
         // A client's range of a whole body the origin sends (the range was not forwarded, so that
         // the whole body could be stored) is cut out as the body passes.
         var range = ByteRange.whole
@@ -60,7 +63,7 @@ extension ProxyHandler {
             throw error
         }
         note(.bytesServed(sent))
-        return Outcome(status: UInt(status.code), bytes: sent, cacheStatus: storing == nil ? "BYPASS" : "MISS")
+        return Outcome(status: UInt(status.code), bytes: sent, cacheStatus: cacheStatus)
     }
 
     /// Writes to the client; a failure is the client's going (``ClientGone``), not the origin's.

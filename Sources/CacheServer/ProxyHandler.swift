@@ -27,6 +27,8 @@ final class ProxyHandler: Sendable {
     let prepared: PreparedHits
     /// The background refreshes under way, one per key (``refreshInBackground(_:key:validating:adding:)``).
     let refreshTasks = PthreadMutex([String: Task<Void, Never>]())
+    /// Requests counted for ``ServerConfiguration/minimumUses``, by the hash of their key.
+    let uses = PthreadMutex(UseCounts<Int>())
     /// The origin's URL as text, which every request's target is appended to.
     private let originPrefix: String
 

@@ -58,6 +58,17 @@ public struct ServerConfiguration: Sendable {
     /// The most client connections open at once; one more is answered 503 and closed at once.
     /// 1,024 by default (nginx's 512 `worker_connections` for each of two workers).
     public var maximumConnections: Int = 1024
+    /// A response is stored on the `minimumUses`-th request for its key that the cache could not
+    /// answer (nginx's `proxy_cache_min_uses`); the earlier ones are passed on to the client
+    /// (`X-Cache: MISS`) without being written. 1, the default, stores the first, as nginx does:
+    /// what was asked for once is there the second time, which clients and RFC 9111's tests
+    /// expect. 2 spares the disk the responses asked for once (a third to half of a CDN's
+    /// objects) for one more miss on each of the others; see docs/server.md. Requests are
+    /// counted for the last ``minimumUsesWindow`` keys, in this process's memory; a key with a
+    /// response stored (any variant, fresh or stale) is always stored again.
+    public var minimumUses: Int = 1
+    /// How many keys ``minimumUses`` counts requests for: 100,000 by default (a few MB).
+    public var minimumUsesWindow: Int = 100_000
     /// What the node does with a response that carries `Set-Cookie` (see ``SetCookiePolicy``):
     /// by default it is not stored, as nginx and Varnish do.
     public var setCookie: SetCookiePolicy = .doNotStore
@@ -152,6 +163,10 @@ public struct ServerConfiguration: Sendable {
         public var send: Duration = .seconds(60)
         /// A kept-alive connection with nothing under way: 75 s.
         public var idle: Duration = .seconds(75)
+        /// The rest of a request's body after its answer has ended (an origin that answered an
+        /// upload early), read and dropped whatever its pace, before the connection closes:
+        /// 30 s, nginx's `lingering_time`. Not an option of the server; tests shorten it.
+        var lingering: Duration = .seconds(30)
 
         public init() {}
 
@@ -179,6 +194,10 @@ public struct ServerConfiguration: Sendable {
         guard (0...(1 << 30)).contains(copyLimit) else { throw ServerConfigurationError("the copy limit must be 0 to 1 GiB, not \(copyLimit) bytes") }
         if let eventLoopCount, !(1...1024).contains(eventLoopCount) {
             throw ServerConfigurationError("the number of event loops must be 1 to 1024, not \(eventLoopCount)")
+        }
+        guard (1...1000).contains(minimumUses) else { throw ServerConfigurationError("min-uses must be 1 to 1000, not \(minimumUses)") }
+        guard (1...100_000_000).contains(minimumUsesWindow) else {
+            throw ServerConfigurationError("the min-uses window must be 1 to 100000000 keys, not \(minimumUsesWindow)")
         }
         guard (1...1_000_000).contains(maximumConnections) else {
             throw ServerConfigurationError("the connection limit must be 1 to 1000000, not \(maximumConnections)")

@@ -7,7 +7,7 @@ final class ServerMetrics: Sendable {
     /// What is counted.
     enum Event {
         case requests, hits, hitsOnEventLoop, hitsPrepared, hitsFromBytes, revalidations, misses, staleOnError, coalesced, stores, originErrors
-        case connectionsRefused, connectionsTimedOut
+        case storesDeclined, connectionsRefused, connectionsTimedOut
         case bytesServed(Int64)
         /// An origin response head arrived this long after the request went out.
         case originResponse(seconds: Double)
@@ -19,7 +19,7 @@ final class ServerMetrics: Sendable {
 
     private enum Count: Int, CaseIterable {
         case requests, hits, hitsOnEventLoop, hitsPrepared, hitsFromBytes, revalidations, misses, staleOnError, coalesced, stores, originErrors,
-             bytesServed, connectionsRefused, connectionsTimedOut
+             bytesServed, storesDeclined, connectionsRefused, connectionsTimedOut
 
         var name: String {
             switch self {
@@ -35,6 +35,7 @@ final class ServerMetrics: Sendable {
             case .stores: "stores"
             case .originErrors: "origin_errors"
             case .bytesServed: "bytes_served"
+            case .storesDeclined: "stores_declined"
             case .connectionsRefused: "connections_refused"
             case .connectionsTimedOut: "connections_timed_out"
             }
@@ -67,6 +68,7 @@ final class ServerMetrics: Sendable {
         case .coalesced: counter(.coalesced).increment()
         case .stores: counter(.stores).increment()
         case .originErrors: counter(.originErrors).increment()
+        case .storesDeclined: counter(.storesDeclined).increment()
         case .connectionsRefused: counter(.connectionsRefused).increment()
         case .connectionsTimedOut: counter(.connectionsTimedOut).increment()
         case .bytesServed(let bytes): counter(.bytesServed).increment(by: Int(bytes))

@@ -23,6 +23,9 @@ public struct ServerStatistics: Sendable, Hashable {
     public var coalesced = 0
     /// Responses stored.
     public var stores = 0
+    /// Storable responses not stored because their key had fewer misses than
+    /// ``ServerConfiguration/minimumUses``.
+    public var storesDeclined = 0
     /// Body bytes sent to clients.
     public var bytesServed: Int64 = 0
     /// Requests sent to the origin, and the seconds until their response heads arrived.
@@ -50,6 +53,7 @@ public struct ServerStatistics: Sendable, Hashable {
         case .coalesced: coalesced += 1
         case .stores: stores += 1
         case .originErrors: originErrors += 1
+        case .storesDeclined: storesDeclined += 1
         case .connectionsRefused: connectionsRefused += 1
         case .connectionsTimedOut: connectionsTimedOut += 1
         case .bytesServed(let bytes): bytesServed += bytes

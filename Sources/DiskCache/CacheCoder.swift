@@ -16,8 +16,10 @@ extension DiskCache {
     /// #### Errors
     /// ``DiskCacheError/Code/invalidArgument`` when the coder cannot encode the value (nothing
     /// is stored), and every error of ``store(_:for:metadata:expires:)-3d9hu``.
+    /// - Returns: whether it was written (see ``Configuration/admission``).
+    @discardableResult
     public func store<Value: Encodable>(value: Value, for key: String, coder: some CacheCoder = JSONCacheCoder(),
-                                        metadata: [String: String] = [:], expires: Date? = nil) throws {
+                                        metadata: [String: String] = [:], expires: Date? = nil) throws -> Bool {
         try store(TypedValues.encode(value, for: key, with: coder), for: key, metadata: metadata, expires: expires)
     }
 

@@ -28,17 +28,19 @@ extension DiskCache {
         try await BlockingIOPool.shared.run { self.entry(for: key) }
     }
 
-    /// ``store(_:for:metadata:expires:)`` on the cache's I/O threads.
-    public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil) async throws {
+    /// ``store(_:for:metadata:expires:)`` on the cache's I/O threads; returns whether it wrote.
+    @discardableResult
+    public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil) async throws -> Bool {
         try await BlockingIOPool.shared.run { try self.store(data, for: key, metadata: metadata, expires: expires) }
     }
 
     /// ``store(value:for:coder:metadata:expires:)``: the value is encoded on the calling task,
-    /// then stored on the cache's I/O threads.
+    /// then stored on the cache's I/O threads; returns whether it wrote.
+    @discardableResult
     public func store<Value: Encodable>(value: Value, for key: String, coder: some CacheCoder = JSONCacheCoder(),
-                                        metadata: [String: String] = [:], expires: Date? = nil) async throws {
+                                        metadata: [String: String] = [:], expires: Date? = nil) async throws -> Bool {
         let data = try TypedValues.encode(value, for: key, with: coder)
-        try await store(data, for: key, metadata: metadata, expires: expires)
+        return try await store(data, for: key, metadata: metadata, expires: expires)
     }
 
     /// ``value(_:for:coder:removingIfUndecodable:)`` on the cache's I/O threads.

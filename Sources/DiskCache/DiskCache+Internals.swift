@@ -445,6 +445,27 @@ extension DiskCache {
         return true
     }
 
+    /// Whether `Configuration.admission` lets a store of `hash` write: always with
+    /// `.everyStore`, for a key the cache holds or evicted lately (S3-FIFO's ghost), else on the
+    /// key's `minimumUses`-th store (see ``DiskCache/Admission``). A declined store is counted.
+    func admits(_ hash: KeyHash) -> Bool {
+        let admission = configuration.admission
+        guard admission.minimumUses > 1 else { return true }
+        return state.withLock { state in
+            // A closed cache's store goes on, to throw `closed`.
+            if state.isClosed || state.index[hash] != nil || state.index.wasEvictedLately(hash) {
+                state.declinedUses.forget(hash)
+                return true
+            }
+            let window = admission.window ?? state.countLimit ?? max(4096, state.index.count)
+            guard state.declinedUses.admits(hash, minimumUses: admission.minimumUses, window: window) else {
+                state.statistics.declinedStores += 1
+                return false
+            }
+            return true
+        }
+    }
+
     /// A write's new files, placed in the slot the committed entry does not use, and the PUT
     /// record that commits them (see ``commitWrite(_:recordSize:counting:placing:)``).
     struct PlacedFiles {

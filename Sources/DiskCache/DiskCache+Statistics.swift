@@ -11,8 +11,10 @@ extension DiskCache {
         public var corruptEntriesRemoved = 0
         /// Reads whose key hash matched another key's entry (reported as misses).
         public var hashCollisions = 0
-        /// Successful `store` calls.
+        /// Successful `store` calls that wrote.
         public var writes = 0
+        /// `store` calls that `Configuration.admission` declined (they wrote nothing).
+        public var declinedStores = 0
         /// Successful `updateMetadata` calls (the body was kept, not rewritten).
         public var metadataUpdates = 0
         /// Entries removed by `removeValue`, `removeEntries(modifiedSince:)` or `removeAll`.

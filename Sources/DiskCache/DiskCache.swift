@@ -315,13 +315,16 @@ public final class DiskCache: Sendable {
 
     // MARK: - Writing
 
-    /// Stores `data` for `key`, replacing any earlier value.
+    /// Stores `data` for `key`, replacing any earlier value (unless ``Configuration/admission``
+    /// declines it).
     ///
     /// - Parameters:
     ///   - data: the value's bytes, stored as they are.
     ///   - key: any string; it is hashed for the file names and kept whole in the `.meta` file.
     ///   - metadata: strings kept with the entry and returned by ``entry(for:)-1kjfh``.
     ///   - expires: after this date the entry reads as a miss and the sweeper removes it.
+    /// - Returns: true when the value was written; false when ``Configuration/admission``
+    ///   declined it (never with the default, `.everyStore`), leaving the cache as it was.
     ///
     /// #### Errors
     /// ``DiskCacheError/Code/diskFull`` when the volume is full, ``DiskCacheError/Code/ioFailure``
@@ -342,8 +345,10 @@ public final class DiskCache: Sendable {
     /// entry whose metadata file is at most 256 KiB has the whole file copied into its record
     /// (PUT+FILE, synced by a checkpoint within a second), and any other entry has its files,
     /// then the shard directory, fsynced.
-    public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil) throws {
+    @discardableResult
+    public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil) throws -> Bool {
         let hash = configuration.keyHasher.hash(key)
+        guard admits(hash) else { return false }
         let now = configuration.clock()
         let checksum = data.withUnsafeBytes { Checksum.xxh3($0) }
         let meta = EntryMetadata(key: key, size: Int64(data.count), checksum: checksum, created: now, accessed: now,
@@ -382,6 +387,16 @@ public final class DiskCache: Sendable {
                 }
             }.get()
         }
+        return true
+    }
+
+    /// Counts a store of `key` toward ``Configuration/admission`` and says whether it is to be
+    /// written: what ``store(_:for:metadata:expires:)-3d9hu`` asks before it writes. Always true
+    /// with `.everyStore`. The streamed stores (`store(contentsOf:…)`, `store(_:for:…)` of an
+    /// `AsyncSequence`, `makeWriter(for:…)`) always write, since their bytes are on their way:
+    /// ask this first and skip them when false.
+    public func admitsStore(for key: String) -> Bool {
+        admits(configuration.keyHasher.hash(key))
     }
 
     /// Removes the value stored for `key`, if any.

@@ -70,7 +70,8 @@ public final class DiskCachePersistDriver: PersistDriver {
     ///   - directory: the cache's directory; created (mode 0700) if it does not exist.
     ///   - configuration: the cache's settings (`DiskCache/Configuration`'s defaults: 512 MiB,
     ///     `.batched` durability, shared with other instances that open the same directory;
-    ///     the logger is best the application's). Its kind is replaced by ``cacheKind``.
+    ///     the logger is best the application's). Its kind is replaced by ``cacheKind``, and its
+    ///     admission by `.everyStore`.
     ///   - coder: how values are encoded; JSON (`JSONCacheCoder`) by default.
     /// - Throws: `DiskCacheError` when the cache cannot be opened (see
     ///   `DiskCache/init(directory:configuration:)`); `.otherKind` when the directory holds
@@ -79,6 +80,8 @@ public final class DiskCachePersistDriver: PersistDriver {
                             coder: any CacheCoder = JSONCacheCoder()) throws {
         var configuration = configuration
         configuration.kind = Self.cacheKind
+        // A session `set` must be there to read: every set is written.
+        configuration.admission = .everyStore
         try self.init(cache: DiskCache(directory: directory, configuration: configuration), coder: coder, ownsCache: true)
     }
 

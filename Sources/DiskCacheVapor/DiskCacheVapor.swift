@@ -30,6 +30,8 @@ extension Application.Caches.Provider {
         let logs = ApplicationLogs(until: configuration.logger)
         var configuration = configuration
         configuration.kind = DiskCacheVaporCache.cacheKind
+        // Vapor's `set` promises the value to the next `get`: every set is written.
+        configuration.admission = .everyStore
         configuration.logger = Logger(label: configuration.logger.label) { _ in ApplicationLogs.Handler(logs: logs) }
         let cache = try DiskCache(directory: directory, configuration: configuration)
         return .disk(cache, coder: coder, closesOnShutdown: true, logs: logs)

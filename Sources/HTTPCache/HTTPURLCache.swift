@@ -129,6 +129,8 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
         var configuration = diskConfiguration
         configuration.kind = Self.diskKind(engine.mode)
         configuration.applicationVersion = Self.recordFormatVersion
+        // A response's records (its variants and their list) are written together or not at all.
+        configuration.admission = .everyStore
         responses = _HTTPResponseStore(records: try TieredCache(
             memoryCapacity: memoryCapacity, diskCapacity: Int64(diskCapacity),
             directory: diskCapacity > 0 ? directory : nil, configuration: configuration

@@ -20,7 +20,7 @@ struct ServerCommand: AsyncParsableCommand {
 
         A configuration file holds lines of `name = value` (listen, admin-listen, origin, cache-dir, \
         disk-capacity, memory-capacity, mapped-capacity, copy-limit, event-loops, purge-token, via, log-level, \
-        cdn = true|false, metrics-need-token = true|false, set-cookie = bypass|strip, max-connections, \
+        cdn = true|false, metrics-need-token = true|false, set-cookie = bypass|strip, min-uses, max-connections, \
         header-timeout, body-timeout, send-timeout, idle-timeout); `#` starts a comment. \
         Options on the command line win over the file.
         """
@@ -62,6 +62,9 @@ struct ServerCommand: AsyncParsableCommand {
     @Option(name: .customLong("set-cookie"),
             help: "Responses with Set-Cookie: bypass (passed on, never stored; the default) or strip (stored without the field).")
     var setCookie: String?
+    @Option(name: .customLong("min-uses"),
+            help: "Store a response on the Nth request for its key the cache could not answer (default 1: the first; 2 skips what is asked for once).")
+    var minUses: String?
     @Option(name: .customLong("max-connections"), help: "Client connections open at once; one more gets a 503 (default 1024).")
     var maxConnections: String?
     @Option(name: .customLong("header-timeout"), help: "Seconds for a request's head to arrive whole (default 60).")
@@ -83,7 +86,7 @@ struct ServerCommand: AsyncParsableCommand {
                                           ("disk-capacity", diskCapacity), ("memory-capacity", memoryCapacity), ("mapped-capacity", mappedCapacity),
                                           ("copy-limit", copyLimit), ("event-loops", eventLoops),
                                           ("purge-token", purgeToken), ("via", via), ("log-level", logLevel),
-                                          ("admin-listen", adminListen), ("set-cookie", setCookie), ("max-connections", maxConnections),
+                                          ("admin-listen", adminListen), ("set-cookie", setCookie), ("min-uses", minUses), ("max-connections", maxConnections),
                                           ("header-timeout", headerTimeout), ("body-timeout", bodyTimeout), ("send-timeout", sendTimeout),
                                           ("idle-timeout", idleTimeout)]
         for (name, value) in flags { if let value { settings[name] = value } }
@@ -124,7 +127,7 @@ struct ServerCommand: AsyncParsableCommand {
     }
 
     static let settingNames: Set<String> = ["listen", "origin", "cache-dir", "disk-capacity", "memory-capacity", "mapped-capacity", "copy-limit", "event-loops", "purge-token",
-                                            "via", "log-level", "cdn", "admin-listen", "metrics-need-token", "set-cookie", "max-connections",
+                                            "via", "log-level", "cdn", "admin-listen", "metrics-need-token", "set-cookie", "min-uses", "max-connections",
                                             "header-timeout", "body-timeout", "send-timeout", "idle-timeout"]
 
     /// `name = value` lines; a clear error names the line that is wrong.
@@ -163,6 +166,10 @@ struct ServerCommand: AsyncParsableCommand {
         if let text = settings["max-connections"] {
             guard let count = Int(text) else { throw ServerConfigurationError("the connection limit \"\(text)\" is not a whole number") }
             configuration.maximumConnections = count
+        }
+        if let text = settings["min-uses"] {
+            guard let count = Int(text) else { throw ServerConfigurationError("min-uses \"\(text)\" is not a whole number") }
+            configuration.minimumUses = count
         }
         if let text = settings["header-timeout"] { configuration.timeouts.header = try seconds(text, "header timeout") }
         if let text = settings["body-timeout"] { configuration.timeouts.body = try seconds(text, "body timeout") }

@@ -75,6 +75,8 @@ struct ConfigurationTests {
                                        ("header-timeout", "0", "header timeout \"0\" is not a number of seconds"),
                                        ("idle-timeout", "soon", "idle timeout \"soon\" is not a number of seconds"),
                                        ("set-cookie", "keep", "set-cookie must be bypass or strip"),
+                                       ("min-uses", "twice", "min-uses \"twice\" is not a whole number"),
+                                       ("min-uses", "0", "min-uses must be 1 to 1000"),
                                        ("metrics-need-token", "true", "metrics that need the token need a purge token")] {
             #expect("\(name) = \(value)", performing: { try ServerCommand.configuration(from: ["origin": "http://h", "cache-dir": "/c", name: value]) },
                     throws: { "\($0)".contains(message) })
@@ -95,15 +97,17 @@ struct ConfigurationTests {
         #expect(defaults.timeouts.header == .seconds(60) && defaults.timeouts.body == .seconds(60))
         #expect(defaults.timeouts.send == .seconds(60) && defaults.timeouts.idle == .seconds(75))
         #expect(defaults.maximumConnections == 1024)
+        #expect(defaults.minimumUses == 1)
         #expect(defaults.setCookie == .doNotStore)
         #expect(defaults.adminHost == nil && !defaults.metricsNeedToken)
         let set = try ServerCommand.configuration(from: [
             "origin": "http://h", "cache-dir": "/c", "header-timeout": "2.5", "body-timeout": "3", "send-timeout": "4", "idle-timeout": "5",
-            "max-connections": "10", "set-cookie": "strip", "admin-listen": "127.0.0.1:9090", "purge-token": "t", "metrics-need-token": "true",
+            "max-connections": "10", "min-uses": "2", "set-cookie": "strip", "admin-listen": "127.0.0.1:9090", "purge-token": "t", "metrics-need-token": "true",
         ])
         #expect(set.timeouts.header == .milliseconds(2500) && set.timeouts.body == .seconds(3))
         #expect(set.timeouts.send == .seconds(4) && set.timeouts.idle == .seconds(5))
         #expect(set.maximumConnections == 10)
+        #expect(set.minimumUses == 2)
         #expect(set.setCookie == .storeWithoutField)
         #expect(set.adminHost == "127.0.0.1" && set.adminPort == 9090)
         #expect(set.metricsNeedToken)

@@ -40,6 +40,36 @@ struct ProxyTests {
         try await fixture.finish()
     }
 
+    /// `--min-uses 2`: the first miss of a key is passed on and not stored, the second stored,
+    /// the third a hit; a key that has a response stored is stored again at once.
+    @Test func minUsesStoresAResponseOnItsKeysSecondMiss() async throws {
+        let fixture = try await ServerFixture { $0.minimumUses = 2 }
+        fixture.origin.respond { request in
+            let age = request.path.hasPrefix("/stale") ? "max-age=0" : "max-age=60"
+            return ScriptedResponse(status: 200, [("Cache-Control", age), ("ETag", "\"v\"")], body: "body")
+        }
+        let first = try await fixture.get("/a")
+        #expect(first.text == "body" && first.header("X-Cache") == "MISS")
+        let second = try await fixture.get("/a")
+        #expect(second.header("X-Cache") == "MISS")
+        let third = try await fixture.get("/a")
+        #expect(third.header("X-Cache") == "HIT")
+        #expect(fixture.origin.requestCount == 2)
+        #expect(fixture.server.statistics.storesDeclined == 1)
+        #expect(fixture.server.statistics.stores == 1)
+        // Another key counts on its own: declined once.
+        _ = try await fixture.get("/b")
+        #expect(fixture.server.statistics.storesDeclined == 2)
+        // A stale stored response is replaced by the next one the origin sends, without counting.
+        _ = try await fixture.get("/stale")
+        _ = try await fixture.get("/stale")
+        #expect(fixture.server.statistics.stores == 2)
+        _ = try await fixture.get("/stale")
+        #expect(fixture.server.statistics.stores == 3)
+        #expect(fixture.server.statistics.storesDeclined == 3)
+        try await fixture.finish()
+    }
+
     /// A 200 to a HEAD the server sends on updates the stored GET it describes (RFC 9111
     /// §4.3.5): matching validators freshen its header fields, the body kept; others remove it.
     @Test func aHEADAnsweredByTheOriginFreshensOrRemovesTheStoredGET() async throws {

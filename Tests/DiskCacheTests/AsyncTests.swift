@@ -84,7 +84,7 @@ struct AsyncTests {
         let dir = TemporaryDirectory()
         let cache = try DiskCache(directory: dir.cache, configuration: .testing())
         let pool = BlockingIOPool.shared
-        var task: Task<Void, any Error>?
+        var task: Task<Bool, any Error>?
         try await pool.holdingEveryThread {
             let call = Task { try await cache.store(Data("x".utf8), for: "k") }
             task = call

@@ -145,6 +145,28 @@ struct BenchTraceCommandTests {
         #expect(misses(row, store: "LRU") == 5)
     }
 
+    @Test func admissionWorkedOutByHand() throws {
+        // Capacity 2, min-uses 2 (a window of 2 keys). a, b: declined; a: its second, stored;
+        // c: declined (the window now b, c); b: its second, stored; a: a hit.
+        let report = try traceReport("a\nb\na\nc\nb\na\n", capacities: "2", policies: "lru", ["--min-uses", "2"])
+        let row = try #require((report["rows"] as? [[String: Any]])?.first)
+        #expect(row["minimumUses"] as? Int == 2)
+        #expect(misses(row, simulated: "LRU") == 5)
+        #expect(misses(row, store: "LRU") == 5)
+        let store = try #require((row["store"] as? [[String: Any]])?.first)
+        #expect(store["puts"] as? Int == 2)
+        let simulated = try #require((row["simulated"] as? [String: Any])?["LRU"] as? [String: Any])
+        #expect(simulated["puts"] as? Int == 2)
+    }
+
+    @Test func admissionSavesPutsOnATraceOfOneHitWonders() throws {
+        let report = try traceReport("synthetic:objects=400,requests=4000,onehit=0.5,seed=5", capacities: "10%", policies: "s3fifo")
+        let rows = try #require(report["rows"] as? [[String: Any]])
+        #expect(rows.map { $0["minimumUses"] as? Int } == [1, 2])
+        let puts = rows.map { ($0["store"] as? [[String: Any]])?.first?["puts"] as? Int ?? 0 }
+        #expect(puts[1] * 2 < puts[0])
+    }
+
     @Test func theStoreReplaysAsTheSimulationsOfItsPolicies() throws {
         // Sweeps down to the limit itself, as the simulations evict (the default takes a 1 % batch).
         let report = try traceReport("synthetic:objects=400,requests=4000,scan-every=1000,scan-length=100,seed=3",

@@ -76,6 +76,8 @@ struct CacheState {
     var orphanScanPending = false
     var isClosed = false
     var statistics = DiskCache.Statistics()
+    /// Stores declined lately by `Configuration.admission`, counted per key.
+    var declinedUses = UseCounts<KeyHash>()
     /// Limits in force (they can change while open).
     var diskCapacity: Int64 = 0
     var countLimit: Int?

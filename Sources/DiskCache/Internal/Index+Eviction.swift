@@ -281,6 +281,9 @@ extension Index {
         return ordered
     }
 
+    /// Whether S3-FIFO's ghost remembers `hash` (evicted from the small queue lately).
+    func wasEvictedLately(_ hash: KeyHash) -> Bool { ghost.contains(hash) }
+
     /// The keys the ghost remembers, oldest first.
     var ghostKeys: [KeyHash] { ghost.keysOldestFirst }
     var ghostCount: Int { ghost.count }

@@ -156,6 +156,10 @@ struct Bench: ParsableCommand {
     @Option(help: "With --trace: the store's eviction policies to replay, comma-separated: s3fifo, lru.")
     var policies = "s3fifo,lru"
 
+    @Option(name: .customLong("min-uses"),
+            help: "With --trace: admission settings to replay, comma-separated: 1 stores every miss, N only a key's Nth (DiskCache.Admission.minimumUses).")
+    var minUses = "1,2"
+
     @Option(help: "The store's lowWatermark, the fraction of a limit a sweep evicts down to (default: the store's own).")
     var lowWatermark: Double?
 
@@ -184,6 +188,9 @@ struct Bench: ParsableCommand {
         if let processes, processes < 2 { throw ValidationError("--processes must be at least 2") }
         guard processRounds >= 1 else { throw ValidationError("--process-rounds must be at least 1") }
         _ = try parsedPolicies()
+        do { _ = try BenchTraceRun.parseMinimumUses(minUses) } catch let error as BenchTrace.Error {
+            throw ValidationError(error.description)
+        }
     }
 
     private func parsedPolicies() throws -> [EvictionPolicy] {
@@ -201,7 +208,9 @@ struct Bench: ParsableCommand {
         if !quiet { progress.note("bench: reading \(argument)") }
         let loaded: BenchTrace
         let capacityList: [Int]
+        let usesList: [Int]
         do {
+            usesList = try BenchTraceRun.parseMinimumUses(minUses)
             loaded = try BenchTrace.load(argument)
             capacityList = try BenchTraceRun.parseCapacities(capacities, objects: loaded.objectCount)
         } catch let error as BenchTrace.Error {
@@ -211,7 +220,7 @@ struct Bench: ParsableCommand {
             progress.note("bench: \(loaded.name): \(loaded.requestCount) requests, \(loaded.objectCount) objects; capacities \(capacityList.map(String.init).joined(separator: ","))")
         }
         let run = BenchTraceRun(trace: loaded, capacities: capacityList, policies: try parsedPolicies(),
-                                lowWatermark: lowWatermark, root: root, progress: progress)
+                                minimumUses: usesList, lowWatermark: lowWatermark, root: root, progress: progress)
         let report = try run.run()
         progress.finish()
         let output: String

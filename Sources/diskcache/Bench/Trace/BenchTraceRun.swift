@@ -10,11 +10,16 @@ import MemoryCache
 /// The store replay: a `DiskCache` with `countLimit` = the capacity (and no byte or free-space
 /// limit in the way), its default settings otherwise; each request reads the object's key, and
 /// a miss stores a 16-byte value under it, as a cache in front of a slower source does. A
-/// store that takes the cache over its limit waits for the sweeper, as any writer does.
+/// store that takes the cache over its limit waits for the sweeper, as any writer does. Each
+/// capacity is replayed once for each of `minimumUses`: 1 stores every miss (the store's
+/// default), 2 and more set `DiskCache.Admission.minimumUses(_:window:)` with its default window
+/// (the count limit), and the simulations apply the same filter.
 struct BenchTraceRun {
     var trace: BenchTrace
     var capacities: [Int]
     var policies: [EvictionPolicy]
+    /// The admission settings to replay: 1 for every store, n for `.minimumUses(n)`.
+    var minimumUses: [Int]
     /// The store's lowWatermark; nil for its default.
     var lowWatermark: Double?
     var root: String
@@ -31,6 +36,7 @@ struct BenchTraceRun {
 
     struct Row: Codable {
         var capacity: Int
+        var minimumUses: Int
         var store: [StoreOutcome]
         var simulated: [String: BenchTraceSimulation.Outcome]
     }
@@ -43,6 +49,15 @@ struct BenchTraceRun {
         var totalBytes: Int64
         var lowWatermark: Double
         var rows: [Row]
+    }
+
+    /// `--min-uses`: a comma-separated list of whole numbers from 1.
+    static func parseMinimumUses(_ argument: String) throws -> [Int] {
+        let values = argument.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !values.isEmpty, values.allSatisfy({ ($0 ?? 0) >= 1 }) else {
+            throw BenchTrace.Error(description: "--min-uses: expected whole numbers from 1, such as 1,2; got '\(argument)'")
+        }
+        return values.map { $0! }
     }
 
     /// `--capacities`: `N%` of the trace's distinct objects, or absolute counts.
@@ -64,33 +79,38 @@ struct BenchTraceRun {
     func run() throws -> Report {
         let nextUses = trace.nextUses()
         var rows: [Row] = []
-        progress.plan(phases: capacities.count * (policies.count + 1))
+        progress.plan(phases: capacities.count * minimumUses.count * (policies.count + 1))
         for capacity in capacities {
-            progress.phase("capacity \(capacity): simulations")
-            var simulated: [String: BenchTraceSimulation.Outcome] = [:]
-            for policy in BenchTraceSimulation.Policy.allCases {
-                simulated[policy.rawValue] = BenchTraceSimulation.run(policy, trace, capacity: capacity, nextUses: nextUses)
+            for uses in minimumUses {
+                let setting = uses > 1 ? ", min-uses \(uses)" : ""
+                progress.phase("capacity \(capacity)\(setting): simulations")
+                var simulated: [String: BenchTraceSimulation.Outcome] = [:]
+                for policy in BenchTraceSimulation.Policy.allCases {
+                    simulated[policy.rawValue] = BenchTraceSimulation.run(policy, trace, capacity: capacity, minimumUses: uses,
+                                                                          nextUses: nextUses)
+                }
+                var store: [StoreOutcome] = []
+                for policy in policies {
+                    progress.phase("capacity \(capacity)\(setting): the store, \(policy)")
+                    store.append(try replay(capacity: capacity, policy: policy, minimumUses: uses))
+                }
+                rows.append(Row(capacity: capacity, minimumUses: uses, store: store, simulated: simulated))
             }
-            var store: [StoreOutcome] = []
-            for policy in policies {
-                progress.phase("capacity \(capacity): the store, \(policy)")
-                store.append(try replay(capacity: capacity, policy: policy))
-            }
-            rows.append(Row(capacity: capacity, store: store, simulated: simulated))
         }
         return Report(trace: trace.name, requests: trace.requestCount, objects: trace.objectCount,
                       oneHitWonders: trace.oneHitWonders(), totalBytes: trace.sizes.reduce(0) { $0 + Int64($1) },
                       lowWatermark: lowWatermark ?? DiskCache.Configuration().lowWatermark, rows: rows)
     }
 
-    private func replay(capacity: Int, policy: EvictionPolicy) throws -> StoreOutcome {
-        let directory = (root as NSString).appendingPathComponent("trace-\(capacity)-\(policy)")
+    private func replay(capacity: Int, policy: EvictionPolicy, minimumUses: Int) throws -> StoreOutcome {
+        let directory = (root as NSString).appendingPathComponent("trace-\(capacity)-\(policy)-\(minimumUses)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let evictions = EvictionCount()
-        let configuration = DiskCache.Configuration(
+        var configuration = DiskCache.Configuration(
             diskCapacity: Int64.max / 4, countLimit: capacity, durability: .none,
             lowWatermark: lowWatermark ?? DiskCache.Configuration().lowWatermark, evictionPolicy: policy, minimumFreeSpace: 0, minimumFreeFraction: 0,
             onEviction: { _ in evictions.add() }, sharing: .exclusive)
+        configuration.admission = minimumUses > 1 ? .minimumUses(minimumUses) : .everyStore
         let cache = try DiskCache(directory: URL(fileURLWithPath: directory), configuration: configuration)
         defer { try? cache.close() }
         let value = Data(repeating: 0x5A, count: 16)
@@ -102,8 +122,7 @@ struct BenchTraceRun {
             if cache.data(for: key) == nil {
                 misses += 1
                 missedBytes += Int64(trace.sizes[position])
-                try cache.store(value, for: key)
-                puts += 1
+                if try cache.store(value, for: key) { puts += 1 }
             }
             if position % step == 0 { progress.phaseFraction(Double(position) / Double(trace.requestCount)) }
         }
@@ -118,19 +137,22 @@ struct BenchTraceRun {
         let requests = Double(report.requests), bytes = Double(max(1, report.totalBytes))
         var lines = ["trace: \(report.trace): \(report.requests) requests, \(report.objects) objects, " +
                      "\(report.oneHitWonders) (\(percent(Double(report.oneHitWonders) / Double(max(1, report.objects))))) requested once",
-                     "miss ratio (lower is better); the store's puts and evictions (lowWatermark \(report.lowWatermark)); simulations of the same trace in this run", ""]
+                     "miss ratio (lower is better); the store's puts and evictions (lowWatermark \(report.lowWatermark)); simulations of the same trace in this run, with the same admission (Belady without)", ""]
         let storeNames = report.rows.first?.store.map(\.policy) ?? []
         let simNames = BenchTraceSimulation.Policy.allCases.map(\.rawValue)
         var header = ["capacity"]
         header += storeNames.map { "store \($0)" }
         header += simNames.map { "sim \($0)" }
         header += storeNames.flatMap { ["puts \($0)", "evictions \($0)", "byte miss \($0)"] }
+        header += ["sim puts S3-FIFO"]
         var rows = [header]
         for row in report.rows {
-            var cells = ["\(row.capacity) (\(percent(Double(row.capacity) / Double(max(1, report.objects)))))"]
+            let uses = row.minimumUses > 1 ? ", min-uses \(row.minimumUses)" : ""
+            var cells = ["\(row.capacity) (\(percent(Double(row.capacity) / Double(max(1, report.objects))))\(uses))"]
             cells += row.store.map { ratio(Double($0.misses) / requests) }
             cells += simNames.map { name in row.simulated[name].map { ratio(Double($0.misses) / requests) } ?? "-" }
             cells += row.store.flatMap { ["\($0.puts)", "\($0.evictions)", ratio(Double($0.missedBytes) / bytes)] }
+            cells += [row.simulated[BenchTraceSimulation.Policy.s3fifo.rawValue].map { "\($0.puts)" } ?? "-"]
             rows.append(cells)
         }
         let widths = header.indices.map { column in rows.map { $0[column].count }.max() ?? 0 }

@@ -1,14 +1,20 @@
+import DiskCache
+
 /// Exact in-memory simulations of the known eviction policies on a ``BenchTrace``, counting
 /// objects (each object takes one place of `capacity`), beside which the store's replay is
 /// reported. They follow libCacheSim's definitions: LRU; S3-FIFO with a small queue of 10 % of
 /// the capacity, a ghost of 90 %, promotion at two reads and a main queue that gives each
 /// object up to three more rounds (libCacheSim's `S3FIFO`, defaults); SIEVE; and Belady's
 /// offline optimum (evict the object asked for again furthest in the future, never-again first).
-/// Every miss inserts the object, evicting first when the cache is full.
+/// Every miss inserts the object, evicting first when the cache is full; with `minimumUses`
+/// over 1, only a miss that `DiskCache.Admission.minimumUses(_:window:)` would admit (the
+/// same ``UseCounts`` over a window of `capacity` objects; under S3-FIFO an object in the ghost
+/// is admitted at once, as in the store). Belady, the offline optimum, is simulated without.
 enum BenchTraceSimulation {
     struct Outcome: Codable {
         var misses = 0
         var missedBytes: Int64 = 0
+        var puts = 0
         var evictions = 0
     }
 
@@ -19,12 +25,29 @@ enum BenchTraceSimulation {
         case belady = "Belady"
     }
 
-    static func run(_ policy: Policy, _ trace: BenchTrace, capacity: Int, nextUses: [Int32]) -> Outcome {
+    static func run(_ policy: Policy, _ trace: BenchTrace, capacity: Int, minimumUses: Int = 1, nextUses: [Int32]) -> Outcome {
+        let admission = Admission(minimumUses: minimumUses, window: capacity)
         switch policy {
-        case .lru: return lru(trace, capacity: capacity)
-        case .s3fifo: return s3fifo(trace, capacity: capacity)
-        case .sieve: return sieve(trace, capacity: capacity)
+        case .lru: return lru(trace, capacity: capacity, admission: admission)
+        case .s3fifo: return s3fifo(trace, capacity: capacity, admission: admission)
+        case .sieve: return sieve(trace, capacity: capacity, admission: admission)
         case .belady: return belady(trace, capacity: capacity, nextUses: nextUses)
+        }
+    }
+
+    /// The store's admission filter, counting misses by object.
+    struct Admission {
+        let minimumUses: Int
+        let window: Int
+        var uses = UseCounts<Int32>()
+
+        init(minimumUses: Int, window: Int) {
+            self.minimumUses = minimumUses
+            self.window = window
+        }
+
+        mutating func admits(_ object: Int32) -> Bool {
+            uses.admits(object, minimumUses: minimumUses, window: window)
         }
     }
 
@@ -81,8 +104,9 @@ enum BenchTraceSimulation {
         outcome.missedBytes += Int64(trace.sizes[position])
     }
 
-    static func lru(_ trace: BenchTrace, capacity: Int) -> Outcome {
+    static func lru(_ trace: BenchTrace, capacity: Int, admission: Admission) -> Outcome {
         var outcome = Outcome()
+        var admission = admission
         var list = List(objects: trace.objectCount)
         var present = [Bool](repeating: false, count: trace.objectCount)
         for (position, object) in trace.objects.enumerated() {
@@ -92,6 +116,8 @@ enum BenchTraceSimulation {
                 continue
             }
             miss(&outcome, trace, position)
+            guard admission.admits(object) else { continue }
+            outcome.puts += 1
             if list.count >= capacity, list.tail >= 0 {
                 let victim = list.tail
                 list.unlink(victim)
@@ -104,8 +130,9 @@ enum BenchTraceSimulation {
         return outcome
     }
 
-    static func s3fifo(_ trace: BenchTrace, capacity: Int) -> Outcome {
+    static func s3fifo(_ trace: BenchTrace, capacity: Int, admission: Admission) -> Outcome {
         var outcome = Outcome()
+        var admission = admission
         let smallCapacity = Int(Double(capacity) * 0.1)
         let mainCapacity = capacity - smallCapacity
         let ghostCapacity = Int(Double(capacity) * 0.9)
@@ -168,6 +195,8 @@ enum BenchTraceSimulation {
             }
             miss(&outcome, trace, position)
             let cameBack = ghostStamp[index] >= 0
+            guard cameBack || admission.admits(object) else { continue }
+            outcome.puts += 1
             if cameBack {
                 ghostStamp[index] = -1
                 ghostCount -= 1
@@ -187,8 +216,9 @@ enum BenchTraceSimulation {
         return outcome
     }
 
-    static func sieve(_ trace: BenchTrace, capacity: Int) -> Outcome {
+    static func sieve(_ trace: BenchTrace, capacity: Int, admission: Admission) -> Outcome {
         var outcome = Outcome()
+        var admission = admission
         var list = List(objects: trace.objectCount)
         var present = [Bool](repeating: false, count: trace.objectCount)
         var visited = [Bool](repeating: false, count: trace.objectCount)
@@ -200,6 +230,8 @@ enum BenchTraceSimulation {
                 continue
             }
             miss(&outcome, trace, position)
+            guard admission.admits(object) else { continue }
+            outcome.puts += 1
             if list.count >= capacity, list.tail >= 0 {
                 var candidate = hand >= 0 ? hand : list.tail
                 while visited[Int(candidate)] {
@@ -233,6 +265,7 @@ enum BenchTraceSimulation {
                 continue
             }
             miss(&outcome, trace, position)
+            outcome.puts += 1
             next[index] = upcoming
             heap.push(upcoming, object)
             cached += 1
