@@ -5,7 +5,9 @@ import NIOCore
 /// timeout of its first byte (of the connection's opening, for the first); its body may pause
 /// for at most the body timeout between two reads; an answer the client does not read may
 /// stay unsent (the connection not writable) for at most the send timeout; a kept-alive
-/// connection with nothing under way closes after the idle timeout. While the server itself
+/// connection with nothing under way closes after the idle timeout; the rest of a body whose
+/// answer has ended (the origin answered early) is read and dropped for at most the lingering
+/// time (30 s, nginx's `lingering_time`) from the answer's end. While the server itself
 /// is answering (the origin's time, bounded by its own timeouts) no client deadline runs.
 /// One check is scheduled at a time, for the deadline that comes next; when a request's head or
 /// the request ends, or an answer ends or stops being read, and the deadline then comes sooner
@@ -35,6 +37,10 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
         /// Requests read to their end, and answers written to their end.
         fileprivate var requestsRead = 0
         fileprivate var answersEnded = 0
+        /// When an answer ended before its request's body did (an origin that answered an
+        /// upload early): the rest of the body is read and dropped for at most the lingering
+        /// time from then, however steadily it comes (nginx's `lingering_time`).
+        fileprivate var lingeringSince: NIODeadline?
         /// When the connection last became unwritable; nil while writable.
         fileprivate var unwritableSince: NIODeadline?
         /// Told when a request's head or the request ends, or an answer ends: the deadline may
@@ -62,6 +68,7 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
         func requestEnded() {
             requestsRead += 1
             reading = .between(since: .now())
+            lingeringSince = nil
             changed?()
         }
 
@@ -69,6 +76,8 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
         func answerEnded() {
             answersEnded += 1
             if requestsRead <= answersEnded, case .between = reading { reading = .between(since: .now()) }
+            // The answer to a request whose body is still coming.
+            if answersEnded > requestsRead, case .body = reading, lingeringSince == nil { lingeringSince = .now() }
             changed?()
         }
 
@@ -81,7 +90,12 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
             switch reading {
             case .between(let since): return (since + TimeAmount(timeouts.idle), "idle")
             case .head(let since): return (since + TimeAmount(timeouts.header), "the request's head did not arrive in time")
-            case .body(let lastRead): return (lastRead + TimeAmount(timeouts.body), "the request's body paused too long")
+            case .body(let lastRead):
+                let paused = lastRead + TimeAmount(timeouts.body)
+                if let lingeringSince, lingeringSince + TimeAmount(timeouts.lingering) < paused {
+                    return (lingeringSince + TimeAmount(timeouts.lingering), "the request's body went on past the lingering time after its answer")
+                }
+                return (paused, "the request's body paused too long")
             }
         }
     }

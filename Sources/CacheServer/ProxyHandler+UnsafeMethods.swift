@@ -25,7 +25,8 @@ extension ProxyHandler {
     /// before it has read the body (a 413, a 401) has that answer relayed at once, not a 502.
     /// An answer that begins before the client's body has ended (the origin's, or the node's
     /// own 502 or 504) carries `Connection: close`: the rest of the body is read and dropped
-    /// (what the origin no longer takes is dropped too), then the connection closes. Closing
+    /// (what the origin no longer takes is dropped too), then the connection closes; or, once
+    /// the answer has ended, after the lingering time (``ClientTimeouts``) at most. Closing
     /// with the body unread would make the kernel reset the connection, and the client could
     /// lose the answer; nginx reads on the same way (its lingering close).
     ///

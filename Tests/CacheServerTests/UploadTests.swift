@@ -125,4 +125,49 @@ struct UploadTests {
         try await fixture.finish()
         try await origin.stop()
     }
+
+    /// After an origin's early answer the rest of the body is read and dropped for at most the
+    /// lingering time from the answer's end (30 s, nginx's `lingering_time`; 1 s here), however
+    /// steadily it comes: a client that sends a byte every 100 ms, well within the body
+    /// timeout, has its connection closed about a second after its answer, not once the body
+    /// ends (which would take over a day).
+    @Test func theRestOfABodyIsReadForTheLingeringTimeAfterAnEarlyAnswer() async throws {
+        let origin = try await RawOrigin(status: "413 Content Too Large", readsBodies: false) { _ in [] }
+        let fixture = try await ServerFixture {
+            $0.origin = .init(host: "127.0.0.1", port: origin.port)
+            $0.timeouts.lingering = .seconds(1)
+        }
+        let socket = try await rawConnection(to: fixture.server.port)
+        let watchdog = closing(socket, after: .seconds(20))
+        var answer: ResponseReader.Answer?
+        var closedAfter: Duration?
+        try await socket.executeThenClose { inbound, outbound in
+            var reader = ResponseReader(inbound.makeAsyncIterator())
+            try await outbound.write(ByteBuffer(string: "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n"))
+            let sender = Task {
+                while !Task.isCancelled {
+                    try await outbound.write(ByteBuffer(string: "z"))
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+            answer = try await reader.next(head: false)
+            let answered = ContinuousClock.now
+            // The close ends the read, as the connection's end or (the client still sending)
+            // as a reset.
+            do {
+                _ = try await reader.next(head: false)
+            } catch {
+                closedAfter = .now - answered
+            }
+            sender.cancel()
+            _ = try? await sender.value
+        }
+        watchdog.cancel()
+        let closedByWatchdog = (try? await watchdog.value) != nil
+        #expect(answer?.status == "413" && answer?.field("Connection") == "close")
+        #expect(!closedByWatchdog, "the server closed the connection while the body still came")
+        #expect(closedAfter.map { $0 >= .milliseconds(500) && $0 < .seconds(10) } == true, "closed \(String(describing: closedAfter)) after the answer")
+        try await fixture.finish()
+        try await origin.stop()
+    }
 }
