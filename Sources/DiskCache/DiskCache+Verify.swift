@@ -205,9 +205,23 @@ extension DiskCache {
 }
 
 extension DiskCache {
+    /// ``restoreMark(directory:kind:applicationVersion:)`` with the kind and application version
+    /// that what is left of the old mark still names, if any.
+    public static func restoreMark(directory: URL) throws -> [String] {
+        try restoreMark(directory: directory, kind: nil, applicationVersion: nil)
+    }
+
     /// Marks a cache again whose `VERSION` file was lost or damaged (deleted, overwritten, swapped
     /// with `LOCK`), so that it opens: the open then rebuilds or checks everything else as usual
     /// (a damaged journal is moved aside and the index rebuilt from the entry files).
+    ///
+    /// The new mark names the cache's ``Configuration/kind`` and
+    /// ``Configuration/applicationVersion`` when `kind` and `applicationVersion` give them (nil:
+    /// not given), or else when what is left of the old mark still says them (its `kind` and
+    /// `application` lines, in `VERSION` or, swapped, in `LOCK`): the cache then opens for its
+    /// own kind, with its entries, as before the damage. A mark that names neither is taken by
+    /// the next open that names a kind and asks no application version (see
+    /// docs/on-disk-format.md); one that asks for a version refuses it.
     ///
     /// Only a directory that is recognisably a cache is marked: at least half of its 256 shard
     /// directories are there and every other name in it is one the cache uses. Anything else is
@@ -216,13 +230,21 @@ extension DiskCache {
     ///
     /// #### Errors
     /// `.notACache` (not recognisably a cache), `.newerFormat` (a mark of a newer format is never
-    /// replaced), `.locked` (the cache is open), or an I/O error.
+    /// replaced), `.invalidArgument` (a kind that is not 1 to 64 ASCII letters, digits, `-`, `_`
+    /// or `.`, or a negative application version), `.locked` (the cache is open), or an I/O error.
     ///
     /// #### Implementation details
     /// Takes the cache's locks like an open, then writes `VERSION` to a temporary file, fsyncs
     /// it, renames it into place and fsyncs the directory.
-    public static func restoreMark(directory: URL) throws -> [String] {
+    public static func restoreMark(directory: URL, kind: String?, applicationVersion: Int?) throws -> [String] {
         let root = Layout(root: directory.path).root
+        if let kind, !FormatMarker.isValidKind(kind) {
+            throw DiskCacheError(code: .invalidArgument,
+                                 message: "The cache's kind \(kind.debugDescription) is not 1 to 64 ASCII letters, digits, '-', '_' or '.'")
+        }
+        if let applicationVersion, applicationVersion < 0 {
+            throw DiskCacheError(code: .invalidArgument, message: "The application version \(applicationVersion) is negative")
+        }
         let names = try Syscall.listDirectory(root).get(orThrow: "list the cache directory", path: root)
         let was: String
         switch try FormatMarker.readRefusingNewer(root: root) {
@@ -238,11 +260,15 @@ extension DiskCache {
                                  message: "The directory is not recognisably a cache (fewer than 128 shard directories, or names a cache does not use), so it is not marked as one",
                                  path: root)
         }
+        // Before the locks are taken: taking them writes `LOCK`, which may hold the old mark.
+        let salvaged = FormatMarker.salvage(root: root)
+        let (markKind, markApplication) = (kind ?? salvaged.kind, applicationVersion ?? salvaged.application)
         let cacheDirectory = try CacheDirectory.open(root).get(orThrow: "open the cache directory", path: root)
         let layout = Layout(directory: cacheDirectory)
         let locks = try Opener.takeLocks(layout)
         defer { withExtendedLifetime(locks) {} }
-        try Opener.writeVersion(layout)
-        return ["Wrote a new VERSION file (\(was))"]
+        try Opener.writeVersion(layout, application: markApplication, kind: markKind)
+        let naming = [markKind.map { "kind \($0)" }, markApplication.map { "application version \($0)" }].compactMap { $0 }
+        return ["Wrote a new VERSION file (\(was))" + (naming.isEmpty ? "" : ", naming \(naming.joined(separator: " and "))")]
     }
 }

@@ -307,6 +307,47 @@ struct HostileDirectoryTests {
         try reopened.close()
     }
 
+    /// A restored mark keeps the kind and application version the lost one named (here an
+    /// `HTTPURLCache`'s: kind and version 2), read from what is left of `VERSION`, from `LOCK`
+    /// when the two were swapped, or given when nothing is left: the cache opens again for its
+    /// own kind with its entries, and stays refused to another. (A mark restored without them
+    /// was refused by the kind that made it, as a kindless mark that lacks the version it asks.)
+    @Test(arguments: ["damaged", "appended", "swapped", "missing"])
+    func aRestoredMarkKeepsTheKind(damage: String) throws {
+        let dir = TemporaryDirectory()
+        var configuration = DiskCache.Configuration.testing()
+        configuration.kind = "HTTPURLCache"
+        configuration.applicationVersion = 2
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration)
+        try cache.store(bytes("v"), for: "k")
+        try cache.close()
+        let version = dir.cache.appendingPathComponent("VERSION")
+        let lock = dir.cache.appendingPathComponent("LOCK")
+        let mark = try Data(contentsOf: version)
+        switch damage {
+        case "damaged": try Data("swift-disk-cach\u{0}\n2\nkind HTTPURLCache\napplication 2\n".utf8).write(to: version)
+        case "appended": try (mark + Data(repeating: 0xA5, count: 300)).write(to: version)
+        case "swapped":
+            try Data(contentsOf: lock).write(to: version)
+            try mark.write(to: lock)
+        default: try FileManager.default.removeItem(at: version)
+        }
+        #expect {
+            try DiskCache(directory: dir.cache, configuration: configuration)
+        } throws: { ($0 as? DiskCacheError)?.code == .notACache }
+        let repairs = damage == "missing"
+            ? try DiskCache.restoreMark(directory: dir.cache, kind: "HTTPURLCache", applicationVersion: 2)
+            : try DiskCache.restoreMark(directory: dir.cache)
+        #expect(repairs.count == 1 && repairs[0].hasSuffix(", naming kind HTTPURLCache and application version 2"), "\(repairs)")
+        #expect(try Data(contentsOf: version) == mark)
+        #expect {
+            try DiskCache(directory: dir.cache, configuration: .testing())
+        } throws: { ($0 as? DiskCacheError)?.code == .otherKind }
+        let reopened = try DiskCache(directory: dir.cache, configuration: configuration)
+        #expect(reopened.data(for: "k") == bytes("v"))
+        try reopened.close()
+    }
+
     @Test func restoreMarkRefusesADirectoryThatIsNotACache() throws {
         let dir = TemporaryDirectory()
         try FileManager.default.createDirectory(at: dir.cache.appendingPathComponent("ab"), withIntermediateDirectories: true)

@@ -115,6 +115,24 @@ enum FormatMarker {
         }
     }
 
+    /// What a lost or damaged mark still says about whose cache it is: the first `kind <name>`
+    /// and `application <n>` lines readable in what is left of `VERSION` or, when the two were
+    /// swapped, in `LOCK` (read before anything writes it). Nil for what neither says.
+    static func salvage(root: String) -> (kind: String?, application: Int?) {
+        let layout = Layout(root: root)
+        for path in [layout.versionFile, layout.lockFile] {
+            // More than a mark's 256 bytes: bytes appended to it do not hide its lines.
+            guard case .success(let bytes?) = FileIO.readAll(path, limit: 64 << 10, in: nil) else { continue }
+            var kind: String?, application: Int?
+            for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+                if kind == nil { kind = self.kind(line: line) }
+                if application == nil { application = applicationVersion(line: line) }
+            }
+            if kind != nil || application != nil { return (kind, application) }
+        }
+        return (nil, nil)
+    }
+
     /// Whether `journal` starts with the journal's magic.
     private static func hasOurJournal(_ layout: Layout) -> Bool {
         guard case .success(let buffer?) = FileIO.read(layout.journal, count: Journal.magic.count, in: nil) else { return false }
