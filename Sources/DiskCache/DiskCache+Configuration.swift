@@ -67,9 +67,10 @@ extension DiskCache {
     /// Most caches see many keys asked for once and never again (a third to half of the keys of
     /// the traces in docs/benchmarks.md). Each such store costs a file, a journal record and
     /// later an eviction, and pushes out an entry that would have been read. With
-    /// ``minimumUses(_:window:)`` a store of a key the cache does not hold is declined (it
-    /// returns false and writes nothing) until the key's `n`-th store within the window of the
-    /// last keys declined. A store that replaces an entry is always written, and so is one of a
+    /// ``minimumUses(_:window:)``, once the cache has filled to its limits' low watermark
+    /// (below it there is room, and every store is written), a store of a key the cache does not
+    /// hold is declined (it returns false and writes nothing) until the key's `n`-th store
+    /// within the window of the last keys declined. A store that replaces an entry is always written, and so is one of a
     /// key the cache held lately (`EvictionPolicy.s3FIFO` remembers the keys that left its small
     /// queue, evicted or removed).
     ///
@@ -87,8 +88,8 @@ extension DiskCache {
 
         /// A key the cache does not hold is written on its `uses`-th store among the stores of
         /// the last `window` keys declined (nil: see ``window``); the earlier ones return false.
-        /// 2 writes what is asked for twice: on the traces of docs/benchmarks.md it saves
-        /// 85–99 % of the writes for a few points of hit ratio.
+        /// 2 writes what is asked for twice: on the traces of docs/sweeper.md it saves 54–97 %
+        /// of the writes, for up to 4.5 points of hit ratio on one and a gain on the other.
         public static func minimumUses(_ uses: Int, window: Int? = nil) -> Admission {
             Admission(minimumUses: max(1, uses), window: window.map { max(1, $0) })
         }

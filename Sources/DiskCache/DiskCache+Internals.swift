@@ -446,15 +446,23 @@ extension DiskCache {
     }
 
     /// Whether `Configuration.admission` lets a store of `hash` write: always with
-    /// `.everyStore`, for a key the cache holds or evicted lately (S3-FIFO's ghost), else on the
-    /// key's `minimumUses`-th store (see ``DiskCache/Admission``). A declined store is counted.
+    /// `.everyStore`, for a key the cache holds or evicted lately (S3-FIFO's ghost), while the
+    /// cache is below its limits' low watermark (there is room: nothing would be evicted for it),
+    /// else on the key's `minimumUses`-th store (see ``DiskCache/Admission``). A declined store
+    /// is counted.
     func admits(_ hash: KeyHash) -> Bool {
         let admission = configuration.admission
         guard admission.minimumUses > 1 else { return true }
+        let mark = configuration.lowWatermark
         return state.withLock { state in
             // A closed cache's store goes on, to throw `closed`.
             if state.isClosed || state.index[hash] != nil || state.index.wasEvictedLately(hash) {
                 state.declinedUses.forget(hash)
+                return true
+            }
+            let usage = state.index.diskUsage + state.journalDiskUsage(blockSize: blockSize)
+            if Double(usage) < mark * Double(state.diskCapacity),
+               state.countLimit.map({ Double(state.index.count) < mark * Double($0) }) ?? true {
                 return true
             }
             let window = admission.window ?? state.countLimit ?? max(4096, state.index.count)

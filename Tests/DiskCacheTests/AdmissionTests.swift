@@ -3,9 +3,11 @@ import Foundation
 import MemoryCache
 import Testing
 
-/// `Configuration.admission`: which stores are written, worked out by hand.
+/// `Configuration.admission`: which stores are written, worked out by hand. Admission decides
+/// only once the cache has reached its limits: most tests open a cache of one entry and fill it
+/// (``full(_:)``), and sweep by hand, so that it stays at its limit.
 struct AdmissionTests {
-    func configuration(_ admission: DiskCache.Admission, countLimit: Int? = nil,
+    func configuration(_ admission: DiskCache.Admission, countLimit: Int? = 1,
                        policy: EvictionPolicy = .s3FIFO) -> DiskCache.Configuration {
         var configuration = DiskCache.Configuration.testing()
         configuration.admission = admission
@@ -14,6 +16,17 @@ struct AdmissionTests {
         configuration.lowWatermark = 1
         configuration.sweepInterval = nil
         return configuration
+    }
+
+    /// `cache` filled to its count limit with entries of its own.
+    @discardableResult
+    func full(_ cache: DiskCache) throws -> DiskCache {
+        var filler = 0
+        while cache.count < cache.countLimit ?? 0 {
+            try cache.store(Data(), for: "filler-\(filler)")
+            filler += 1
+        }
+        return cache
     }
 
     @Test func everyStoreIsWrittenByDefault() throws {
@@ -27,10 +40,10 @@ struct AdmissionTests {
 
     @Test func aKeyIsWrittenOnItsSecondStore() throws {
         let dir = TemporaryDirectory()
-        let cache = try DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2)))
+        let cache = try full(DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2, window: 10))))
         #expect(try cache.store(Data("one".utf8), for: "k") == false)
         #expect(cache.data(for: "k") == nil)
-        #expect(cache.count == 0)
+        #expect(cache.count == 1)
         #expect(try cache.store(Data("two".utf8), for: "k"))
         #expect(cache.data(for: "k") == Data("two".utf8))
         // Held now: a store that replaces it is written at once.
@@ -40,11 +53,11 @@ struct AdmissionTests {
         #expect(try cache.store(value: 2, for: "typed"))
         let statistics = cache.statistics
         #expect(statistics.declinedStores == 2)
-        #expect(statistics.writes == 3)
-        // Nothing of the declined store was left behind: no file but the two writes'.
+        #expect(statistics.writes == 4)
+        // Nothing of the declined stores was left behind: no file but the filler's and the writes'.
         try cache.close()
         let entryFiles = try FileManager.default.subpathsOfDirectory(atPath: dir.cache.path).filter { $0.hasSuffix(".meta") }
-        #expect(entryFiles.count == 2)
+        #expect(entryFiles.count == 3)
     }
 
     /// S3-FIFO remembers a key that leaves its small queue, removed as well as evicted: stored
@@ -52,7 +65,7 @@ struct AdmissionTests {
     @Test(arguments: [EvictionPolicy.s3FIFO, .leastRecentlyUsed])
     func aKeyRemovedLately(_ policy: EvictionPolicy) throws {
         let dir = TemporaryDirectory()
-        let cache = try DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2), policy: policy))
+        let cache = try full(DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2, window: 10), policy: policy)))
         _ = try cache.store(Data("1".utf8), for: "k")
         #expect(try cache.store(Data("2".utf8), for: "k"))
         try cache.removeValue(for: "k")
@@ -62,7 +75,7 @@ struct AdmissionTests {
 
     @Test func theNthStoreWithAHigherMinimum() throws {
         let dir = TemporaryDirectory()
-        let cache = try DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(3)))
+        let cache = try full(DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(3, window: 10))))
         #expect(try cache.store(Data(), for: "k") == false)
         #expect(try cache.store(Data(), for: "j") == false)
         #expect(try cache.store(Data(), for: "k") == false)
@@ -74,7 +87,7 @@ struct AdmissionTests {
 
     @Test func theWindowForgetsTheOldestKeysDeclined() throws {
         let dir = TemporaryDirectory()
-        let cache = try DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2, window: 3)))
+        let cache = try full(DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2, window: 3))))
         for key in ["a", "b", "c", "d"] { #expect(try cache.store(Data(), for: key) == false) }
         // "a" was pushed out of the window of three by "d": its count starts over.
         #expect(try cache.store(Data(), for: "a") == false)
@@ -85,7 +98,7 @@ struct AdmissionTests {
 
     @Test func theWindowIsTheCountLimitByDefault() throws {
         let dir = TemporaryDirectory()
-        let cache = try DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2), countLimit: 2))
+        let cache = try full(DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2), countLimit: 2)))
         for key in ["a", "b", "c"] { #expect(try cache.store(Data(), for: key) == false) }
         #expect(try cache.store(Data(), for: "a") == false)
         #expect(try cache.store(Data(), for: "c"))
@@ -93,7 +106,7 @@ struct AdmissionTests {
 
     @Test func aKeyEvictedFromTheSmallQueueLatelyIsWrittenAtOnce() throws {
         let dir = TemporaryDirectory()
-        let cache = try DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2), countLimit: 4))
+        let cache = try full(DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2, window: 10), countLimit: 4)))
         func put(_ key: String) throws -> Bool {
             let stored = try cache.store(Data(key.utf8), for: key)
             if cache.count > 4 { cache.sweep() }
@@ -111,7 +124,7 @@ struct AdmissionTests {
 
     @Test func streamedStoresAskFirst() async throws {
         let dir = TemporaryDirectory()
-        let cache = try DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2)))
+        let cache = try full(DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2))))
         #expect(cache.admitsStore(for: "video") == false)
         #expect(cache.admitsStore(for: "video"))
         let (pieces, continuation) = AsyncStream<Data>.makeStream()
@@ -125,13 +138,29 @@ struct AdmissionTests {
 
     @Test func theAsyncAndTypedStoresSayWhetherTheyWrote() async throws {
         let dir = TemporaryDirectory()
-        let cache = try DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2)))
+        let cache = try full(DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2, window: 10))))
         #expect(try await cache.store(Data(), for: "a") == false)
         #expect(try await cache.store(Data(), for: "a"))
         // The typed stores, sync and async.
         #expect(try await cache.store(value: 1, for: "b") == false)
         #expect(try await cache.store(value: 2, for: "b"))
         #expect(try await cache.value(Int.self, for: "b") == 2)
+    }
+
+    /// Below its limits' low watermark nothing would be evicted for a store: every one is
+    /// written, and admission starts once the cache has filled.
+    @Test func aCacheBelowItsLimitsTakesEveryStore() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration(.minimumUses(2), countLimit: 3))
+        for key in ["a", "b", "c"] { #expect(try cache.store(Data(), for: key)) }
+        #expect(try cache.store(Data(), for: "d") == false)
+        try cache.removeValue(for: "a")
+        #expect(try cache.store(Data(), for: "e"))
+        // By bytes alone, the same: a cache far below its disk capacity takes every store.
+        let roomy = TemporaryDirectory()
+        let big = try DiskCache(directory: roomy.cache, configuration: configuration(.minimumUses(2), countLimit: nil))
+        for key in 0..<100 { #expect(try big.store(Data(count: 100), for: "k\(key)")) }
+        #expect(big.statistics.declinedStores == 0)
     }
 
     @Test func aClosedCacheStillThrowsClosed() throws {

@@ -146,17 +146,36 @@ struct BenchTraceCommandTests {
     }
 
     @Test func admissionWorkedOutByHand() throws {
-        // Capacity 2, min-uses 2 (a window of 2 keys). a, b: declined; a: its second, stored;
-        // c: declined (the window now b, c); b: its second, stored; a: a hit.
-        let report = try traceReport("a\nb\na\nc\nb\na\n", capacities: "2", policies: "lru", ["--min-uses", "2"])
+        // Capacity 2, min-uses 2 (a window of 2 keys), LRU. a, b: stored while there is room;
+        // c: declined, then stored on its second miss (a evicted); d, a: declined; a: its
+        // second, stored (b evicted). Seven misses, four puts.
+        let report = try traceReport("a\nb\nc\nc\nd\na\na\n", capacities: "2", policies: "lru",
+                                     ["--min-uses", "2", "--low-watermark", "1"])
         let row = try #require((report["rows"] as? [[String: Any]])?.first)
         #expect(row["minimumUses"] as? Int == 2)
-        #expect(misses(row, simulated: "LRU") == 5)
-        #expect(misses(row, store: "LRU") == 5)
+        #expect(misses(row, simulated: "LRU") == 7)
+        #expect(misses(row, store: "LRU") == 7)
         let store = try #require((row["store"] as? [[String: Any]])?.first)
-        #expect(store["puts"] as? Int == 2)
+        #expect(store["puts"] as? Int == 4)
         let simulated = try #require((row["simulated"] as? [String: Any])?["LRU"] as? [String: Any])
-        #expect(simulated["puts"] as? Int == 2)
+        #expect(simulated["puts"] as? Int == 4)
+    }
+
+    @Test func aCapacityInBytesLimitsTheStoresDiskUsage() throws {
+        // Sizes from the trace: the simulations count bytes; the store stores each miss at its
+        // size under a disk capacity of 64 KiB, and evicts.
+        var lines: [String] = []
+        for round in 0..<3 { for key in 0..<40 { lines.append("k\(key + round) \(4096)") } }
+        let report = try traceReport(lines.joined(separator: "\n") + "\n", capacities: "64K", policies: "lru", ["--min-uses", "1"])
+        let row = try #require((report["rows"] as? [[String: Any]])?.first)
+        #expect(row["capacityInBytes"] as? Bool == true)
+        #expect(row["capacity"] as? Int == 64 << 10)
+        // 16 objects of 4 KiB fit, and each round walks 40 keys: LRU misses every request.
+        let simulated = try #require(misses(row, simulated: "LRU"))
+        #expect(simulated == 120)
+        let store = try #require((row["store"] as? [[String: Any]])?.first)
+        #expect((store["evictions"] as? Int ?? 0) > 0)
+        #expect((store["misses"] as? Int ?? 0) >= simulated)
     }
 
     @Test func admissionSavesPutsOnATraceOfOneHitWonders() throws {

@@ -150,7 +150,7 @@ struct Bench: ParsableCommand {
     @Option(help: "Replay a trace instead: libCacheSim's oracleGeneral (.bin) or CSV (.csv) form, one key a line (optionally a size after it), or synthetic[:objects=N,requests=N,zipf=S,onehit=F,scan-every=N,scan-length=N,seed=N]. Reports the store's miss ratio, puts and evictions at each of --capacities beside LRU, S3-FIFO, SIEVE and Belady simulated on the same trace.")
     var trace: String?
 
-    @Option(help: "With --trace: cache sizes, as percentages of the trace's distinct objects or counts (1%,5%,10% or 500,2000).")
+    @Option(help: "With --trace: cache sizes, as percentages of the trace's distinct objects, counts, or bytes (1%,5%,10%, 500,2000 or 64M,1G: the store's diskCapacity, each miss stored at the request's size).")
     var capacities = "1%,2%,5%,10%,20%,30%"
 
     @Option(help: "With --trace: the store's eviction policies to replay, comma-separated: s3fifo, lru.")
@@ -207,7 +207,7 @@ struct Bench: ParsableCommand {
         let progress = BenchProgress(enabled: !quiet)
         if !quiet { progress.note("bench: reading \(argument)") }
         let loaded: BenchTrace
-        let capacityList: [Int]
+        let capacityList: [BenchTraceSimulation.Capacity]
         let usesList: [Int]
         do {
             usesList = try BenchTraceRun.parseMinimumUses(minUses)
@@ -217,7 +217,7 @@ struct Bench: ParsableCommand {
             throw ValidationError(error.description)
         }
         if !quiet {
-            progress.note("bench: \(loaded.name): \(loaded.requestCount) requests, \(loaded.objectCount) objects; capacities \(capacityList.map(String.init).joined(separator: ","))")
+            progress.note("bench: \(loaded.name): \(loaded.requestCount) requests, \(loaded.objectCount) objects; capacities \(capacityList.map { $0.inBytes ? BenchSize.label(Int($0.limit)) : "\($0.limit)" }.joined(separator: ","))")
         }
         let run = BenchTraceRun(trace: loaded, capacities: capacityList, policies: try parsedPolicies(),
                                 minimumUses: usesList, lowWatermark: lowWatermark, root: root, progress: progress)

@@ -10,13 +10,16 @@ import MemoryCache
 /// The store replay: a `DiskCache` with `countLimit` = the capacity (and no byte or free-space
 /// limit in the way), its default settings otherwise; each request reads the object's key, and
 /// a miss stores a 16-byte value under it, as a cache in front of a slower source does. A
-/// store that takes the cache over its limit waits for the sweeper, as any writer does. Each
+/// capacity in bytes is the store's `diskCapacity` instead (no count limit), and a miss stores
+/// a value of the request's size; the store counts what its files take on disk (whole blocks,
+/// the metadata, the journal), so it holds fewer objects than a simulation counting their sizes
+/// alone. A store that takes the cache over its limit waits for the sweeper, as any writer does. Each
 /// capacity is replayed once for each of `minimumUses`: 1 stores every miss (the store's
 /// default), 2 and more set `DiskCache.Admission.minimumUses(_:window:)` with its default window
 /// (the count limit), and the simulations apply the same filter.
 struct BenchTraceRun {
     var trace: BenchTrace
-    var capacities: [Int]
+    var capacities: [BenchTraceSimulation.Capacity]
     var policies: [EvictionPolicy]
     /// The admission settings to replay: 1 for every store, n for `.minimumUses(n)`.
     var minimumUses: [Int]
@@ -35,7 +38,9 @@ struct BenchTraceRun {
     }
 
     struct Row: Codable {
-        var capacity: Int
+        /// Objects, or bytes when `capacityInBytes`.
+        var capacity: Int64
+        var capacityInBytes: Bool
         var minimumUses: Int
         var store: [StoreOutcome]
         var simulated: [String: BenchTraceSimulation.Outcome]
@@ -60,16 +65,19 @@ struct BenchTraceRun {
         return values.map { $0! }
     }
 
-    /// `--capacities`: `N%` of the trace's distinct objects, or absolute counts.
-    static func parseCapacities(_ argument: String, objects: Int) throws -> [Int] {
-        var capacities: [Int] = []
+    /// `--capacities`: `N%` of the trace's distinct objects, absolute counts, or sizes in bytes
+    /// (with a unit: `64M`, `1G`).
+    static func parseCapacities(_ argument: String, objects: Int) throws -> [BenchTraceSimulation.Capacity] {
+        var capacities: [BenchTraceSimulation.Capacity] = []
         for item in argument.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
             if item.hasSuffix("%"), let percent = Double(item.dropLast()), percent > 0 {
-                capacities.append(max(1, Int(Double(objects) * percent / 100)))
+                capacities.append(.init(limit: Int64(max(1, Int(Double(objects) * percent / 100))), inBytes: false))
             } else if let count = Int(item), count > 0 {
-                capacities.append(count)
+                capacities.append(.init(limit: Int64(count), inBytes: false))
+            } else if item.last?.isLetter == true, let bytes = BenchSize.parse(item), bytes > 0 {
+                capacities.append(.init(limit: Int64(bytes), inBytes: true))
             } else {
-                throw BenchTrace.Error(description: "--capacities: expected percentages of the trace's objects or counts, such as 1%,5%,10% or 500,2000; got '\(item)'")
+                throw BenchTrace.Error(description: "--capacities: expected percentages of the trace's objects, counts or sizes, such as 1%,5%,10%, 500,2000 or 64M,1G; got '\(item)'")
             }
         }
         guard !capacities.isEmpty else { throw BenchTrace.Error(description: "--capacities: none given") }
@@ -83,7 +91,8 @@ struct BenchTraceRun {
         for capacity in capacities {
             for uses in minimumUses {
                 let setting = uses > 1 ? ", min-uses \(uses)" : ""
-                progress.phase("capacity \(capacity)\(setting): simulations")
+                let name = capacity.inBytes ? BenchSize.label(Int(capacity.limit)) : "\(capacity.limit)"
+                progress.phase("capacity \(name)\(setting): simulations")
                 var simulated: [String: BenchTraceSimulation.Outcome] = [:]
                 for policy in BenchTraceSimulation.Policy.allCases {
                     simulated[policy.rawValue] = BenchTraceSimulation.run(policy, trace, capacity: capacity, minimumUses: uses,
@@ -91,10 +100,11 @@ struct BenchTraceRun {
                 }
                 var store: [StoreOutcome] = []
                 for policy in policies {
-                    progress.phase("capacity \(capacity)\(setting): the store, \(policy)")
+                    progress.phase("capacity \(name)\(setting): the store, \(policy)")
                     store.append(try replay(capacity: capacity, policy: policy, minimumUses: uses))
                 }
-                rows.append(Row(capacity: capacity, minimumUses: uses, store: store, simulated: simulated))
+                rows.append(Row(capacity: capacity.limit, capacityInBytes: capacity.inBytes, minimumUses: uses, store: store,
+                                simulated: simulated))
             }
         }
         return Report(trace: trace.name, requests: trace.requestCount, objects: trace.objectCount,
@@ -102,18 +112,21 @@ struct BenchTraceRun {
                       lowWatermark: lowWatermark ?? DiskCache.Configuration().lowWatermark, rows: rows)
     }
 
-    private func replay(capacity: Int, policy: EvictionPolicy, minimumUses: Int) throws -> StoreOutcome {
-        let directory = (root as NSString).appendingPathComponent("trace-\(capacity)-\(policy)-\(minimumUses)")
+    private func replay(capacity: BenchTraceSimulation.Capacity, policy: EvictionPolicy, minimumUses: Int) throws -> StoreOutcome {
+        let directory = (root as NSString).appendingPathComponent("trace-\(capacity.limit)-\(policy)-\(minimumUses)")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let evictions = EvictionCount()
         var configuration = DiskCache.Configuration(
-            diskCapacity: Int64.max / 4, countLimit: capacity, durability: .none,
+            diskCapacity: capacity.inBytes ? capacity.limit : Int64.max / 4, countLimit: capacity.inBytes ? nil : Int(capacity.limit),
+            durability: .none,
             lowWatermark: lowWatermark ?? DiskCache.Configuration().lowWatermark, evictionPolicy: policy, minimumFreeSpace: 0, minimumFreeFraction: 0,
             onEviction: { _ in evictions.add() }, sharing: .exclusive)
         configuration.admission = minimumUses > 1 ? .minimumUses(minimumUses) : .everyStore
         let cache = try DiskCache(directory: URL(fileURLWithPath: directory), configuration: configuration)
         defer { try? cache.close() }
-        let value = Data(repeating: 0x5A, count: 16)
+        // By bytes, each value is the request's size (cut from one buffer); by objects, 16 bytes.
+        let largest = capacity.inBytes ? Int(trace.sizes.max() ?? 16) : 16
+        let value = Data(repeating: 0x5A, count: largest)
         var misses = 0, missedBytes: Int64 = 0, puts = 0
         let start = benchNanoseconds()
         let step = max(1, trace.requestCount / 200)
@@ -122,7 +135,8 @@ struct BenchTraceRun {
             if cache.data(for: key) == nil {
                 misses += 1
                 missedBytes += Int64(trace.sizes[position])
-                if try cache.store(value, for: key) { puts += 1 }
+                let stored = capacity.inBytes ? value.prefix(Int(trace.sizes[position])) : value
+                if try cache.store(stored, for: key) { puts += 1 }
             }
             if position % step == 0 { progress.phaseFraction(Double(position) / Double(trace.requestCount)) }
         }
@@ -148,7 +162,8 @@ struct BenchTraceRun {
         var rows = [header]
         for row in report.rows {
             let uses = row.minimumUses > 1 ? ", min-uses \(row.minimumUses)" : ""
-            var cells = ["\(row.capacity) (\(percent(Double(row.capacity) / Double(max(1, report.objects))))\(uses))"]
+            var cells = [row.capacityInBytes ? "\(BenchSize.label(Int(row.capacity)))\(uses)"
+                         : "\(row.capacity) (\(percent(Double(row.capacity) / Double(max(1, report.objects))))\(uses))"]
             cells += row.store.map { ratio(Double($0.misses) / requests) }
             cells += simNames.map { name in row.simulated[name].map { ratio(Double($0.misses) / requests) } ?? "-" }
             cells += row.store.flatMap { ["\($0.puts)", "\($0.evictions)", ratio(Double($0.missedBytes) / bytes)] }

@@ -1,15 +1,19 @@
 import DiskCache
 
-/// Exact in-memory simulations of the known eviction policies on a ``BenchTrace``, counting
-/// objects (each object takes one place of `capacity`), beside which the store's replay is
-/// reported. They follow libCacheSim's definitions: LRU; S3-FIFO with a small queue of 10 % of
-/// the capacity, a ghost of 90 %, promotion at two reads and a main queue that gives each
-/// object up to three more rounds (libCacheSim's `S3FIFO`, defaults); SIEVE; and Belady's
-/// offline optimum (evict the object asked for again furthest in the future, never-again first).
-/// Every miss inserts the object, evicting first when the cache is full; with `minimumUses`
-/// over 1, only a miss that `DiskCache.Admission.minimumUses(_:window:)` would admit (the
-/// same ``UseCounts`` over a window of `capacity` objects; under S3-FIFO an object in the ghost
-/// is admitted at once, as in the store). Belady, the offline optimum, is simulated without.
+/// Exact in-memory simulations of the known eviction policies on a ``BenchTrace``, beside which
+/// the store's replay is reported. A capacity counts objects (each takes one place) or bytes
+/// (each object its size). They follow libCacheSim's definitions: LRU; S3-FIFO with a small
+/// queue of 10 % of the capacity, a ghost of 90 %, promotion at two reads and a main queue that
+/// gives each object up to three more rounds (libCacheSim's `S3FIFO`, defaults); SIEVE; and
+/// Belady's offline optimum (evict the object asked for again furthest in the future,
+/// never-again first; by bytes that rule is a bound's estimate, not the optimum). Every miss
+/// inserts the object, evicting first until it fits (an object larger than the capacity is not
+/// inserted); with `minimumUses` over 1, once the cache is full only a miss that
+/// `DiskCache.Admission.minimumUses(_:window:)` would admit (the same ``UseCounts``, over a
+/// window of `capacity` objects, or by bytes the objects held and at least 4,096, as the store's
+/// default; under S3-FIFO an object in the ghost is admitted at once, as in the store; the store
+/// admits freely below its low watermark, the simulations below the capacity). Belady is
+/// simulated without admission.
 enum BenchTraceSimulation {
     struct Outcome: Codable {
         var misses = 0
@@ -25,29 +29,39 @@ enum BenchTraceSimulation {
         case belady = "Belady"
     }
 
-    static func run(_ policy: Policy, _ trace: BenchTrace, capacity: Int, minimumUses: Int = 1, nextUses: [Int32]) -> Outcome {
-        let admission = Admission(minimumUses: minimumUses, window: capacity)
+    /// A cache size: `limit` objects, or `limit` bytes when `inBytes`.
+    struct Capacity: Codable, Hashable {
+        var limit: Int64
+        var inBytes: Bool
+
+        /// What the request at `position` takes of the capacity.
+        func weight(_ trace: BenchTrace, _ position: Int) -> Int64 { inBytes ? Int64(trace.sizes[position]) : 1 }
+    }
+
+    static func run(_ policy: Policy, _ trace: BenchTrace, capacity: Capacity, minimumUses: Int = 1, nextUses: [Int32]) -> Outcome {
+        let admission = Admission(minimumUses: minimumUses, window: capacity.inBytes ? nil : Int(capacity.limit))
         switch policy {
-        case .lru: return lru(trace, capacity: capacity, admission: admission)
-        case .s3fifo: return s3fifo(trace, capacity: capacity, admission: admission)
-        case .sieve: return sieve(trace, capacity: capacity, admission: admission)
-        case .belady: return belady(trace, capacity: capacity, nextUses: nextUses)
+        case .lru: return lru(trace, capacity, admission)
+        case .s3fifo: return s3fifo(trace, capacity, admission)
+        case .sieve: return sieve(trace, capacity, admission)
+        case .belady: return belady(trace, capacity, nextUses: nextUses)
         }
     }
 
     /// The store's admission filter, counting misses by object.
     struct Admission {
         let minimumUses: Int
-        let window: Int
+        /// nil: the objects held, at least 4,096 (the store's default without a count limit).
+        let window: Int?
         var uses = UseCounts<Int32>()
 
-        init(minimumUses: Int, window: Int) {
+        init(minimumUses: Int, window: Int?) {
             self.minimumUses = minimumUses
             self.window = window
         }
 
-        mutating func admits(_ object: Int32) -> Bool {
-            uses.admits(object, minimumUses: minimumUses, window: window)
+        mutating func admits(_ object: Int32, held: Int) -> Bool {
+            uses.admits(object, minimumUses: minimumUses, window: window ?? max(4096, held))
         }
     }
 
@@ -104,11 +118,13 @@ enum BenchTraceSimulation {
         outcome.missedBytes += Int64(trace.sizes[position])
     }
 
-    static func lru(_ trace: BenchTrace, capacity: Int, admission: Admission) -> Outcome {
+    static func lru(_ trace: BenchTrace, _ capacity: Capacity, _ admission: Admission) -> Outcome {
         var outcome = Outcome()
         var admission = admission
         var list = List(objects: trace.objectCount)
+        var weightOf = [Int64](repeating: 0, count: trace.objectCount)
         var present = [Bool](repeating: false, count: trace.objectCount)
+        var used: Int64 = 0
         for (position, object) in trace.objects.enumerated() {
             if present[Int(object)] {
                 list.unlink(object)
@@ -116,33 +132,39 @@ enum BenchTraceSimulation {
                 continue
             }
             miss(&outcome, trace, position)
-            guard admission.admits(object) else { continue }
+            let weight = capacity.weight(trace, position)
+            guard weight <= capacity.limit, used + weight <= capacity.limit || admission.admits(object, held: list.count) else { continue }
             outcome.puts += 1
-            if list.count >= capacity, list.tail >= 0 {
+            while used + weight > capacity.limit, list.tail >= 0 {
                 let victim = list.tail
                 list.unlink(victim)
                 present[Int(victim)] = false
+                used -= weightOf[Int(victim)]
                 outcome.evictions += 1
             }
             list.pushNewest(object)
             present[Int(object)] = true
+            weightOf[Int(object)] = weight
+            used += weight
         }
         return outcome
     }
 
-    static func s3fifo(_ trace: BenchTrace, capacity: Int, admission: Admission) -> Outcome {
+    static func s3fifo(_ trace: BenchTrace, _ capacity: Capacity, _ admission: Admission) -> Outcome {
         var outcome = Outcome()
         var admission = admission
-        let smallCapacity = Int(Double(capacity) * 0.1)
-        let mainCapacity = capacity - smallCapacity
-        let ghostCapacity = Int(Double(capacity) * 0.9)
+        let smallCapacity = Int64(Double(capacity.limit) * 0.1)
+        let mainCapacity = capacity.limit - smallCapacity
+        let ghostCapacity = Int64(Double(capacity.limit) * 0.9)
         // 0: absent, 1: small, 2: main.
         var queueOf = [UInt8](repeating: 0, count: trace.objectCount)
         var frequency = [UInt8](repeating: 0, count: trace.objectCount)
+        var weightOf = [Int64](repeating: 0, count: trace.objectCount)
         var small = Queue(), main = Queue()
+        var smallUsed: Int64 = 0, mainUsed: Int64 = 0
         var ghostStamp = [Int32](repeating: -1, count: trace.objectCount)
         var ghost: [(object: Int32, stamp: Int32)] = []
-        var ghostFirst = 0, ghostCount = 0, stamp: Int32 = 0
+        var ghostFirst = 0, ghostUsed: Int64 = 0, stamp: Int32 = 0
 
         func evictMain() {
             while let object = main.pop() {
@@ -152,6 +174,7 @@ enum BenchTraceSimulation {
                     main.push(object)
                 } else {
                     queueOf[index] = 0
+                    mainUsed -= weightOf[index]
                     outcome.evictions += 1
                     return
                 }
@@ -160,9 +183,11 @@ enum BenchTraceSimulation {
         func evictSmall() {
             while let object = small.pop() {
                 let index = Int(object)
+                smallUsed -= weightOf[index]
                 if frequency[index] >= 2 {
                     queueOf[index] = 2
                     main.push(object)
+                    mainUsed += weightOf[index]
                 } else {
                     queueOf[index] = 0
                     outcome.evictions += 1
@@ -170,13 +195,13 @@ enum BenchTraceSimulation {
                     stamp += 1
                     ghostStamp[index] = stamp
                     ghost.append((object, stamp))
-                    ghostCount += 1
-                    while ghostCount > ghostCapacity, ghostFirst < ghost.count {
+                    ghostUsed += weightOf[index]
+                    while ghostUsed > ghostCapacity, ghostFirst < ghost.count {
                         let oldest = ghost[ghostFirst]
                         ghostFirst += 1
                         if ghostStamp[Int(oldest.object)] == oldest.stamp {
                             ghostStamp[Int(oldest.object)] = -1
-                            ghostCount -= 1
+                            ghostUsed -= weightOf[Int(oldest.object)]
                         }
                     }
                     if ghostFirst > 4096 && ghostFirst * 2 > ghost.count {
@@ -194,34 +219,42 @@ enum BenchTraceSimulation {
                 continue
             }
             miss(&outcome, trace, position)
+            let weight = capacity.weight(trace, position)
             let cameBack = ghostStamp[index] >= 0
-            guard cameBack || admission.admits(object) else { continue }
+            guard weight <= capacity.limit,
+                  cameBack || smallUsed + mainUsed + weight <= capacity.limit || admission.admits(object, held: small.count + main.count)
+            else { continue }
             outcome.puts += 1
             if cameBack {
                 ghostStamp[index] = -1
-                ghostCount -= 1
+                ghostUsed -= weightOf[index]
             }
-            while small.count + main.count >= capacity, small.count + main.count > 0 {
-                if main.count > mainCapacity || small.count == 0 { evictMain() } else { evictSmall() }
+            while smallUsed + mainUsed + weight > capacity.limit, small.count + main.count > 0 {
+                if mainUsed > mainCapacity || small.count == 0 { evictMain() } else { evictSmall() }
             }
             frequency[index] = 0
+            weightOf[index] = weight
             if cameBack {
                 queueOf[index] = 2
                 main.push(object)
+                mainUsed += weight
             } else {
                 queueOf[index] = 1
                 small.push(object)
+                smallUsed += weight
             }
         }
         return outcome
     }
 
-    static func sieve(_ trace: BenchTrace, capacity: Int, admission: Admission) -> Outcome {
+    static func sieve(_ trace: BenchTrace, _ capacity: Capacity, _ admission: Admission) -> Outcome {
         var outcome = Outcome()
         var admission = admission
         var list = List(objects: trace.objectCount)
         var present = [Bool](repeating: false, count: trace.objectCount)
         var visited = [Bool](repeating: false, count: trace.objectCount)
+        var weightOf = [Int64](repeating: 0, count: trace.objectCount)
+        var used: Int64 = 0
         var hand: Int32 = -1
         for (position, object) in trace.objects.enumerated() {
             let index = Int(object)
@@ -230,9 +263,10 @@ enum BenchTraceSimulation {
                 continue
             }
             miss(&outcome, trace, position)
-            guard admission.admits(object) else { continue }
+            let weight = capacity.weight(trace, position)
+            guard weight <= capacity.limit, used + weight <= capacity.limit || admission.admits(object, held: list.count) else { continue }
             outcome.puts += 1
-            if list.count >= capacity, list.tail >= 0 {
+            while used + weight > capacity.limit, list.tail >= 0 {
                 var candidate = hand >= 0 ? hand : list.tail
                 while visited[Int(candidate)] {
                     visited[Int(candidate)] = false
@@ -241,21 +275,25 @@ enum BenchTraceSimulation {
                 hand = list.newer[Int(candidate)]
                 list.unlink(candidate)
                 present[Int(candidate)] = false
+                used -= weightOf[Int(candidate)]
                 outcome.evictions += 1
             }
             list.pushNewest(object)
             present[index] = true
             visited[index] = false
+            weightOf[index] = weight
+            used += weight
         }
         return outcome
     }
 
-    static func belady(_ trace: BenchTrace, capacity: Int, nextUses: [Int32]) -> Outcome {
+    static func belady(_ trace: BenchTrace, _ capacity: Capacity, nextUses: [Int32]) -> Outcome {
         var outcome = Outcome()
         // Per object in the cache: the position of its next request (-1: absent).
         var next = [Int32](repeating: -1, count: trace.objectCount)
+        var weightOf = [Int64](repeating: 0, count: trace.objectCount)
         var heap = MaxHeap()
-        var cached = 0
+        var used: Int64 = 0
         for (position, object) in trace.objects.enumerated() {
             let index = Int(object)
             let upcoming = nextUses[position]
@@ -265,15 +303,18 @@ enum BenchTraceSimulation {
                 continue
             }
             miss(&outcome, trace, position)
+            let weight = capacity.weight(trace, position)
+            guard weight <= capacity.limit else { continue }
             outcome.puts += 1
             next[index] = upcoming
+            weightOf[index] = weight
             heap.push(upcoming, object)
-            cached += 1
-            while cached > capacity, let (key, victim) = heap.pop() {
+            used += weight
+            while used > capacity.limit, let (key, victim) = heap.pop() {
                 // Stale heap items (the object was read since, or left) are skipped.
                 guard next[Int(victim)] == key else { continue }
                 next[Int(victim)] = -1
-                cached -= 1
+                used -= weightOf[Int(victim)]
                 if victim != object { outcome.evictions += 1 }
             }
         }
