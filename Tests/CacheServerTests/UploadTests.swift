@@ -138,7 +138,10 @@ struct UploadTests {
             $0.timeouts.lingering = .seconds(1)
         }
         let socket = try await rawConnection(to: fixture.server.port)
-        let watchdog = closing(socket, after: .seconds(20))
+        // Only a server that never stops reading the body meets the watchdog: the body would
+        // take over a day. No bound on the time is asserted but that one, far past the
+        // lingering second, so that a loaded machine's delays cannot fail the test.
+        let watchdog = closing(socket, after: .seconds(60))
         var answer: ResponseReader.Answer?
         var closedAfter: Duration?
         try await socket.executeThenClose { inbound, outbound in
@@ -154,11 +157,8 @@ struct UploadTests {
             let answered = ContinuousClock.now
             // The close ends the read, as the connection's end or (the client still sending)
             // as a reset.
-            do {
-                _ = try await reader.next(head: false)
-            } catch {
-                closedAfter = .now - answered
-            }
+            _ = try? await reader.next(head: false)
+            closedAfter = .now - answered
             sender.cancel()
             _ = try? await sender.value
         }
@@ -166,7 +166,8 @@ struct UploadTests {
         let closedByWatchdog = (try? await watchdog.value) != nil
         #expect(answer?.status == "413" && answer?.field("Connection") == "close")
         #expect(!closedByWatchdog, "the server closed the connection while the body still came")
-        #expect(closedAfter.map { $0 >= .milliseconds(500) && $0 < .seconds(10) } == true, "closed \(String(describing: closedAfter)) after the answer")
+        // Not before the lingering time (1 s, less a margin for the clocks' granularity).
+        #expect(closedAfter.map { $0 >= .milliseconds(500) } == true, "closed \(String(describing: closedAfter)) after the answer")
         try await fixture.finish()
         try await origin.stop()
     }
