@@ -33,6 +33,10 @@ struct IndexEntry: Equatable, Sendable {
     private static let metaSizeBits: UInt64 = 22
 
     init(size: Int64, isInline: Bool, slot: UInt8, created: Int64, checksum: UInt64, accessed: Int64, expires: Int64?, metaSize: UInt32) {
+        // Unreachable from bytes on disk or another instance: every entry comes from a record
+        // `Journal.decodeRecord` accepted (it refuses these sizes as damage), a file
+        // `Opener.checkedEntry` accepted (same bounds), or a write that checked its sizes first
+        // (`EntryMetadata.checkFits`, `commitBodyFile`).
         precondition(Int(metaSize) <= Self.maximumMetaSize && size >= 0 && size < 1 << 62)
         self.sizeAndFlags = UInt64(size) | (isInline ? Self.inlineBit : 0) | (slot == 1 ? Self.slotBit : 0)
         let createdBits = min(UInt64(clamping: max(0, created)), (1 << (64 - Self.metaSizeBits)) - 1)
