@@ -26,16 +26,22 @@
 //                                                   writer for "big" without committing, printing "APPENDED n"
 //   DiskCacheTestWorker large DIR BYTES             stores and reads a BYTES-long body each streaming way,
 //                                                   printing "PHASE name bytes peak-growth-bytes seconds"
-//   DiskCacheTestWorker populate DIR SEED clean|unclean
-//                                                   fills a cache for a damage trial: 48 keys (8 KiB inline
-//                                                   threshold, so bodies above it are .body files) stored,
-//                                                   updated and removed at random; then closes it, or ends
-//                                                   the process without closing it; prints "POPULATED"
-//   DiskCacheTestWorker exercise DIR SEED           what a fresh process does with a cache one file of which
-//                                                   was damaged: opens it, reads every key every way, verifies,
-//                                                   repairs, reopens and writes; "BAD ..." for a value that is
+//   DiskCacheTestWorker populate DIR SEED clean|unclean|kill
+//                                                   fills a cache for a damage trial: 48 keys (the seed picks
+//                                                   the inline threshold: bodies above it are .body files,
+//                                                   and the sharing mode) stored, updated and removed at random;
+//                                                   prints "POPULATED", then closes it, ends the process without
+//                                                   closing it, or (kill) goes on writing until it is killed
+//   DiskCacheTestWorker damage DIR SEED             damages one file of the cache (zeroes a range, flips bits,
+//                                                   overwrites a range, truncates or appends), chosen by SEED;
+//                                                   prints "DAMAGED path what"
+//   DiskCacheTestWorker exercise DIR SEED [ID]      what a fresh process does with a cache one file of which
+//                                                   was damaged: opens it, reads every key every way (another
+//                                                   thread reading and writing at random meanwhile), writes,
+//                                                   verifies, repairs, reopens and writes; "BAD ..." for a value that is
 //                                                   not one stored for its key, "ERR ..." for a thrown error
-//                                                   (not a failure), "EXERCISED" at the end
+//                                                   (not a failure), "EXERCISED" at the end; ID (0 by default)
+//                                                   varies the writes of processes exercising one cache at once
 //   DiskCacheTestWorker download DIR ORIGIN BYTES   (AsyncHTTPClient trait) fetches BYTES from a StreamingOrigin
 //                                                   through CachingHTTPClient, then from its cache: "PHASE ..."
 //                                                   and "SOURCE phase source SAME|DIFFERENT" for each
@@ -45,19 +51,20 @@
 //                                                   loopback port, printing "LISTENING port", until killed
 import DiskCache
 import Foundation
+import MemoryCache  // EvictionPolicy, for the damage trials
 import ToolSupport
 
 /// The value version `version` of key number `k`: "key-k|version|" then bytes that follow
 /// from the two numbers, so a reader can tell which write it came from and whether every byte
 /// is right. The crash tests check values against the same formula.
-func payload(k: Int, version: Int) -> Data {
+@Sendable func payload(k: Int, version: Int) -> Data {
     var bytes = Array("key-\(k)|\(version)|".utf8)
     let length = (version &* 7919 &+ k &* 104_729) % 20_000
     for i in 0..<length { bytes.append(UInt8(truncatingIfNeeded: i &* version &+ k)) }
     return Data(bytes)
 }
 
-func say(_ line: String) {
+@Sendable func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
@@ -159,9 +166,16 @@ case "stream":
         say("APPENDED \(appended)")
     }
 case "populate":
-    populateForDamage(directory, seed: UInt64(arguments[3]) ?? 1, clean: arguments.count > 4 && arguments[4] == "clean")
+    let ending: DamageTrialEnding = switch arguments.count > 4 ? arguments[4] : "" {
+    case "clean": .close
+    case "kill": .keepWriting
+    default: .exit
+    }
+    populateForDamage(directory, seed: UInt64(arguments[3]) ?? 1, ending: ending)
+case "damage":
+    damage(directory, seed: UInt64(arguments[3]) ?? 1)
 case "exercise":
-    exerciseDamaged(directory, seed: UInt64(arguments[3]) ?? 1)
+    exerciseDamaged(directory, seed: UInt64(arguments[3]) ?? 1, id: arguments.count > 4 ? Int(arguments[4]) ?? 0 : 0)
 case "hostile":
     hostileWork(directory, id: Int(arguments[3]) ?? 0, seconds: Double(arguments[4]) ?? 2,
                 lockTimeout: .milliseconds(Int(arguments[5]) ?? 2_000))
@@ -281,7 +295,7 @@ func monotonicNanoseconds() -> Int64 {
 }
 
 /// Whether `value` is exactly what ``payload(k:version:)`` makes for key number `k`, and which version.
-func checkPayload(_ value: Data, k: Int) -> Int? {
+@Sendable func checkPayload(_ value: Data, k: Int) -> Int? {
     let prefix = value.prefix(40)
     let fields = String(decoding: prefix, as: UTF8.self).split(separator: "|", maxSplits: 2, omittingEmptySubsequences: false)
     guard fields.count >= 2, fields[0] == "key-\(k)", let version = Int(fields[1]),
@@ -409,27 +423,42 @@ func hostileWork(_ directory: URL, id: Int, seconds: Double, lockTimeout: Durati
 /// Keys a damage trial stores: key-0 ..< key-`damageKeys`.
 let damageKeys = 48
 
-/// The configuration of a damage trial: bodies above 8 KiB in `.body` files, a sweeper that
-/// runs often, and a capacity the writes go over now and then.
+/// The configuration of a damage trial: a sweeper that runs often, and a capacity the writes go
+/// over now and then. Bodies above 8 KiB in `.body` files (half the seeds), all in `.body` files,
+/// or all inline; shared mode for three seeds of four; LRU for one in three, else S3-FIFO.
 func damageConfiguration(seed: UInt64) -> DiskCache.Configuration {
     let durability: DiskCache.Durability = switch seed % 3 {
     case 0: .immediate
     case 1: .batched(interval: .milliseconds(5))
     default: .none
     }
+    let inlineThreshold = switch seed / 7 % 4 {
+    case 0: 0
+    case 1: 64 << 10
+    default: 8 << 10
+    }
     var configuration = DiskCache.Configuration(diskCapacity: seed % 5 == 0 ? 160 << 10 : 64 << 20, durability: durability,
-                                                inlineThreshold: 8 << 10, sweepInterval: .milliseconds(seed % 2 == 0 ? 1 : 20))
+                                                inlineThreshold: inlineThreshold,
+                                                sweepInterval: .milliseconds(seed % 2 == 0 ? 1 : 20))
+    configuration.sharing = seed / 11 % 4 == 0 ? .exclusive : .shared
+    configuration.evictionPolicy = seed / 13 % 3 == 0 ? .leastRecentlyUsed : .s3FIFO
     configuration.minimumFreeSpace = 0
     configuration.minimumFreeFraction = 0
     return configuration
 }
 
-/// Fills a cache for a damage trial, then closes it (`clean`) or ends the process without closing.
-func populateForDamage(_ directory: URL, seed: UInt64, clean: Bool) {
+/// How `populate` ends: closing the cache, ending the process without closing it, or writing on
+/// until the process is killed (the script sends SIGKILL).
+enum DamageTrialEnding {
+    case close, exit, keepWriting
+}
+
+/// Fills a cache for a damage trial, then ends as `ending` says.
+func populateForDamage(_ directory: URL, seed: UInt64, ending: DamageTrialEnding) {
     var random = SplitMix64(seed: seed)
     do {
         let cache = try DiskCache(directory: directory, configuration: damageConfiguration(seed: seed))
-        for step in 0..<(3 * damageKeys) {
+        func step(_ step: Int) throws {
             let k = random.below(damageKeys)
             switch random.below(10) {
             case 0: try cache.removeValue(for: "key-\(k)")
@@ -439,12 +468,99 @@ func populateForDamage(_ directory: URL, seed: UInt64, clean: Bool) {
                 try cache.store(payload(k: k, version: step + 1), for: "key-\(k)", metadata: ["step": "\(step)"], expires: expires)
             }
         }
+        for n in 0..<(3 * damageKeys) { try step(n) }
         say("POPULATED")
-        if clean { try cache.close() } else { exit(0) }
+        switch ending {
+        case .close: try cache.close()
+        case .exit: exit(0)
+        case .keepWriting:
+            var n = 3 * damageKeys
+            while true {
+                try step(n)
+                n += 1
+            }
+        }
     } catch {
         say("ERR populate \(error)")
         exit(3)
     }
+}
+
+/// Damages one file of the cache in `directory`, chosen by `seed` (half the time among all its
+/// files, else among those that are not an entry's: the journal, `SHARED`, `VERSION`, `LOCK`,
+/// `tmp/` and `retired/`), one of five ways.
+func damage(_ directory: URL, seed: UInt64) {
+    var random = SplitMix64(seed: seed &* 0x2545_F491_4F6C_DD1D)
+    var files: [String] = []
+    if let walker = FileManager.default.enumerator(atPath: directory.path) {
+        while let name = walker.nextObject() as? String {
+            var status = stat()
+            if lstat(directory.path + "/" + name, &status) == 0, status.st_mode & S_IFMT == S_IFREG { files.append(name) }
+        }
+    }
+    files.sort()
+    let others = files.filter { !$0.hasSuffix(".meta") && !$0.hasSuffix(".body") || $0.hasPrefix("tmp/") || $0.hasPrefix("retired/") }
+    let pool = random.below(2) == 0 || others.isEmpty ? files : others
+    guard !pool.isEmpty else {
+        say("DAMAGED nothing")
+        return
+    }
+    let name = pool[random.below(pool.count)]
+    let path = directory.path + "/" + name
+    guard var bytes = FileManager.default.contents(atPath: path).map({ [UInt8]($0) }) else {
+        say("DAMAGED nothing (\(name) unreadable)")
+        return
+    }
+    /// A range of the file: often short, sometimes long.
+    func range() -> Range<Int> {
+        let start = random.below(bytes.count)
+        let longest = bytes.count - start
+        let length = 1 + (random.below(4) == 0 ? random.below(longest) : random.below(min(longest, 64)))
+        return start..<start + length
+    }
+    var what: String
+    switch bytes.isEmpty ? 4 : random.below(5) {
+    case 0:
+        let zeroed = range()
+        for i in zeroed { bytes[i] = 0 }
+        what = "zeroed \(zeroed.lowerBound)..<\(zeroed.upperBound)"
+    case 1:
+        let flips = 1 + random.below(4)
+        var at: [String] = []
+        for _ in 0..<flips {
+            let bit = random.below(bytes.count * 8)
+            bytes[bit / 8] ^= 1 << UInt8(bit % 8)
+            at.append("\(bit / 8).\(bit % 8)")
+        }
+        what = "flipped bits \(at.joined(separator: ","))"
+    case 2:
+        let overwritten = range()
+        for i in overwritten { bytes[i] = UInt8(truncatingIfNeeded: random.next()) }
+        what = "overwrote \(overwritten.lowerBound)..<\(overwritten.upperBound)"
+    case 3:
+        let length = random.below(bytes.count)
+        bytes.removeSubrange(length...)
+        what = "truncated to \(length)"
+    default:
+        let count = 1 + random.below(random.below(4) == 0 ? 8192 : 64)
+        let zeros = random.below(3) == 0
+        bytes += (0..<count).map { _ in zeros ? 0 : UInt8(truncatingIfNeeded: random.next()) }
+        what = "appended \(count) \(zeros ? "zero" : "random") bytes"
+    }
+    // In place, as a disk or another program would damage it (same inode, same links).
+    guard let handle = FileHandle(forUpdatingAtPath: path) else {
+        say("DAMAGED nothing (\(name) not writable)")
+        return
+    }
+    do {
+        try handle.truncate(atOffset: 0)
+        try handle.write(contentsOf: Data(bytes))
+        try handle.close()
+    } catch {
+        say("DAMAGED nothing (\(name): \(error))")
+        return
+    }
+    say("DAMAGED \(name) \(what)")
 }
 
 /// `key`'s value read with `chunks(for:)`, from a thread that may block.
@@ -477,10 +593,11 @@ final class Locked<T: Sendable>: @unchecked Sendable {
 }
 
 /// What a fresh process does with a damaged cache; any trap is the finding.
-func exerciseDamaged(_ directory: URL, seed: UInt64) {
-    var random = SplitMix64(seed: seed &* 31)
+/// `id` tells apart processes exercising the same cache at once (their writes differ).
+func exerciseDamaged(_ directory: URL, seed: UInt64, id: Int = 0) {
+    var random = SplitMix64(seed: seed &* 31 &+ UInt64(id))
     let configuration = damageConfiguration(seed: seed)
-    func check(_ value: Data?, _ k: Int, _ how: String) {
+    @Sendable func check(_ value: Data?, _ k: Int, _ how: String) {
         if let value, checkPayload(value, k: k) == nil { say("BAD \(how) key-\(k) \(value.count) bytes") }
     }
     func readAll(_ cache: DiskCache) {
@@ -503,15 +620,47 @@ func exerciseDamaged(_ directory: URL, seed: UInt64) {
     }
     do {
         let cache = try DiskCache(directory: directory, configuration: configuration)
+        // Another thread reads (and now and then writes) at random from the open on, beside
+        // this one's reads, writes, verify and repair, and the background work the open started.
+        let stop = Locked(false)
+        let stopped = DispatchSemaphore(value: 0)
+        let besideSeed = random.next()
+        Thread.detachNewThread {
+            var beside = SplitMix64(seed: besideSeed)
+            while !stop.get() {
+                let k = beside.below(damageKeys)
+                switch beside.below(8) {
+                case 0:
+                    do { try cache.store(payload(k: k, version: 3_000 + beside.below(1_000)), for: "key-\(k)") } catch { say("ERR beside \(error)") }
+                case 1: _ = cache.entry(for: "key-\(k)")
+                case 2: check(cache.dataAndEntry(for: "key-\(k)")?.data, k, "beside")
+                default: check(cache.data(for: "key-\(k)"), k, "beside")
+                }
+            }
+            stopped.signal()
+        }
         readAll(cache)
         // Writes at once, beside the background work the open started.
         for _ in 0..<4 {
             let k = random.below(damageKeys)
             do { try cache.store(payload(k: k, version: 1_000 + k), for: "key-\(k)") } catch { say("ERR store \(error)") }
         }
+        // A body streamed in through tmp/, in two pieces.
+        do {
+            let k = random.below(damageKeys)
+            let value = payload(k: k, version: 1_100 + 10 * id + k % 10)
+            let writer = try cache.makeWriter(for: "key-\(k)")
+            try writer.append(value.prefix(value.count / 2))
+            try writer.append(value.dropFirst(value.count / 2))
+            try writer.commit()
+        } catch {
+            say("ERR writer \(error)")
+        }
         do { _ = try cache.verify() } catch { say("ERR verify \(error)") }
         do { _ = try cache.verify(repair: true) } catch { say("ERR repair \(error)") }
         readAll(cache)
+        stop.set(true)
+        stopped.wait()
         try cache.close()
     } catch {
         say("ERR open \(error)")
