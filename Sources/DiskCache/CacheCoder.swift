@@ -1,7 +1,7 @@
 public import Foundation
 
 /// Turns values into the bytes a cache stores and back: what the typed API
-/// (``DiskCache/store(value:for:coder:metadata:expires:)-4xwl3``, ``DiskCache/value(_:for:coder:removingIfUndecodable:)-4kx9e``
+/// (``DiskCache/store(value:for:coder:metadata:expires:)-5ic6m``, ``DiskCache/value(_:for:coder:removingIfUndecodable:)-4kx9e``
 /// and their ``TieredCache`` forms) uses. ``JSONCacheCoder`` and ``PropertyListCacheCoder``
 /// come with the package; conform a type of your own for another format.
 public protocol CacheCoder: Sendable {
@@ -10,12 +10,12 @@ public protocol CacheCoder: Sendable {
 }
 
 extension DiskCache {
-    /// Stores `value`, encoded by `coder` (JSON by default), for `key`, as ``store(_:for:metadata:expires:)-3d9hu``
+    /// Stores `value`, encoded by `coder` (JSON by default), for `key`, as ``store(_:for:metadata:expires:)-9xfei``
     /// stores bytes.
     ///
     /// #### Errors
     /// ``DiskCacheError/Code/invalidArgument`` when the coder cannot encode the value (nothing
-    /// is stored), and every error of ``store(_:for:metadata:expires:)-3d9hu``.
+    /// is stored), and every error of ``store(_:for:metadata:expires:)-9xfei``.
     /// - Returns: whether it was written (see ``Configuration/admission``).
     @discardableResult
     public func store<Value: Encodable>(value: Value, for key: String, coder: some CacheCoder = JSONCacheCoder(),

@@ -13,7 +13,7 @@ extension DiskCache {
         public var lastAccessed: Date
         /// When it stops being returned; nil for never.
         public var expires: Date?
-        /// The metadata given to ``DiskCache/store(_:for:metadata:expires:)-3d9hu``.
+        /// The metadata given to ``DiskCache/store(_:for:metadata:expires:)-9xfei``.
         public var metadata: [String: String]
         /// XXH3-64 of the body.
         public var checksum: UInt64

@@ -62,7 +62,7 @@ extension DiskCache {
     /// changes during a copy never leaves a body that fails its checksum.
     ///
     /// #### Errors
-    /// As ``store(_:for:metadata:expires:)-3d9hu``; ``DiskCacheError/Code/invalidArgument``
+    /// As ``store(_:for:metadata:expires:)-9xfei``; ``DiskCacheError/Code/invalidArgument``
     /// when `url` is not a file URL or names something other than a regular file;
     /// ``DiskCacheError/Code/notFound`` when there is nothing at `url`. On failure the earlier
     /// value of `key` stays, and the file is where it was, untouched.

@@ -391,7 +391,7 @@ public final class DiskCache: Sendable {
     }
 
     /// Counts a store of `key` toward ``Configuration/admission`` and says whether it is to be
-    /// written: what ``store(_:for:metadata:expires:)-3d9hu`` asks before it writes. Always true
+    /// written: what ``store(_:for:metadata:expires:)-9xfei`` asks before it writes. Always true
     /// with `.everyStore`. The streamed stores (`store(contentsOf:…)`, `store(_:for:…)` of an
     /// `AsyncSequence`, `makeWriter(for:…)`) always write, since their bytes are on their way:
     /// ask this first and skip them when false.
@@ -537,7 +537,7 @@ extension DiskCache {
     ///   which case nothing changed.
     ///
     /// #### Errors
-    /// As ``store(_:for:metadata:expires:)-3d9hu``.
+    /// As ``store(_:for:metadata:expires:)-9xfei``.
     ///
     /// #### Implementation details
     /// Writes the new `.meta` file in the entry's unused slot (an inline body is copied into it;

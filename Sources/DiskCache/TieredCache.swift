@@ -217,7 +217,7 @@ public final class TieredCache: Sendable {
 
     /// Stores `data` for `key` where `policy` allows, replacing any earlier value in both tiers.
     /// - Throws: ``DiskCacheError`` when the disk tier cannot store it; the disk tier then keeps
-    ///   the earlier value (see ``DiskCache/store(_:for:metadata:expires:)-3d9hu``) and the memory tier
+    ///   the earlier value (see ``DiskCache/store(_:for:metadata:expires:)-9xfei``) and the memory tier
     ///   drops the key, to read it from disk again.
     public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
                       policy: StoragePolicy = .allowed) throws {

@@ -57,7 +57,7 @@ extension DiskCache {
     /// What a committed write counts as in ``DiskCache/Statistics``.
     enum WriteKind { case value, metadata }
 
-    /// The put transaction: every write of an entry (``store(_:for:metadata:expires:)-3d9hu``,
+    /// The put transaction: every write of an entry (``store(_:for:metadata:expires:)-9xfei``,
     /// the streamed commit, ``DiskCache/updateMetadata(_:for:)-8hehy``) goes through it. Holding the key's
     /// stripe, it
     /// 1. throws `closed` when the cache is, refuses while this instance is behind the journal
