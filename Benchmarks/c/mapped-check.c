@@ -5,7 +5,7 @@
 //   read 64K   pread through one 64 KiB buffer, hashed piece by piece (cdiskcache_hash_file)
 //   read 1M    pread through one 1 MiB buffer, the same
 //   map each   mmap the file, hash the mapping, munmap
-//   map kept   hash a mapping made once per file (what Sources/DiskCache/Internal/MappedBodies.swift keeps)
+//   map kept   hash a mapping made once per file (what Sources/DiskCache/Internal/Server/MappedBodies.swift keeps)
 // Three rounds of ITERATIONS checks per way; prints µs per MiB checked.
 //
 //   clang -O2 -march=native Benchmarks/c/mapped-check.c -o /tmp/mapped-check

@@ -28,7 +28,7 @@ struct JournalReplayTests {
         try cache.close()
         let journal = try readFile(dir.cache.appendingPathComponent("journal").path)
         let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Sources/DiskCache/Internal/Journal.swift")
+            .appendingPathComponent("Sources/DiskCache/Internal/Format/Journal.swift")
         let text = try String(contentsOf: source, encoding: .utf8)
         let sample = text.components(separatedBy: "\n")
             .drop { !$0.contains("A sample, a cache holding \"greeting\" then closed") }
