@@ -102,7 +102,7 @@ struct RetiredFilesTests {
                   fired.withLock({ fired in defer { fired = true }; return !fired }) else { return }
             // Between the reader's open and its read: `a` removed, its file retired and written for `b`.
             try? cache.removeValue(for: "a")
-            try? cache.store(bytes("b's value"), for: "b")
+            _ = try? cache.store(bytes("b's value"), for: "b")
         }
         defer { FileSystemObservers.remove(token) }
         #expect(cache.data(for: "a") == nil)

@@ -371,7 +371,7 @@ struct StreamingTests {
             Thread.detachNewThread {
                 var version = writer + 1
                 while !stopped.withLock({ $0 }) {
-                    try? cache.store(value(version), for: "k")
+                    _ = try? cache.store(value(version), for: "k")
                     version += 3
                 }
                 results.withLock { $0.running -= 1 }

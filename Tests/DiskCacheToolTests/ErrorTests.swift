@@ -348,7 +348,7 @@ final class BackgroundWriter: @unchecked Sendable {  // unchecked: `running` is 
                 if version % 7 == 0 {
                     try? cache.removeValue(for: "key-\(k)")
                 } else {
-                    try? cache.store(Self.payload(k: k, version: version), for: "key-\(k)")
+                    _ = try? cache.store(Self.payload(k: k, version: version), for: "key-\(k)")
                 }
                 if version % 500 == 0 { try? cache.compact() }
                 if pause > 0 { usleep(pause) }

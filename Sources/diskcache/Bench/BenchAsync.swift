@@ -26,7 +26,7 @@ extension BenchRunner {
         progress.phase("\(label): async: fill \(count) entries")
         let cache = try DiskCache(directory: URL(fileURLWithPath: dir), configuration: configuration(sweepInterval: nil))
         _ = benchRun(threads: 1, count: count, seconds: nil, seed: plan.seed, progress: progress) { _, n, _ in
-            try? cache.store(data, for: Self.key(n))
+            _ = try? cache.store(data, for: Self.key(n))
             return data.count
         }
         settle()
@@ -44,7 +44,7 @@ extension BenchRunner {
         let (nonBlocking, nonBlockingLateness) = Self.tasksWithProbe(seconds: seconds, seed: plan.seed &+ 8) { random in
             let index = random.below(count)
             if random.below(10) == 0 {
-                try? await cache.store(data, for: Self.key(index))
+                _ = try? await cache.store(data, for: Self.key(index))
                 return data.count
             }
             return (try? await cache.data(for: Self.key(index)))?.count ?? 0
@@ -82,7 +82,7 @@ extension BenchRunner {
     static func syncOperation(_ cache: DiskCache, data: Data, count: Int, random: inout SplitMix64) -> Int {
         let index = random.below(count)
         if random.below(10) == 0 {
-            try? cache.store(data, for: key(index))
+            _ = try? cache.store(data, for: key(index))
             return data.count
         }
         return cache.data(for: key(index))?.count ?? 0

@@ -287,7 +287,7 @@ final class BenchRunner {
                 timed(phase: 2) { _, random in
                     let index = zipf.next(&random)
                     if random.below(10) == 0 {
-                        try? store.store(data, for: Self.key(index))
+                        _ = try? store.store(data, for: Self.key(index))
                         return data.count
                     }
                     return store.data(for: Self.key(index))?.count ?? 0
@@ -551,12 +551,12 @@ final class BenchRunner {
         progress.phase("\(label): sweep-get: fill \(count) cold + \(count) hot entries")
         let cache = try DiskCache(directory: URL(fileURLWithPath: dir), configuration: configuration(sweepInterval: nil))
         _ = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
-            try? cache.store(data, for: "cold-" + Self.key(n * threads + thread))
+            _ = try? cache.store(data, for: "cold-" + Self.key(n * threads + thread))
             return data.count
         }
         let hotStart = Double(cache.totalSize)
         _ = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
-            try? cache.store(data, for: Self.key(n * threads + thread))
+            _ = try? cache.store(data, for: Self.key(n * threads + thread))
             return data.count
         }
         settle()
@@ -616,7 +616,7 @@ final class BenchRunner {
 
         progress.phase("\(label): put \(count) (diskcache, for URLCache)")
         let ourPut = benchRun(threads: threads, count: count, seconds: nil, seed: plan.seed, progress: progress) { thread, n, _ in
-            try? cache.store(data, for: Self.key(n * threads + thread))
+            _ = try? cache.store(data, for: Self.key(n * threads + thread))
             return data.count
         }
         progress.phase("\(label): put \(count) (URLCache)")
@@ -637,7 +637,7 @@ final class BenchRunner {
         progress.phase("\(label): mixed (diskcache, for URLCache)")
         let ourMixed = benchRun(threads: threads, count: nil, seconds: plan.seconds, seed: plan.seed &+ 2, progress: progress) { _, _, random in
             let index = zipf.next(&random)
-            if random.below(10) == 0 { try? cache.store(data, for: Self.key(index)); return data.count }
+            if random.below(10) == 0 { _ = try? cache.store(data, for: Self.key(index)); return data.count }
             return cache.data(for: Self.key(index))?.count ?? 0
         }
         progress.phase("\(label): mixed (URLCache)")
