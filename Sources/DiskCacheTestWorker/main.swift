@@ -36,9 +36,10 @@
 //                                                   overwrites a range, truncates or appends), chosen by SEED;
 //                                                   prints "DAMAGED path what"
 //   DiskCacheTestWorker exercise DIR SEED [ID]      what a fresh process does with a cache one file of which
-//                                                   was damaged: opens it, reads every key every way (another
-//                                                   thread reading and writing at random meanwhile), writes,
-//                                                   verifies, repairs, reopens and writes; "BAD ..." for a value that is
+//                                                   was damaged: reads it as the diskcache tool does, opens it,
+//                                                   reads every key every way (another thread reading, writing
+//                                                   and inspecting at random meanwhile), writes, verifies,
+//                                                   repairs, reopens and writes; "BAD ..." for a value that is
 //                                                   not one stored for its key, "ERR ..." for a thrown error
 //                                                   (not a failure), "EXERCISED" at the end; ID (0 by default)
 //                                                   varies the writes of processes exercising one cache at once
@@ -563,6 +564,33 @@ func damage(_ directory: URL, seed: UInt64) {
     say("DAMAGED \(name) \(what)")
 }
 
+/// Reads the cache in `directory` as the `diskcache` tool does (``DiskCacheInspector``): its
+/// summary, every entry, every value two ways, and a verify; `whileOpen`, as a snapshot of a
+/// cache another instance has open.
+@Sendable func inspect(_ directory: URL, whileOpen: Bool, _ check: (Data?, Int, String) -> Void) {
+    do {
+        let inspector = try DiskCacheInspector(directory: directory, whileOpen: whileOpen)
+        _ = inspector.summary
+        _ = inspector.entries()
+        for k in 0..<damageKeys {
+            check(inspector.data(for: "key-\(k)"), k, "inspector")
+            _ = inspector.entry(for: "key-\(k)")
+            _ = inspector.metadataPropertyList(for: "key-\(k)")
+            var read = Data()
+            do {
+                if try inspector.readValue(for: "key-\(k)", pieceSize: 4096, { read.append(contentsOf: $0) }) {
+                    check(read, k, "inspector readValue")
+                }
+            } catch {
+                say("ERR inspector readValue \(error)")
+            }
+        }
+        _ = inspector.verify()
+    } catch {
+        say("ERR inspector \(error)")
+    }
+}
+
 /// `key`'s value read with `chunks(for:)`, from a thread that may block.
 func chunked(_ cache: DiskCache, _ key: String) throws -> Data? {
     let result = Locked<Result<Data?, any Error>>(.success(nil))
@@ -618,6 +646,8 @@ func exerciseDamaged(_ directory: URL, seed: UInt64, id: Int = 0) {
             }
         }
     }
+    // What the tool's commands read with, first as the cache is left (closed or not).
+    inspect(directory, whileOpen: false, check)
     do {
         let cache = try DiskCache(directory: directory, configuration: configuration)
         // Another thread reads (and now and then writes) at random from the open on, beside
@@ -629,11 +659,12 @@ func exerciseDamaged(_ directory: URL, seed: UInt64, id: Int = 0) {
             var beside = SplitMix64(seed: besideSeed)
             while !stop.get() {
                 let k = beside.below(damageKeys)
-                switch beside.below(8) {
-                case 0:
+                switch beside.below(64) {
+                case 0: inspect(directory, whileOpen: true, check)
+                case 1..<8:
                     do { try cache.store(payload(k: k, version: 3_000 + beside.below(1_000)), for: "key-\(k)") } catch { say("ERR beside \(error)") }
-                case 1: _ = cache.entry(for: "key-\(k)")
-                case 2: check(cache.dataAndEntry(for: "key-\(k)")?.data, k, "beside")
+                case 8..<16: _ = cache.entry(for: "key-\(k)")
+                case 16..<24: check(cache.dataAndEntry(for: "key-\(k)")?.data, k, "beside")
                 default: check(cache.data(for: "key-\(k)"), k, "beside")
                 }
             }
