@@ -114,6 +114,15 @@ extension DiskCache {
         /// ``diskCapacity``; change it while open with ``DiskCache/countLimit``.
         public var countLimit: Int?
 
+        /// How many entry files the cache keeps open after reading them, so that reading an
+        /// entry again reads through the open descriptor instead of opening its path (nginx's
+        /// `open_file_cache`); those read least lately are closed first, and an entry's are
+        /// closed when it is replaced or removed and when the cache closes. 256 by default,
+        /// which leaves most of a 1,024-descriptor limit to the rest of a process (a server's
+        /// sockets); 0 keeps none. An entry takes one (two with a body file of its own, see
+        /// ``inlineThreshold``). Fixed at open.
+        public var keptOpenFiles: Int = 256
+
         /// Which stores are written: ``Admission/everyStore`` (the default) or
         /// ``Admission/minimumUses(_:window:)``. `HTTPURLCache` and the integrations built on it
         /// write every cacheable response whatever this says. Fixed at open.

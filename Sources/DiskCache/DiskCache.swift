@@ -81,6 +81,8 @@ public final class DiskCache: Sendable {
     let temporaryTag = String(UInt32.random(in: 0...UInt32.max), radix: 36)
     /// This instance's `.meta` files of replaced and removed entries, for writes to reuse.
     let retiredFiles = RetiredFiles()
+    /// Entry files kept open after a read (`Configuration.keptOpenFiles`).
+    let keptFiles: KeptFiles
     let maintenance: Maintenance
     let logger: Logger
 
@@ -113,7 +115,10 @@ public final class DiskCache: Sendable {
         self.layout = opened.layout
         self.blockSize = opened.blockSize
         self.locks = PthreadMutex(opened.locks)
-        self.state = StateLock(opened.state)
+        var state = opened.state
+        self.keptFiles = KeptFiles(limit: configuration.keptOpenFiles)
+        state.keptFiles = keptFiles
+        self.state = StateLock(state)
         self.sharedRegion = opened.state.shared?.region
         self.journalSynced.withLock { $0 = opened.state.journalEnd }
         self.maintenance = Maintenance(interval: configuration.maintenanceInterval)
@@ -431,6 +436,7 @@ public final class DiskCache: Sendable {
                 let position = try state.append(Journal.encode(.clear), records: 1, path: layout.journal)
                 state.statistics.removals += state.index.count
                 state.index.removeAll()
+                state.keptFiles?.dropAll()
                 state.pendingAccess.removeAll()
                 return position
             }

@@ -16,15 +16,51 @@ extension DiskCache {
     /// An entry's metadata as read, with the body when one was read.
     typealias EntryRead = (meta: EntryMetadata, body: Data?)
 
-    /// Reads an entry file whole (and its XXH3-64, when `hashing`); the caller owns the buffer
-    /// (``EntryBytes``). A short file is damage, as ``ReadOutcome/init(opening:)`` says of an open.
-    private func readEntryFile(_ hash: KeyHash, slot: UInt8, body: Bool, count: Int, hashing: Bool = false,
-                               pageCacheOnly: PageCacheOnly?) -> ReadOutcome<(buffer: UnsafeMutableRawBufferPointer, checksum: UInt64?)> {
-        let opening = { self.layout.openEntryFileToRead(hash, slot: slot, body: body) }
+    /// Reads an entry file of `expected` whole (and its XXH3-64, when `hashing`), through the
+    /// descriptor ``KeptFiles`` keeps for it, else opening its path: a file opened that
+    /// ``KeptFiles`` would keep is left in `opened`, for the caller to keep once it has checked
+    /// that the index still holds `expected` (``keepIfCurrent(_:_:_:body:_:released:)``). The
+    /// caller owns the buffer (``EntryBytes``). A short file is damage, as
+    /// ``ReadOutcome/init(opening:)`` says of an open.
+    private func readEntryFile(_ hash: KeyHash, expected: IndexEntry, body: Bool, count: Int, hashing: Bool = false,
+                               pageCacheOnly: PageCacheOnly?,
+                               opened: inout OpenFile?) -> ReadOutcome<(buffer: UnsafeMutableRawBufferPointer, checksum: UInt64?)> {
+        var kept: SharedDescriptor?
+        var keeping = false
+        switch keptFiles.lookUp(hash, entry: expected, body: body) {
+        case .kept(let descriptor):
+            // A kept file that another program removed or renamed over (no link left) is let
+            // go: the path is opened as if nothing were kept, and says what is there now.
+            if case .success(let info) = Syscall.fstat(descriptor.fd), info.st_nlink == 0 {
+                keptFiles.drop(hash)
+            } else {
+                kept = descriptor
+            }
+        case .keepAfterRead: keeping = true
+        case .none: break
+        }
+        let fd: Int32
+        if let kept {
+            fd = kept.fd
+        } else {
+            switch layout.openEntryFileToRead(hash, slot: expected.slot, body: body) {
+            case .success(let descriptor):
+                opened = OpenFile(descriptor)
+                fd = descriptor
+            case .failure(let error):
+                pageCacheOnly?.note(error)
+                return ReadOutcome<Int32>(opening: .failure(error)).withoutValue()
+            }
+        }
         let withoutWaiting = pageCacheOnly != nil
-        let result = hashing
-            ? FileIO.readHashing(opening: opening, count: count, withoutWaiting: withoutWaiting).map { $0.map { ($0.0, Optional($0.1)) } }
-            : FileIO.read(opening: opening, count: count, withoutWaiting: withoutWaiting).map { $0.map { ($0, UInt64?.none) } }
+        // `kept` holds the descriptor open while it is read, whatever lets go of it meanwhile.
+        let result = withExtendedLifetime(kept) {
+            hashing
+                ? FileIO.readHashing(fd: fd, count: count, withoutWaiting: withoutWaiting).map { $0.map { ($0.0, Optional($0.1)) } }
+                : FileIO.read(fd: fd, count: count, withoutWaiting: withoutWaiting).map { $0.map { ($0, UInt64?.none) } }
+        }
+        // Closed now unless it is to be kept.
+        if !keeping { opened = nil }
         switch result {
         case .success(let (buffer, checksum)?): return .found((buffer, checksum))
         case .success(nil): return .damaged
@@ -32,6 +68,17 @@ extension DiskCache {
             pageCacheOnly?.note(error)
             return ReadOutcome<Int32>(opening: .failure(error)).withoutValue()
         }
+    }
+
+    /// Whether the index still holds `expected`; if so, `opened` (an entry file of `expected`
+    /// just read whole) may be kept open for the next read (``KeptFiles``). Under the state
+    /// lock, as every change of the entry that lets its kept files go; `released` gets the
+    /// descriptors let go, to release once the lock is left.
+    private func keepIfCurrent(_ state: inout CacheState, _ hash: KeyHash, _ expected: IndexEntry, body: Bool,
+                               _ opened: inout OpenFile?, released: inout [SharedDescriptor]) -> Bool {
+        let current = !state.isClosed && !state.isBehind && state.index[hash]?.isSameCommit(as: expected) == true
+        if current { released = keptFiles.keep(&opened, for: hash, entry: expected, body: body) }
+        return current
     }
 
     func countMiss() {
@@ -188,9 +235,18 @@ extension DiskCache {
     /// The caller owns the buffer (``EntryBytes``).
     private func readMetaFile(_ hash: KeyHash, expected: IndexEntry,
                               pageCacheOnly: PageCacheOnly?) -> ReadOutcome<UnsafeMutableRawBufferPointer> {
-        let outcome = readEntryFile(hash, slot: expected.slot, body: false, count: Int(expected.metaSize), pageCacheOnly: pageCacheOnly)
-        // Behind the journal, the index cannot say: the read is not trusted.
-        let current = state.withLock { !$0.isBehind && $0.index[hash]?.isSameCommit(as: expected) == true }
+        var opened: OpenFile?
+        let outcome = readEntryFile(hash, expected: expected, body: false, count: Int(expected.metaSize),
+                                    pageCacheOnly: pageCacheOnly, opened: &opened)
+        // Behind the journal, the index cannot say: the read is not trusted. A file opened for
+        // a whole read of the entry is kept in the same visit.
+        let whole: Bool
+        if case .found = outcome { whole = true } else { whole = false }
+        var released: [SharedDescriptor] = []
+        let current = state.withLock { state in
+            whole ? keepIfCurrent(&state, hash, expected, body: false, &opened, released: &released)
+                : !state.isBehind && state.index[hash]?.isSameCommit(as: expected) == true
+        }
         switch outcome {
         case .found(let read) where current: return .found(read.buffer)
         case .found(let read):
@@ -223,7 +279,7 @@ extension DiskCache {
             return .found((meta, Data(inline)))
         }
         guard wantBody else { return .found((meta, nil)) }
-        return readBody(hash, meta: meta, slot: expected.slot, pageCacheOnly: pageCacheOnly)
+        return readBody(hash, meta: meta, expected: expected, pageCacheOnly: pageCacheOnly)
     }
 
     /// ``readEntry(_:key:expected:wantBody:)`` for a read that wants only the value: the metadata
@@ -246,7 +302,7 @@ extension DiskCache {
                                  accessed: expected.accessedMilliseconds, expires: view.expires, metadata: [:], inlineBody: nil)
         guard view.checksum == expected.checksum, view.size == expected.size,
               (view.inlineBody != nil) == expected.isInline else { return .damaged }
-        guard let inline = view.inlineBody else { return readBody(hash, meta: meta, slot: expected.slot, pageCacheOnly: pageCacheOnly) }
+        guard let inline = view.inlineBody else { return readBody(hash, meta: meta, expected: expected, pageCacheOnly: pageCacheOnly) }
         if configuration.verifiesChecksums,
            file.withBytes({ Checksum.xxh3(UnsafeRawBufferPointer(rebasing: $0[inline])) }) != view.checksum {
             return .damaged
@@ -254,13 +310,20 @@ extension DiskCache {
         return .found((meta, file.data(inline)))
     }
 
-    /// Reads and checks a body file of exactly `meta.size` bytes.
-    private func readBody(_ hash: KeyHash, meta: EntryMetadata, slot: UInt8, pageCacheOnly: PageCacheOnly?) -> ReadOutcome<EntryRead> {
-        switch readEntryFile(hash, slot: slot, body: true, count: Int(meta.size), hashing: configuration.verifiesChecksums,
-                             pageCacheOnly: pageCacheOnly) {
+    /// Reads and checks a body file of exactly `meta.size` bytes. (A body file is never written
+    /// again: opened while the index held `expected`, as the caller's check of the `.meta` file
+    /// said, it is the entry's.)
+    private func readBody(_ hash: KeyHash, meta: EntryMetadata, expected: IndexEntry, pageCacheOnly: PageCacheOnly?) -> ReadOutcome<EntryRead> {
+        var opened: OpenFile?
+        switch readEntryFile(hash, expected: expected, body: true, count: Int(meta.size), hashing: configuration.verifiesChecksums,
+                             pageCacheOnly: pageCacheOnly, opened: &opened) {
         case .found(let read):
             let file = EntryBytes(read.buffer)
             if let checksum = read.checksum, checksum != meta.checksum { return .damaged }
+            if opened != nil {
+                var released: [SharedDescriptor] = []
+                _ = state.withLock { keepIfCurrent(&$0, hash, expected, body: true, &opened, released: &released) }
+            }
             return .found((meta, file.data(0..<Int(meta.size))))
         case let other:
             return other.withoutValue()

@@ -74,7 +74,12 @@ struct CacheState {
     /// The orphan scan an unclean shutdown calls for has not finished: until it has, `close()`
     /// writes no clean-shutdown record.
     var orphanScanPending = false
-    var isClosed = false
+    var isClosed = false {
+        // A closed cache reads nothing more: its kept files go.
+        didSet { if isClosed { keptFiles?.dropAll() } }
+    }
+    /// Entry files kept open after a read, let go here whenever an entry changes (see ``KeptFiles``).
+    var keptFiles: KeptFiles?
     var statistics = DiskCache.Statistics()
     /// Stores declined lately by `Configuration.admission`, counted per key.
     var declinedUses = UseCounts<KeyHash>()
@@ -362,10 +367,13 @@ extension CacheState {
         switch record {
         case .put(let put):
             if let entry = index[put.hash] { noteExpiry(entry) }
+            keptFiles?.drop(put.hash)
             externalChanges?.note(put.hash)
         case .remove(let hash):
+            keptFiles?.drop(hash)
             externalChanges?.note(hash)
         case .clear:
+            keptFiles?.dropAll()
             pendingAccess.removeAll()
             externalChanges?.noteEverything()
         case .access, .close, .checkpoint:
@@ -400,6 +408,8 @@ extension CacheState {
             (index, summary) = Index.replaying(bytes, blockSize: index.blockSize, policy: index.policy)
             if summary.carriedFiles > 0 { journalCarriesFiles = true }
             pendingAccess.removeAll()
+            // What changed meanwhile is not known entry by entry.
+            keptFiles?.dropAll()
             externalChanges?.noteEverything()
             noteEveryExpiry()
             journal = file

@@ -131,8 +131,20 @@ enum FileIO {
     /// fail with EAGAIN rather than wait for the disk (``DiskCache/PageCacheOnly``).
     static func read(opening: () -> Result<Int32, SyscallError>, count: Int,
                      withoutWaiting: Bool = false) -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
+        let fd: Int32
+        switch opening() {
+        case .success(let opened): fd = opened
+        case .failure(let error): return .failure(error)
+        }
+        defer { Syscall.close(fd) }
+        return read(fd: fd, count: count, withoutWaiting: withoutWaiting)
+    }
+
+    /// ``read(opening:count:withoutWaiting:)`` of a file open at `fd`, read from offset 0 (and
+    /// left open).
+    static func read(fd: Int32, count: Int, withoutWaiting: Bool = false) -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
         let mode: Int32 = withoutWaiting ? 1 : 0
-        return readFresh(opening: opening, count: count) { fd, buffer in
+        return readInto(fd: fd, count: count) { fd, buffer in
             Syscall.preadAll(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: 0) {
                 cdiskcache_pread_entry($0, $1, $2, $3, mode)
             }
@@ -149,24 +161,30 @@ enum FileIO {
     /// `withoutWaiting` as for ``read(opening:count:withoutWaiting:)``.
     static func readHashing(opening: () -> Result<Int32, SyscallError>, count: Int,
                             withoutWaiting: Bool = false) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, SyscallError> {
-        var hash: UInt64 = 0
-        return readFresh(opening: opening, count: count) { fd, buffer in
-            let read = cdiskcache_read_hashing(fd, buffer.baseAddress, count, &hash, withoutWaiting ? 1 : 0)
-            return read < 0 ? .failure(SyscallError.current) : .success(read)
-        }.map { $0.map { ($0, hash) } }
-    }
-
-    /// Opens a file to read (`opening`), allocates `count` bytes and lets `fill` read into them
-    /// (returning how many it read): the buffer when that is `count`, nil when the file was shorter.
-    private static func readFresh(opening: () -> Result<Int32, SyscallError>, count: Int,
-                                  fill: (Int32, UnsafeMutableRawBufferPointer) -> Result<Int, SyscallError>)
-        -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
         let fd: Int32
         switch opening() {
         case .success(let opened): fd = opened
         case .failure(let error): return .failure(error)
         }
         defer { Syscall.close(fd) }
+        return readHashing(fd: fd, count: count, withoutWaiting: withoutWaiting)
+    }
+
+    /// ``readHashing(opening:count:withoutWaiting:)`` of a file open at `fd` (left open).
+    static func readHashing(fd: Int32, count: Int, withoutWaiting: Bool = false) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, SyscallError> {
+        var hash: UInt64 = 0
+        return readInto(fd: fd, count: count) { fd, buffer in
+            // Reads from offset 0 whatever the descriptor's position (a kept descriptor is read again).
+            let read = cdiskcache_read_hashing(fd, buffer.baseAddress, count, &hash, withoutWaiting ? 1 : 0)
+            return read < 0 ? .failure(SyscallError.current) : .success(read)
+        }.map { $0.map { ($0, hash) } }
+    }
+
+    /// Allocates `count` bytes and lets `fill` read into them from `fd` (returning how many it
+    /// read): the buffer when that is `count`, nil when the file was shorter.
+    private static func readInto(fd: Int32, count: Int,
+                                 fill: (Int32, UnsafeMutableRawBufferPointer) -> Result<Int, SyscallError>)
+        -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
         guard let buffer = allocateForRead(count) else { return .failure(SyscallError(rawValue: ENOMEM)) }
         switch fill(fd, buffer) {
         case .success(let read) where read == count:

@@ -105,6 +105,7 @@ extension DiskCache {
                     }
                     let entry = IndexEntry(placed.put)
                     state.index.insert(entry, for: hash)
+                    state.keptFiles?.drop(hash)
                     state.noteExpiry(entry)
                     switch kind {
                     case .value: state.statistics.writes += 1

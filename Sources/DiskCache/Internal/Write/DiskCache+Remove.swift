@@ -92,6 +92,7 @@ extension DiskCache {
                 // The index changes only once the record is written (a failed append leaves both as they were).
                 guard removed != nil else { return removed }
                 state.index.remove(hash)
+                state.keptFiles?.drop(hash)
                 switch reason {
                 case .corrupt:
                     state.statistics.corruptEntriesRemoved += 1
