@@ -33,7 +33,7 @@ final class BenchRunner {
                                 minimumFreeSpace: 0, minimumFreeFraction: 0, sweepInterval: sweepInterval)
     }
 
-    private func body(_ size: Int) -> Data {
+    func body(_ size: Int) -> Data {
         var random = SplitMix64(seed: plan.seed ^ UInt64(size))
         var bytes = [UInt8](repeating: 0, count: size)
         for i in stride(from: 0, to: size, by: 8) {
@@ -96,358 +96,19 @@ final class BenchRunner {
             report.rows += rows
             return
         }
-        let label = BenchSize.label(size)
-        let count = plan.entries(size)
-        let data = body(size)
-        let storeDir = plan.root + "/store-\(label)"
-        let floorDir = plan.root + "/floor-\(label)"
-        let sqliteDir = plan.root + "/sqlite-\(label)"
-        let sqlitePath = sqliteDir + "/cache.sqlite"
-        let threads = plan.threads
-        var rows: [BenchRow] = []
-        /// Our row, then the floor's and SQLite's, with our rate over each of theirs.
-        func add(_ ours: BenchRow, _ floor: BenchRow, _ sqlite: BenchRow? = nil) {
-            var ours = ours
-            if floor.opsPerSecond > 0 { ours.ratioToBaseline = ours.opsPerSecond / floor.opsPerSecond }
-            if let sqlite, sqlite.opsPerSecond > 0 { ours.ratioToSQLite = ours.opsPerSecond / sqlite.opsPerSecond }
-            rows += [ours, floor] + (sqlite.map { [$0] } ?? [])
-        }
-        func row(_ op: String, _ subject: String, _ m: BenchMeasurement, bytes: Bool = true, note: String? = nil) -> BenchRow {
-            BenchRow(size: size, operation: op, subject: subject, entries: count, threads: threads,
-                     measurement: m, withBytes: bytes, note: note)
-        }
-
-        // The floor: the fastest way this machine writes one file per entry, chosen now.
-        progress.phase("\(label): floor probe (\(BenchFloor.Candidate.all.count) candidates × \(plan.floorProbeRounds) rounds)")
-        let choice = try BenchFloor.probe(in: plan.root + "/floor-probe-\(label)", trash: plan.root, body: data, threads: threads,
-                                          durable: plan.isImmediate, maxPuts: min(plan.floorProbePuts, count),
-                                          seconds: plan.floorProbeSeconds, rounds: plan.floorProbeRounds,
-                                          onProgress: progress.phaseFraction)
-        report.floors.append(choice)
-        report.notes.append("\(label) \(choice.note)")
-
-        // Every subject is set up before any is timed, then each phase runs in turns (see
-        // `inTurns`): a slice of the store's work, a slice of the floor's, a slice of SQLite's,
-        // and again, so that a shared disk that speeds up or slows down mid-phase weighs on all.
-        var cache: DiskCache? = try DiskCache(directory: URL(fileURLWithPath: storeDir), configuration: configuration())
-        let store = cache!
-        let floor = try BenchFloor(root: floorDir, bodySize: size, layout: choice.layout, strategy: choice.strategy,
-                                   readMethod: choice.readMethod, durable: plan.isImmediate)
-        var sqlite: BenchSQLite?
-        if plan.compareSQLite {
-            try FileManager.default.createDirectory(atPath: sqliteDir, withIntermediateDirectories: true)
-            sqlite = try BenchSQLite(path: sqlitePath, threads: threads, synchronous: BenchSQLite.synchronous(immediate: plan.isImmediate))
-        }
-        let subjects = sqlite == nil ? "diskcache, floor" : "diskcache, floor, sqlite"
-
-        // Fill: every phase needs the entries, so put always runs (its rows are shown when asked for).
-        // Turn `slice` puts the entries of `range(slice)`, after a sync (nothing of another's
-        // left to write back) and with as much just-freed memory as it will write.
-        let fillSlices = max(1, min(10, count / 16))
-        func range(_ slice: Int) -> Range<Int> { (slice * count / fillSlices)..<((slice + 1) * count / fillSlices) }
-        let putFailures = Atomic<Int>(0)
-        let seed = plan.seed
-        func fill(_ put: @escaping @Sendable (_ thread: Int, _ index: Int) -> Bool) -> Turn {
-            { slice in
-                let entries = range(slice)
-                return benchRun(threads: threads, count: entries.count, seconds: nil, seed: seed, progress: .silent) { thread, n, _ in
-                    if !put(thread, entries.lowerBound + n * threads + thread) { putFailures.add(1, ordering: .relaxed) }
-                    return data.count
-                }
-            }
-        }
-        progress.phase("\(label): put \(count) entries (\(subjects), in turns)")
-        var fills = [
-            fill { _, index in (try? store.store(data, for: Self.key(index))) != nil },
-            fill { _, index in floor.put(index, body: data) > 0 },
-        ]
-        if let sqlite { fills.append(fill { thread, index in sqlite.put(thread: thread, key: Self.key(index), body: data) > 0 }) }
-        let puts = inTurns(fills, slices: fillSlices) { slice in
-            settle()
-            BenchProcess.recyclePages(bytes: range(slice).count * size, in: plan.root)
-        }
-        if putFailures.load(ordering: .relaxed) > 0 {
-            throw BenchError("\(putFailures.load(ordering: .relaxed)) puts failed at \(label)")
-        }
-        if ops.contains(.put) {
-            var note: String?
-            if threads == 1, let ours = warmUp(puts[0].latencies) {
-                let floorWarmUp = warmUp(puts[1].latencies)
-                let sqliteWarmUp = puts.count > 2 ? warmUp(puts[2].latencies) : nil
-                note = String(format: "first %d puts into the empty cache: %.0f ops/s; steady state (median of %d windows of %d over the rest of the fill): %.0f ops/s; first/steady %.2f×",
-                              Self.warmUpPuts, ours.first, ours.windows, Self.warmUpPuts, ours.steady, ours.first / ours.steady)
-                let others = [("floor", floorWarmUp), ("sqlite", sqliteWarmUp)].compactMap { name, value in
-                    value.map { name + String(format: " %.2f×", $0.first / $0.steady) }
-                }
-                if !others.isEmpty { note! += " (" + others.joined(separator: ", ") + ")" }
-                for (subject, value) in [("", Optional(ours)), ("floor.", floorWarmUp), ("sqlite.", sqliteWarmUp)] {
-                    guard let value else { continue }
-                    report.figures["\(label).put.\(subject)first\(Self.warmUpPuts)OpsPerSecond"] = value.first
-                    report.figures["\(label).put.\(subject)steadyOpsPerSecond"] = value.steady
-                    report.figures["\(label).put.\(subject)firstToSteadyRatio"] = value.first / value.steady
-                }
-            }
-            add(row("put", "diskcache", puts[0], note: note), row("put", "floor", puts[1]),
-                puts.count > 2 ? row("put", "sqlite", puts[2]) : nil)
-        }
-
-        // Timed phases: `timedSlices` turns of each subject, turn `slice` drawing the same
-        // random numbers (seeded by the phase and the slice) for every subject.
-        let timedSlices = 4
-        let sliceSeconds = plan.seconds / Double(timedSlices)
-        func timed(phase: UInt64, _ operation: @escaping @Sendable (_ thread: Int, _ random: inout SplitMix64) -> Int) -> Turn {
-            { slice in
-                benchRun(threads: threads, count: nil, seconds: sliceSeconds,
-                         seed: seed &+ phase &+ UInt64(slice) &* 1_000_003, progress: .silent) { thread, _, random in
-                    operation(thread, &random)
-                }
-            }
-        }
-
-        /// A cold turn: the same work for every subject, half the entries, each read once in an
-        /// order drawn per slice, so that no get is answered from what the turn itself brought
-        /// into the page cache, and a subject that reads faster does not get further into warm
-        /// blocks. A turn longer than four slices' time stops there.
-        func coldTurn(phase: UInt64, _ read: @escaping @Sendable (_ thread: Int, _ index: Int) -> Int) -> Turn {
-            { slice in
-                var random = SplitMix64(seed: seed &+ phase &+ UInt64(slice) &* 1_000_003)
-                var order = Array(0..<count)
-                for i in stride(from: count - 1, to: 0, by: -1) { order.swapAt(i, random.below(i + 1)) }
-                let shuffled = order
-                return benchRun(threads: threads, count: max(1, count / 2), seconds: 4 * sliceSeconds, seed: 0,
-                                progress: .silent) { thread, n, _ in
-                    read(thread, shuffled[n * threads + thread])
-                }
-            }
-        }
-
-        // Get: uniformly random entries; cold, the page cache dropped before every turn and half
-        // the entries read once each (``coldTurn``).
+        let run = try BenchSizeRun(self, size: size)
+        try run.fill()
         for (phase, cold) in [(BenchOperation.get, plan.coldReads), (.cold, true)] where ops.contains(phase) {
-            let operation = phase.rawValue
-            let trees = [storeDir, floorDir, sqliteDir]
-            var coldNote: String?
-            progress.phase("\(label): \(operation == "cold" ? "cold get" : "get") (\(subjects), in turns)")
-            let misses = Atomic<Int>(0)
-            // Each subject's get of entry `index`.
-            var reads: [@Sendable (_ thread: Int, _ index: Int) -> Int] = [
-                { _, index in
-                    guard let value = store.data(for: Self.key(index)) else {
-                        misses.add(1, ordering: .relaxed)
-                        return 0
-                    }
-                    return value.count
-                },
-                { _, index in floor.get(index) },
-            ]
-            if let sqlite { reads.append { thread, index in sqlite.get(thread: thread, key: Self.key(index)) } }
-            var gets = reads.map { read in
-                cold ? coldTurn(phase: 1, read) : timed(phase: 1) { thread, random in read(thread, random.below(count)) }
-            }
-            // Cold, what each subject's turns cost the device holding the caches.
-            var deviceReads = [(requests: Int64, bytes: Int64)?](repeating: cold ? (0, 0) : nil, count: gets.count)
-            if cold {
-                gets = gets.enumerated().map { subject, turn in
-                    { slice in
-                        let before = BenchProcess.deviceReads(of: storeDir)
-                        let measured = turn(slice)
-                        if let before, let after = BenchProcess.deviceReads(of: storeDir), let sum = deviceReads[subject] {
-                            deviceReads[subject] = (sum.requests + after.requests - before.requests, sum.bytes + after.bytes - before.bytes)
-                        } else {
-                            deviceReads[subject] = nil
-                        }
-                        return measured
-                    }
-                }
-            }
-            settle()
-            let measured = inTurns(gets, slices: timedSlices) { _ in
-                if cold { coldNote = BenchProcess.dropPageCache(fallbackTrees: trees) }
-            }
-            func note(_ subject: Int, _ notes: String?...) -> String? {
-                var notes = notes.compactMap { $0 }
-                if let reads = deviceReads[subject], measured[subject].operations > 0 {
-                    let gets = Double(measured[subject].operations)
-                    notes.append(String(format: "the device read %.1f KiB in %.2f requests a get (all processes)",
-                                        Double(reads.bytes) / 1024 / gets, Double(reads.requests) / gets))
-                }
-                return notes.isEmpty ? nil : notes.joined(separator: "; ")
-            }
-            let missed = misses.load(ordering: .relaxed)
-            add(row(operation, "diskcache", measured[0], note: note(0, coldNote, missed > 0 ? "\(missed) misses" : nil)),
-                row(operation, "floor", measured[1], note: note(1)),
-                measured.count > 2 ? row(operation, "sqlite", measured[2], note: note(2)) : nil)
+            run.get(phase, cold: cold)
         }
-
-        // Mixed: 90 % get, 10 % put (replacing the value), Zipf-distributed entries.
-        if ops.contains(.mixed) {
-            let zipf = BenchZipf(count: count, exponent: plan.zipfExponent, seed: plan.seed)
-            progress.phase("\(label): mixed 90/10 (\(subjects), in turns)")
-            var mixes = [
-                timed(phase: 2) { _, random in
-                    let index = zipf.next(&random)
-                    if random.below(10) == 0 {
-                        _ = try? store.store(data, for: Self.key(index))
-                        return data.count
-                    }
-                    return store.data(for: Self.key(index))?.count ?? 0
-                },
-                timed(phase: 2) { _, random in
-                    let index = zipf.next(&random)
-                    if random.below(10) == 0 { return floor.put(index, body: data, replacing: true) }
-                    return floor.get(index)
-                },
-            ]
-            if let sqlite {
-                mixes.append(timed(phase: 2) { thread, random in
-                    let index = zipf.next(&random)
-                    if random.below(10) == 0 { return sqlite.put(thread: thread, key: Self.key(index), body: data) }
-                    return sqlite.get(thread: thread, key: Self.key(index))
-                })
-            }
-            let measured = inTurns(mixes, slices: timedSlices) { _ in settle() }
-            add(row("mixed", "diskcache", measured[0]), row("mixed", "floor", measured[1]),
-                measured.count > 2 ? row("mixed", "sqlite", measured[2]) : nil)
-        }
-        // Churn: at capacity. Each subject holds the fill's `count` entries and puts new keys
-        // for the phase; the floor unlinks, and SQLite deletes, the oldest for each, the store
-        // evicts through its `countLimit`. The store's count and size are sampled every 64 puts.
-        var floorOldest = 0
-        if ops.contains(.churn) {
-            progress.phase("\(label): churn at \(count) entries (\(subjects), in turns)")
-            let storeNext = Atomic<Int>(count), floorNext = Atomic<Int>(count), sqliteNext = Atomic<Int>(count)
-            let peakCount = Atomic<Int>(0), peakBytes = Atomic<Int>(0)
-            store.countLimit = count
-            let storeTurn = timed(phase: 3) { _, _ in
-                let index = storeNext.add(1, ordering: .relaxed).oldValue
-                guard (try? store.store(data, for: Self.key(index))) != nil else { return 0 }
-                if index % 64 == 0 {
-                    peakCount.max(store.count, ordering: .relaxed)
-                    peakBytes.max(Int(store.totalSize), ordering: .relaxed)
-                }
-                return data.count
-            }
-            var churns: [Turn] = [
-                // The sweep a turn's puts started may go on after the turn (a writer waits only
-                // until there is room): its time is the turn's, not the next subject's.
-                { slice in
-                    var measured = storeTurn(slice)
-                    let start = benchNanoseconds()
-                    store.sweep()
-                    measured.seconds += Double(benchNanoseconds() - start) / 1e9
-                    return measured
-                },
-                timed(phase: 3) { _, _ in
-                    let index = floorNext.add(1, ordering: .relaxed).oldValue
-                    let written = floor.put(index, body: data)
-                    floor.remove(index - count)
-                    return written
-                },
-            ]
-            if let sqlite {
-                churns.append(timed(phase: 3) { thread, _ in
-                    let index = sqliteNext.add(1, ordering: .relaxed).oldValue
-                    let written = sqlite.put(thread: thread, key: Self.key(index), body: data)
-                    sqlite.remove(thread: thread, key: Self.key(index - count))
-                    return written
-                })
-            }
-            let measured = inTurns(churns, slices: timedSlices) { _ in settle() }
-            store.countLimit = nil
-            floorOldest = floorNext.load(ordering: .relaxed) - count
-            let note = "each subject at \(count) entries, the oldest dropped for each new key; the store's countLimit \(count): "
-                + "at most \(peakCount.load(ordering: .relaxed)) entries, \(BenchSize.label(peakBytes.load(ordering: .relaxed))) "
-                + "seen (sampled every 64 puts); \(count) entries hold \(BenchSize.label(count * size)) of bodies"
-            report.figures["\(label).churn.peakCount"] = Double(peakCount.load(ordering: .relaxed))
-            report.figures["\(label).churn.peakBytes"] = Double(peakBytes.load(ordering: .relaxed))
-            add(row("churn", "diskcache", measured[0], note: note), row("churn", "floor", measured[1]),
-                measured.count > 2 ? row("churn", "sqlite", measured[2]) : nil)
-        }
-        sqlite?.close()
-        sqlite = nil
-
-        // Open: close, then reopen (journal replay) a few times; memory the index takes.
-        if ops.contains(.open) {
-            progress.phase("\(label): open/replay (diskcache)")
-            try cache?.close()
-            cache = nil
-            settle()
-            var opens = BenchMeasurement()
-            var perEntry: [Double] = []
-            var entriesSeen = 0
-            var replayed = 0
-            for repetition in 0..<plan.openRepetitions {
-                if plan.coldReads { _ = BenchProcess.dropPageCache(fallbackTrees: [storeDir]) }
-                let mallocBefore = BenchProcess.mallocedBytes()
-                let start = benchNanoseconds()
-                let reopened = try DiskCache(directory: URL(fileURLWithPath: storeDir), configuration: configuration())
-                let elapsed = benchNanoseconds() - start
-                let mallocAfter = BenchProcess.mallocedBytes()
-                entriesSeen = reopened.count
-                replayed = reopened.statistics.recovery.recordsReplayed
-                if let before = mallocBefore, let after = mallocAfter, entriesSeen > 0 {
-                    perEntry.append(Double(after - before) / Double(entriesSeen))
-                }
-                opens.latencies.append(elapsed)
-                try reopened.close()
-                progress.phaseFraction(Double(repetition + 1) / Double(plan.openRepetitions))
-            }
-            opens.operations = entriesSeen * opens.latencies.count
-            opens.seconds = Double(opens.latencies.reduce(0, +)) / 1e9
-            let median = perEntry.isEmpty ? 0 : perEntry.sorted()[perEntry.count / 2]
-            report.figures["\(label).open.indexBytesPerEntry"] = median
-            report.figures["\(label).open.medianMilliseconds"] = Double(opens.latencies.sorted()[opens.latencies.count / 2]) / 1e6
-
-            progress.phase("\(label): open (floor: list the directories + stat)")
-            let scans = timeOpens(trees: [floorDir]) { floor.scan() }
-            var sqliteOpens: BenchMeasurement?
-            if plan.compareSQLite {
-                progress.phase("\(label): open (sqlite: open + SELECT count(*))")
-                sqliteOpens = try timeOpens(trees: [sqliteDir]) { try BenchSQLite.openAndCount(path: sqlitePath) }
-            }
-            let note = String(format: "%d entries, %d journal records replayed; index memory %.0f bytes/entry (malloc'd bytes after open minus before, median of %d)",
-                              entriesSeen, replayed, median, perEntry.count)
-            add(row("open", "diskcache", opens, bytes: false, note: note), row("open", "floor", scans, bytes: false),
-                sqliteOpens.map { row("open", "sqlite", $0, bytes: false) })
-            cache = try DiskCache(directory: URL(fileURLWithPath: storeDir), configuration: configuration())
-        }
-
-        // Sweep: lower the capacity so that one pass evicts half of the entries.
-        if ops.contains(.sweep) {
-            progress.phase("\(label): sweep evicting half (diskcache)")
-            try cache?.close()
-            let sweeping = try DiskCache(directory: URL(fileURLWithPath: storeDir), configuration: configuration(sweepInterval: nil))
-            settle()
-            let before = sweeping.count
-            let target = Double(sweeping.totalSize) * 0.5 / sweeping.configuration.lowWatermark
-            let start = benchNanoseconds()
-            sweeping.diskCapacity = Int64(target)  // schedules the pass at once
-            sweeping.sweep()                        // waits for it (and finds nothing more to do)
-            let elapsed = benchNanoseconds() - start
-            let evicted = before - sweeping.count
-            try sweeping.close()
-            cache = nil
-            var m = BenchMeasurement()
-            m.latencies = [elapsed]
-            m.operations = evicted
-            m.seconds = Double(elapsed) / 1e9
-            m.bytes = Int64(evicted) * Int64(size)
-
-            progress.phase("\(label): sweep (floor: unlink)")
-            settle()
-            let floorStart = benchNanoseconds()
-            for index in floorOldest..<(floorOldest + evicted) { floor.remove(index) }
-            let floorElapsed = benchNanoseconds() - floorStart
-            var f = BenchMeasurement()
-            f.latencies = [floorElapsed]
-            f.operations = evicted
-            f.seconds = Double(floorElapsed) / 1e9
-            f.bytes = Int64(evicted) * Int64(size)
-            add(row("sweep", "diskcache", m, note: "evicted \(evicted) of \(before) entries in one pass"),
-                row("sweep", "floor", f))
-        }
-        try cache?.close()
-        cache = nil
+        if ops.contains(.mixed) { run.mixed() }
+        if ops.contains(.churn) { run.churn() }
+        run.closeSQLite()
+        if ops.contains(.open) { try run.open() }
+        if ops.contains(.sweep) { try run.sweep() }
+        try run.close()
+        let data = run.data
+        var rows = run.rows
 
         if ops.contains(.sweepGet) {
             rows += try runSweepGet(size: size, data: data)
@@ -462,12 +123,12 @@ final class BenchRunner {
             rows += try runURLCacheComparison(size: size, data: data, mainRows: rows)
         }
         report.rows += rows
-        if !isKept { removeTree(storeDir); removeTree(floorDir); removeTree(sqliteDir) }
+        if !isKept { removeTree(run.storeDir); removeTree(run.floorDir); removeTree(run.sqliteDir) }
     }
 
     /// `plan.openRepetitions` timed runs of `open`, which returns the entries it found; ops/s
     /// is entries per second, as for the store's replay.
-    private func timeOpens(trees: [String], _ open: () throws -> Int) rethrows -> BenchMeasurement {
+    func timeOpens(trees: [String], _ open: () throws -> Int) rethrows -> BenchMeasurement {
         settle()
         var m = BenchMeasurement()
         var entries = 0
@@ -492,7 +153,7 @@ final class BenchRunner {
     /// seconds; in turns, such a change weighs on every subject alike instead of on whichever
     /// ran then. `before(slice)` runs, untimed, before every turn. Returns each subject's
     /// turns merged, in slice order.
-    private func inTurns(_ turns: [Turn], slices: Int, before: (_ slice: Int) -> Void) -> [BenchMeasurement] {
+    func inTurns(_ turns: [Turn], slices: Int, before: (_ slice: Int) -> Void) -> [BenchMeasurement] {
         var merged = [BenchMeasurement](repeating: BenchMeasurement(), count: turns.count)
         for slice in 0..<slices {
             for position in turns.indices {
