@@ -124,24 +124,23 @@ enum FileIO {
     /// Returns nil (as `.success(nil)`) when the file is shorter than that; fails with
     /// ENOMEM when `count` is more than a read may allocate.
     static func read(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
-        read(opening: { open(path, readFlags, in: directory) }, count: count)
+        withFileToRead(path, in: directory) { read(fd: $0, count: count) }
     }
 
-    /// ``read(_:count:in:)`` of the file `opening` opens (with ``readFlags``). `withoutWaiting`:
-    /// fail with EAGAIN rather than wait for the disk (``DiskCache/PageCacheOnly``).
-    static func read(opening: () -> Result<Int32, SyscallError>, count: Int,
-                     withoutWaiting: Bool = false) -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
+    /// Runs `body` with `path` opened to read (``readFlags``), and closes it after.
+    private static func withFileToRead<T>(_ path: String, in directory: CacheDirectory?,
+                                          _ body: (Int32) -> Result<T, SyscallError>) -> Result<T, SyscallError> {
         let fd: Int32
-        switch opening() {
+        switch open(path, readFlags, in: directory) {
         case .success(let opened): fd = opened
         case .failure(let error): return .failure(error)
         }
         defer { Syscall.close(fd) }
-        return read(fd: fd, count: count, withoutWaiting: withoutWaiting)
+        return body(fd)
     }
 
-    /// ``read(opening:count:withoutWaiting:)`` of a file open at `fd`, read from offset 0 (and
-    /// left open).
+    /// ``read(_:count:in:)`` of a file open at `fd`, read from offset 0 (and left open).
+    /// `withoutWaiting`: fail with EAGAIN rather than wait for the disk (``DiskCache/PageCacheOnly``).
     static func read(fd: Int32, count: Int, withoutWaiting: Bool = false) -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
         let mode: Int32 = withoutWaiting ? 1 : 0
         return readInto(fd: fd, count: count) { fd, buffer in
@@ -154,23 +153,10 @@ enum FileIO {
     /// ``read(_:count:)`` that also returns the XXH3-64 of the bytes, computed chunk by chunk
     /// as they arrive (a large body crosses memory once instead of twice).
     static func readHashing(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, SyscallError> {
-        readHashing(opening: { open(path, readFlags, in: directory) }, count: count)
+        withFileToRead(path, in: directory) { readHashing(fd: $0, count: count) }
     }
 
-    /// ``readHashing(_:count:in:)`` of the file `opening` opens (with ``readFlags``);
-    /// `withoutWaiting` as for ``read(opening:count:withoutWaiting:)``.
-    static func readHashing(opening: () -> Result<Int32, SyscallError>, count: Int,
-                            withoutWaiting: Bool = false) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, SyscallError> {
-        let fd: Int32
-        switch opening() {
-        case .success(let opened): fd = opened
-        case .failure(let error): return .failure(error)
-        }
-        defer { Syscall.close(fd) }
-        return readHashing(fd: fd, count: count, withoutWaiting: withoutWaiting)
-    }
-
-    /// ``readHashing(opening:count:withoutWaiting:)`` of a file open at `fd` (left open).
+    /// ``readHashing(_:count:in:)`` of a file open at `fd` (left open).
     static func readHashing(fd: Int32, count: Int, withoutWaiting: Bool = false) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, SyscallError> {
         var hash: UInt64 = 0
         return readInto(fd: fd, count: count) { fd, buffer in
@@ -201,13 +187,7 @@ enum FileIO {
     /// Reads a whole file (of at most `limit` bytes, and at most ``maximumReadSize``) as an
     /// array; nil content if it is larger or is not a regular file.
     static func readAll(_ path: String, limit: Int, in directory: CacheDirectory?) -> Result<[UInt8]?, SyscallError> {
-        let fd: Int32
-        switch open(path, readFlags, in: directory) {
-        case .success(let opened): fd = opened
-        case .failure(let error): return .failure(error)
-        }
-        defer { Syscall.close(fd) }
-        return readAll(fd: fd, limit: limit)
+        withFileToRead(path, in: directory) { readAll(fd: $0, limit: limit) }
     }
 
     /// The whole of the open file `fd`, read from offset 0; nil if it is not a regular file or
