@@ -1,5 +1,6 @@
 @testable import DiskCache
 import Foundation
+import MemoryCache
 import Testing
 import TestSupport
 
@@ -105,13 +106,17 @@ struct KeptFilesTests {
         var configuration = configuration()
         configuration.countLimit = 4
         configuration.sweepInterval = nil
+        // In LRU order the entries read (and so kept) are the ones the sweep evicts.
+        configuration.evictionPolicy = .leastRecentlyUsed
         let cache = try DiskCache(directory: dir.cache, configuration: configuration)
         for n in 0..<4 { try cache.store(Data(repeating: 1, count: 1_000), for: "k\(n)") }
         for _ in 0..<2 { for n in 0..<4 { _ = cache.data(for: "k\(n)") } }
+        #expect(openEntryFiles(dir).count == 8)
         for n in 4..<12 { try cache.store(Data(repeating: 1, count: 1_000), for: "k\(n)") }
         _ = cache.sweep()
         #expect(cache.count <= 4)
         #expect(openEntryFiles(dir).allSatisfy { !$0.hasSuffix("(deleted)") && !$0.contains("/retired/") })
+        #expect((0..<4).allSatisfy { cache.data(for: "k\($0)") == nil })
     }
 
     /// Another instance's replacement or removal, followed in the journal, lets go of what

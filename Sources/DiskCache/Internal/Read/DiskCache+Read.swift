@@ -17,8 +17,8 @@ extension DiskCache {
     typealias EntryRead = (meta: EntryMetadata, body: Data?)
 
     /// Reads an entry file of `expected` whole (and its XXH3-64, when `hashing`), through the
-    /// descriptor ``KeptFiles`` keeps for it, else opening its path: a file opened that
-    /// ``KeptFiles`` would keep is left in `opened`, for the caller to keep once it has checked
+    /// descriptor ``KeptFiles`` keeps for it, else opening its path: a file opened, read whole,
+    /// that ``KeptFiles`` would keep is left in `opened`, for the caller to keep once it has checked
     /// that the index still holds `expected` (``keepIfCurrent(_:_:_:body:_:released:)``). The
     /// caller owns the buffer (``EntryBytes``). A short file is damage, as
     /// ``ReadOutcome/init(opening:)`` says of an open.
@@ -59,8 +59,10 @@ extension DiskCache {
                 ? FileIO.readHashing(fd: fd, count: count, withoutWaiting: withoutWaiting).map { $0.map { ($0.0, Optional($0.1)) } }
                 : FileIO.read(fd: fd, count: count, withoutWaiting: withoutWaiting).map { $0.map { ($0, UInt64?.none) } }
         }
-        // Closed now unless it is to be kept.
+        // Closed now unless it was read whole and is to be kept.
         if !keeping { opened = nil }
+        if case .success(nil) = result { opened = nil }
+        if case .failure = result { opened = nil }
         switch result {
         case .success(let (buffer, checksum)?): return .found((buffer, checksum))
         case .success(nil): return .damaged
@@ -70,14 +72,15 @@ extension DiskCache {
         }
     }
 
-    /// Whether the index still holds `expected`; if so, `opened` (an entry file of `expected`
-    /// just read whole) may be kept open for the next read (``KeptFiles``). Under the state
-    /// lock, as every change of the entry that lets its kept files go; `released` gets the
-    /// descriptors let go, to release once the lock is left.
+    /// Whether the index still holds `expected` (behind the journal, it cannot say: no); if so,
+    /// and the cache is open, `opened` (an entry file of `expected` just read whole, if any) may
+    /// be kept open for the next read (``KeptFiles``). Under the state lock, as every change of
+    /// the entry that lets its kept files go; `released` gets the descriptors let go, to
+    /// release once the lock is left.
     private func keepIfCurrent(_ state: inout CacheState, _ hash: KeyHash, _ expected: IndexEntry, body: Bool,
                                _ opened: inout OpenFile?, released: inout [SharedDescriptor]) -> Bool {
-        let current = !state.isClosed && !state.isBehind && state.index[hash]?.isSameCommit(as: expected) == true
-        if current { released = keptFiles.keep(&opened, for: hash, entry: expected, body: body) }
+        let current = !state.isBehind && state.index[hash]?.isSameCommit(as: expected) == true
+        if current, !state.isClosed, opened != nil { released = keptFiles.keep(&opened, for: hash, entry: expected, body: body) }
         return current
     }
 
@@ -238,15 +241,9 @@ extension DiskCache {
         var opened: OpenFile?
         let outcome = readEntryFile(hash, expected: expected, body: false, count: Int(expected.metaSize),
                                     pageCacheOnly: pageCacheOnly, opened: &opened)
-        // Behind the journal, the index cannot say: the read is not trusted. A file opened for
-        // a whole read of the entry is kept in the same visit.
-        let whole: Bool
-        if case .found = outcome { whole = true } else { whole = false }
+        // A file read whole that is to be kept is kept in the same visit.
         var released: [SharedDescriptor] = []
-        let current = state.withLock { state in
-            whole ? keepIfCurrent(&state, hash, expected, body: false, &opened, released: &released)
-                : !state.isBehind && state.index[hash]?.isSameCommit(as: expected) == true
-        }
+        let current = state.withLock { keepIfCurrent(&$0, hash, expected, body: false, &opened, released: &released) }
         switch outcome {
         case .found(let read) where current: return .found(read.buffer)
         case .found(let read):
