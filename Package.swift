@@ -21,15 +21,16 @@ let package = Package(
         .trait(name: "Hummingbird", description: "DiskCacheHummingbird: a Hummingbird 2 PersistDriver over DiskCache."),
         .trait(name: "Vapor", description: "DiskCacheVapor: a Vapor 4 Cache driver over DiskCache (app.caches.use(.disk(...)))."),
         .trait(name: "AsyncHTTPClient", description: "HTTPCacheAsyncHTTPClient: a streaming AsyncHTTPClient transport for CachingHTTPClient."),
+        .trait(name: "Server", description: "diskcache-server, the caching reverse proxy, with SwiftNIO and the packages only it needs."),
         .default(enabledTraits: []),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
-        // The server (`diskcache-server`), and a real HTTP origin on loopback for the tests; no
-        // library product links it.
+        // The server (`diskcache-server`, behind the `Server` trait), and a real HTTP origin on
+        // loopback for the tests; no library product links it.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
-        // The server only: graceful shutdown on signals, and metrics in Prometheus's format.
+        // The server only (its trait): graceful shutdown on signals, and metrics in Prometheus's format.
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
@@ -121,7 +122,10 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        // The caching reverse proxy: its own executable, so the libraries and `diskcache` stay light.
+        // The caching reverse proxy: its own executable, so the libraries and `diskcache` stay
+        // light, and behind the `Server` trait, so that a package depending on this one for a
+        // library resolves none of the packages only the server needs. Without the trait its
+        // sources (inside `#if Server`) compile to nothing and `diskcache-server` says so.
         .target(
             name: "CacheServer",
             dependencies: [
@@ -132,13 +136,13 @@ let package = Package(
                 "HTTPCache",
                 "MemoryCache",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Server"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Server"])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["Server"])),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Server"])),
+                .product(name: "CoreMetrics", package: "swift-metrics", condition: .when(traits: ["Server"])),
+                .product(name: "Prometheus", package: "swift-prometheus", condition: .when(traits: ["Server"])),
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers", condition: .when(traits: ["Server"])),
             ]
         ),
         .executableTarget(
@@ -146,8 +150,8 @@ let package = Package(
             dependencies: [
                 "CacheServer",
                 "DiskCache",
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Server"])),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: .when(traits: ["Server"])),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -204,10 +208,10 @@ let package = Package(
                 "CacheServer", "DiskCache", "DiskCacheLocking", "HTTPCache", "HTTPTestOrigin", "TestSupport", "diskcache-server",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOCore", package: "swift-nio", condition: .when(traits: ["Server"])),
+                .product(name: "NIOPosix", package: "swift-nio", condition: .when(traits: ["Server"])),
+                .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["Server"])),
+                .product(name: "NIOEmbedded", package: "swift-nio", condition: .when(traits: ["Server"])),
             ]
         ),
         // The integrations' tests, in real apps with each framework's own testing library; empty

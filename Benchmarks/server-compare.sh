@@ -55,7 +55,7 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 export PATH="$PATH:/usr/sbin"
 scripts/install-deps.sh >/dev/null
-swift build -c release --scratch-path "$scratch" --product diskcache-server >&2
+swift build -c release --scratch-path "$scratch" --product diskcache-server --traits Server >&2
 server="$scratch/release/diskcache-server"
 
 origin_port=18080 nginx_port=18081 varnish_port=18082 ours_port=18083

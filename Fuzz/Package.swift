@@ -33,7 +33,8 @@ let package = Package(
     name: "Fuzz",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(name: "swift-disk-cache", path: ".."),
+        // The `Server` trait: the server's module is empty without it.
+        .package(name: "swift-disk-cache", path: "..", traits: ["Server"]),
         // NIO's request decoder and `EmbeddedChannel`, for `request-scan`.
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         // The policy engine's header fields (`HTTPFields`).
@@ -48,19 +49,22 @@ let package = Package(
         fuzzTarget("FuzzVary", library: "HTTPCache", extra: httpTypes),
         fuzzTarget("FuzzEntityTag", library: "HTTPCache", extra: httpTypes),
         fuzzTarget("FuzzAge", library: "HTTPCache", extra: httpTypes),
+        // `Server` defined here too: the check it shares with the root's tests is inside `#if Server`.
         fuzzTarget("FuzzRequestScan", library: "CacheServer", extra: [
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOEmbedded", package: "swift-nio"),
             .product(name: "NIOHTTP1", package: "swift-nio"),
-        ]),
+        ], settings: [.define("Server")]),
     ]
 )
 
 /// An executable whose entry point is `LLVMFuzzerTestOneInput`; libFuzzer provides `main`.
-func fuzzTarget(_ name: String, library: String, extra: [Target.Dependency] = []) -> Target {
+func fuzzTarget(_ name: String, library: String, extra: [Target.Dependency] = [],
+                settings: [SwiftSetting] = []) -> Target {
     .executableTarget(
         name: name,
-        dependencies: ["FuzzSupport", .product(name: library, package: "swift-disk-cache")] + extra
+        dependencies: ["FuzzSupport", .product(name: library, package: "swift-disk-cache")] + extra,
+        swiftSettings: settings
     )
 }
 

@@ -19,11 +19,11 @@ sanitize() {
     shift 3
     local start=$SECONDS status=0
     echo "== $name: building (--sanitize=$sanitizer, $scratch)" >&2
-    swift build --build-tests --sanitize="$sanitizer" --scratch-path "$scratch"
+    swift build --build-tests --sanitize="$sanitizer" --scratch-path "$scratch" --traits Server
     echo "== $name: testing" >&2
     # Reports go to files ($reports/NAME.PID), one per process that has any, so that those of
     # child processes whose output a test captures are counted too.
-    swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" "$@" || status=$?
+    swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" --traits Server "$@" || status=$?
     local files
     files=$(find "$reports" -name "$name.*" -type f)
     local count=0

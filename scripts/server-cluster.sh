@@ -25,8 +25,10 @@ if ! command -v nginx >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx >/dev/null
 fi
 scripts/install-deps.sh >/dev/null
-swift build -c "$configuration" --product diskcache-server >&2
-server="$(swift build -c "$configuration" --show-bin-path)/diskcache-server"
+# The traits scripts/test.sh builds with (the server needs its own, `Server`): the same build.
+traits=(--traits Hummingbird,Vapor,AsyncHTTPClient,Server)
+swift build -c "$configuration" --product diskcache-server "${traits[@]}" >&2
+server="$(swift build -c "$configuration" "${traits[@]}" --show-bin-path)/diskcache-server"
 
 pids=()
 stop() {

@@ -12,8 +12,9 @@ if [ "$free" -lt $((size / 50 + 2 * 1024 * 1024)) ]; then
     echo "test: warning: $((free / 1024)) MiB free on the volume of $tmp; the tests want 2 % of it" \
          "($((size / 50 / 1024)) MiB, the caches' default free-space floor) plus 2 GiB" >&2
 fi
-# The Hummingbird, Vapor and AsyncHTTPClient integrations are behind package traits (off for
-# packages that depend on this one); their tests are built and run only with the traits on.
-traits=(--traits Hummingbird,Vapor,AsyncHTTPClient)
+# The Hummingbird, Vapor and AsyncHTTPClient integrations and the server are behind package
+# traits (off for packages that depend on this one); their tests are built and run only with the
+# traits on. scripts/server-cluster.sh builds with the same ones, so CI builds once.
+traits=(--traits Hummingbird,Vapor,AsyncHTTPClient,Server)
 swift build --build-tests "${traits[@]}"
 exec swift test --skip-build "${traits[@]}" "$@"

@@ -1,3 +1,4 @@
+#if Server
 import CDiskCacheSupport
 import DiskCache
 @_spi(CustomByteBufferAllocator) import NIOCore
@@ -25,3 +26,4 @@ enum BodyCopies {
     /// Bytes of copies allocated and not yet freed, in the whole process.
     static var inFlight: Int { cdiskcache_copies_in_flight() }
 }
+#endif

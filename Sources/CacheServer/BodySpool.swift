@@ -1,3 +1,4 @@
+#if Server
 import DiskCache
 import HTTPCache
 import Foundation
@@ -93,3 +94,4 @@ final class BodySpool: @unchecked Sendable { // used by one task at a time
         _ = try? await BlockingIOPool.shared.run { unlink(url.path) }
     }
 }
+#endif

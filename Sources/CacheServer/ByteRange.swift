@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import HTTPCache
 import NIOCore
@@ -84,3 +85,4 @@ enum ByteRange: Equatable {
         }
     }
 }
+#endif

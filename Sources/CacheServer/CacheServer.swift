@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import DiskCache
 import DiskCacheLocking
@@ -299,3 +300,4 @@ public final class CacheServer: Service, Sendable {
         logger.info("\(head.method.rawValue) \(head.uri) \(outcome.status) \(outcome.bytes) \(outcome.cacheStatus) \(String(format: "%.1f", milliseconds))ms")
     }
 }
+#endif

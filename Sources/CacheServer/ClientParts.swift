@@ -1,4 +1,6 @@
+#if Server
 import NIOCore
 import NIOHTTP1
 
 typealias ClientParts = NIOAsyncChannelInboundStream<HTTPServerRequestPart>.AsyncIterator
+#endif

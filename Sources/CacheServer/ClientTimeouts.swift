@@ -1,3 +1,4 @@
+#if Server
 import NIOCore
 
 /// How long a client may hold a connection without progress, nginx's way
@@ -180,3 +181,4 @@ final class ClientTimeouts: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import NIOCore
 import NIOHTTP1
 
@@ -26,3 +27,4 @@ struct ClientWriter: Sendable {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import NIOCore
 import NIOHTTP1
 
@@ -107,3 +108,4 @@ final class CloseWhenIdle: ChannelDuplexHandler {
         context.close(promise: nil)
     }
 }
+#endif

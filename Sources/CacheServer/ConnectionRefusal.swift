@@ -1,3 +1,4 @@
+#if Server
 import NIOCore
 
 /// The whole pipeline of a connection accepted past ``ServerConfiguration/maximumConnections``:
@@ -18,3 +19,4 @@ final class ConnectionRefusal: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {}
 }
+#endif

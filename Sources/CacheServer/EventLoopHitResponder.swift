@@ -1,3 +1,4 @@
+#if Server
 import NIOCore
 import NIOHTTP1
 
@@ -68,3 +69,4 @@ final class EventLoopHitResponder: ChannelInboundHandler, RemovableChannelHandle
     }
 }
 
+#endif

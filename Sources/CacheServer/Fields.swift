@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import HTTPCache
 import NIOHTTP1
@@ -136,3 +137,4 @@ extension HTTPFields {
         append(HTTPField(name: name, value: value))
     }
 }
+#endif

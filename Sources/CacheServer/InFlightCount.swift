@@ -1,3 +1,4 @@
+#if Server
 import DiskCacheLocking
 
 /// Work begun and not yet ended, which a task can wait to see all ended. Two uses:
@@ -60,3 +61,4 @@ final class InFlightCount: Sendable {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -226,3 +227,4 @@ extension HTTPResponseHead {
     /// An interim response (RFC 9110 §15.2): 1xx but 101, which ends HTTP/1.1.
     var isInterim: Bool { (100..<200).contains(status.code) && status.code != 101 }
 }
+#endif

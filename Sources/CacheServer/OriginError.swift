@@ -1,3 +1,4 @@
+#if Server
 /// Why the origin gave no usable answer.
 enum OriginError: Error, CustomStringConvertible {
     case unreachable(String)
@@ -12,3 +13,4 @@ enum OriginError: Error, CustomStringConvertible {
         }
     }
 }
+#endif

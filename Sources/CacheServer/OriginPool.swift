@@ -1,3 +1,4 @@
+#if Server
 import DiskCacheLocking
 
 /// Idle kept-alive origin connections (at most 64; more are closed, and every one given back
@@ -32,3 +33,4 @@ final class OriginPool: Sendable {
         await tasks.idle()
     }
 }
+#endif

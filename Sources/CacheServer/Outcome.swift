@@ -1,3 +1,4 @@
+#if Server
 /// How one request was answered, for the access log and the connection.
 struct Outcome {
     var status: UInt = 0
@@ -7,3 +8,4 @@ struct Outcome {
     /// The request's body was read to its end, so the next request can be read.
     var canContinue = true
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import NIOCore
 
 /// An origin connection that outlives one exchange: a task of its own runs the exchanges handed
@@ -33,3 +34,4 @@ final class PooledConnection: Sendable {
     /// Ends the connection's task (and so the connection) once it is idle.
     func close() { jobs.finish() }
 }
+#endif

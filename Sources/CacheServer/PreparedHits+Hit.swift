@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import HTTPCache
 import NIOCore
@@ -106,3 +107,4 @@ extension PreparedHits {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import HTTPCache
 import NIOCore
 import NIOHTTP1
@@ -47,3 +48,4 @@ extension PreparedHits {
         }
     }
 }
+#endif

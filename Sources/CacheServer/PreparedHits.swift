@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import HTTPCache
 import MemoryCache
@@ -103,3 +104,4 @@ final class PreparedHits: Sendable {
     /// Entries and bytes held, for tests.
     var usage: (entries: Int, bytes: Int) { (hits.count, hits.totalCost) }
 }
+#endif

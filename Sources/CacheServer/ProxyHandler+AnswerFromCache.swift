@@ -1,3 +1,4 @@
+#if Server
 import DiskCache
 import Foundation
 #if canImport(FoundationNetworking)
@@ -168,3 +169,4 @@ extension ProxyHandler {
         do { return try await body() } catch { throw ResponseStarted(underlying: error) }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import DiskCache
 import Foundation
 #if canImport(FoundationNetworking)
@@ -63,3 +64,4 @@ extension ProxyHandler {
         return answer
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import DiskCacheLocking
 import Foundation
 import HTTPCache
@@ -49,3 +50,4 @@ extension ProxyHandler {
         each { metrics.record($0) }
     }
 }
+#endif

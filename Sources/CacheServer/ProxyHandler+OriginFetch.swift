@@ -1,3 +1,4 @@
+#if Server
 import DiskCache
 import DiskCacheLocking
 import Foundation
@@ -154,3 +155,4 @@ extension ProxyHandler {
         return .badGateway
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import HTTPCache
 import NIOCore
@@ -53,3 +54,4 @@ extension ProxyHandler {
         }
     }
 }
+#endif

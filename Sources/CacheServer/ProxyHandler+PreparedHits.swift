@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import HTTPCache
 import NIOCore
@@ -45,3 +46,4 @@ extension ProxyHandler {
         return answer
     }
 }
+#endif

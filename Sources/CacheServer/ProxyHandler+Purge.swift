@@ -1,3 +1,4 @@
+#if Server
 import DiskCache
 import Foundation
 import HTTPCache
@@ -53,3 +54,4 @@ extension ProxyHandler {
         return difference == 0
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import DiskCache
 import DiskCacheLocking
 import Foundation
@@ -66,3 +67,4 @@ extension ProxyHandler {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import HTTPCache
 import Logging
@@ -76,3 +77,4 @@ extension ProxyHandler {
         do { try await writer.write(contentsOf: parts) } catch { throw ClientGone(underlying: error) }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import DiskCache
 import Foundation
 import HTTPCache
@@ -126,3 +127,4 @@ extension ProxyHandler {
         configuration.copyLimit > 0 ? DiskCache.BodyCopying(limit: Int64(configuration.copyLimit), budget: configuration.copyBudget) : nil
     }
 }
+#endif

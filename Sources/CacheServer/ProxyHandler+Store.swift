@@ -1,3 +1,4 @@
+#if Server
 import DiskCache
 import Foundation
 #if canImport(FoundationNetworking)
@@ -31,3 +32,4 @@ extension ProxyHandler {
         await spool.remove()
     }
 }
+#endif

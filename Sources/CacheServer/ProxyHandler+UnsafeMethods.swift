@@ -1,3 +1,4 @@
+#if Server
 import DiskCache
 import DiskCacheLocking
 import Foundation
@@ -129,3 +130,4 @@ extension ProxyHandler {
         return head.headers["Content-Length"].contains { $0.trimmingCharacters(in: .whitespaces) != "0" }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import DiskCache
 import DiskCacheLocking
 import Foundation
@@ -152,3 +153,4 @@ final class ProxyHandler: Sendable {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import HTTPCache
 import NIOCore
 
@@ -208,3 +209,4 @@ final class RawHitResponder: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import NIOHTTP1
 
 /// A response whose parts are all at hand, written to the channel together, and how it answers
@@ -5,3 +6,4 @@ import NIOHTTP1
 /// 304, or a prepared answer. The connection's task writes it with its ``ClientWriter``,
 /// ``EventLoopHitResponder`` straight into the pipeline.
 typealias ReadyResponse = (parts: [HTTPServerResponsePart], outcome: Outcome)
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import NIOCore
 import NIOHTTP1
 
@@ -157,3 +158,4 @@ final class RequestGuard: ChannelDuplexHandler, RemovableChannelHandler {
         context.flush()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import HTTPCache
 import HTTPTypes
 
@@ -141,3 +142,4 @@ enum RequestScan: Equatable {
         return true
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import NIOCore
 import NIOHTTP1
 
@@ -44,3 +45,4 @@ final class ResponseWrites: ChannelOutboundHandler, RemovableChannelHandler {
         context.write(data, promise: written)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 /// Files a server sends bodies from, over all its connections.
 struct SentFileCounts {
     /// Held open now, for writes not yet done.
@@ -5,3 +6,4 @@ struct SentFileCounts {
     /// Taken for sending since the server started.
     var adopted = 0
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import DiskCacheLocking
 import NIOCore
 
@@ -34,3 +35,4 @@ final class SentFiles: Sendable {
         for handle in open.withLock({ Array($0.values) }) { close(handle) }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 public import Foundation
 public import HTTPCache
 
@@ -218,3 +219,4 @@ public struct ServerConfiguration: Sendable {
         }
     }
 }
+#endif

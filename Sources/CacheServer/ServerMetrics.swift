@@ -1,3 +1,4 @@
+#if Server
 import CoreMetrics
 import Prometheus
 
@@ -83,3 +84,4 @@ final class ServerMetrics: Sendable {
         return registry.emitToString()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 /// What a ``CacheServer`` has done since it started.
 public struct ServerStatistics: Sendable, Hashable {
     /// Requests answered (internal endpoints excepted).
@@ -63,3 +64,4 @@ public struct ServerStatistics: Sendable, Hashable {
         }
     }
 }
+#endif

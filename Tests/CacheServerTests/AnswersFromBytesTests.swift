@@ -1,3 +1,4 @@
+#if Server
 import DiskCacheLocking
 import Foundation
 import HTTPTestOrigin
@@ -261,3 +262,4 @@ struct AnswersFromBytesTests {
         return Data(lines.filter { !$0.lowercased().hasPrefix("age:") }.joined(separator: "\r\n").utf8) + answer[end.lowerBound...]
     }
 }
+#endif

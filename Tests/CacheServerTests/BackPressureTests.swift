@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import Testing
 import TestSupport
@@ -74,3 +75,4 @@ struct BackPressureTests {
         try await origin.stop()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import DiskCacheLocking
 import HTTPCache
 import Testing
@@ -85,3 +86,4 @@ struct CoalescerTests {
         #expect(runs.withLock { $0 } == 1)
     }
 }
+#endif

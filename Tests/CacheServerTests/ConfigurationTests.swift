@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import HTTPCache
 import HTTPTypes
@@ -150,3 +151,4 @@ struct ConfigurationTests {
         #expect(try Data(contentsOf: file) == Data("not a directory".utf8))
     }
 }
+#endif

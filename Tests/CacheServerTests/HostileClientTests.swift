@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import HTTPTestOrigin
 import NIOCore
@@ -313,3 +314,4 @@ struct ClientLimitsTests {
         try await fixture.finish()
     }
 }
+#endif

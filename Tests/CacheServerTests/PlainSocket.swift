@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -96,3 +97,4 @@ final class PlainSocket: Sendable {  // one descriptor, used by one thread at a 
         }
     }
 }
+#endif

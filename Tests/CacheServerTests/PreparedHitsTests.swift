@@ -1,3 +1,4 @@
+#if Server
 import DiskCacheLocking
 import Foundation
 import HTTPTestOrigin
@@ -193,3 +194,4 @@ final class Counter: Sendable {
     private let value = PthreadMutex(0)
     func next() -> Int { value.withLock { $0 += 1; return $0 } }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import DiskCacheLocking
 import Foundation
 import HTTPCache
@@ -572,3 +573,4 @@ struct ProxyTests {
         try? FileManager.default.removeItem(at: fixture.directory)
     }
 }
+#endif

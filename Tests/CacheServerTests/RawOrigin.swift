@@ -1,3 +1,4 @@
+#if Server
 import DiskCacheLocking
 import Foundation
 import NIOCore
@@ -112,3 +113,4 @@ final class RawOrigin: Sendable {
         }
     }
 }
+#endif

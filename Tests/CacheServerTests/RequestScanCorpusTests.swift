@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import Testing
 @testable import CacheServer
@@ -58,3 +59,4 @@ struct RequestScanCorpusTests {
         #expect(handedOnAtOnce >= 10)
     }
 }
+#endif

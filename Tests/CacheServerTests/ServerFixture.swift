@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import HTTPTestOrigin
 import Logging
@@ -160,3 +161,4 @@ struct ResponseReader {
         }
     }
 }
+#endif

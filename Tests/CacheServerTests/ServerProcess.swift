@@ -1,3 +1,4 @@
+#if Server
 import DiskCacheLocking
 import Foundation
 
@@ -69,3 +70,4 @@ final class ServerProcess: Sendable {
         return candidates[0].appendingPathComponent("diskcache-server")
     }
 }
+#endif

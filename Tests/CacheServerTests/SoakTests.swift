@@ -1,3 +1,4 @@
+#if Server
 import DiskCacheLocking
 import Foundation
 import HTTPTestOrigin
@@ -183,3 +184,4 @@ struct SoakTests {
         try await origin.stop()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import DiskCache
 import DiskCacheLocking
 import Foundation
@@ -433,3 +434,4 @@ struct StreamingTests {
         try await fixture.finish()
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if Server
 import Foundation
 import HTTPTestOrigin
 import NIOCore
@@ -174,3 +175,4 @@ struct UploadTests {
         try await origin.stop()
     }
 }
+#endif

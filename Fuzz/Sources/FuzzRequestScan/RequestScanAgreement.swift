@@ -1,3 +1,4 @@
+#if Server
 // The differential check of `RequestScan` against NIO's HTTP/1.1 request decoder: one function,
 // run by the `request-scan` fuzz target on every input and by
 // `RequestScanCorpusTests` (Tests/CacheServerTests) on every file of its seed corpus. The test
@@ -209,3 +210,4 @@ private struct PlainHead: Equatable, CustomStringConvertible {
         return String(decoding: value, as: UTF8.self)
     }
 }
+#endif

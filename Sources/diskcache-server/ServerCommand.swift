@@ -1,3 +1,4 @@
+#if Server
 import ArgumentParser
 import CacheServer
 import DiskCache
@@ -230,3 +231,4 @@ struct ServerCommand: AsyncParsableCommand {
         return value
     }
 }
+#endif
