@@ -109,15 +109,28 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio", condition: .when(traits: ["AsyncHTTPClient"])),
             ]
         ),
+        // `diskcache bench`'s engine: the workloads, the floor and the SQLite peer, the trace
+        // replay and its simulations, the report. No product: the tool links it.
+        .target(
+            name: "DiskCacheBench",
+            dependencies: [
+                "CDiskCacheSupport",
+                "CSQLite",
+                "DiskCache",
+                "DiskCacheLocking",
+                "HTTPCache",
+                "MemoryCache",
+                "ToolSupport",
+            ]
+        ),
         .executableTarget(
             name: "diskcache",
             dependencies: [
                 "DiskCache",
+                "DiskCacheBench",
                 "HTTPCache",
-                "DiskCacheLocking",
-                "ToolSupport",
                 "MemoryCache",
-                "CSQLite",
+                "ToolSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -258,7 +271,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DiskCacheToolTests",
-            dependencies: ["diskcache", "DiskCache", "DiskCacheLocking", "HTTPCache", "TestSupport"]
+            dependencies: ["diskcache", "DiskCache", "DiskCacheBench", "DiskCacheLocking", "HTTPCache", "TestSupport"]
         ),
     ]
 )

@@ -1,5 +1,6 @@
 import ArgumentParser
 import DiskCache
+import DiskCacheBench
 import Foundation
 import Logging
 
@@ -53,6 +54,8 @@ struct DiskCacheTool: AsyncParsableCommand {
         switch error {
         case let error as ToolError:
             exit(status: error.status, message: error.message)
+        case let error as BenchError:
+            exit(status: ExitStatus.failed, message: error.description)
         case let error as DiskCacheError:
             exit(status: error.exitStatus, message: error.description)
         default:

@@ -10,7 +10,7 @@ import Darwin
 
 /// A one-line progress bar on standard error (a line per phase when it is not a terminal).
 /// Thread-safe; redraws at most ten times a second.
-final class BenchProgress: Sendable {
+package final class BenchProgress: Sendable {
     private struct State {
         var totalPhases = 1
         var finishedPhases = 0
@@ -29,12 +29,12 @@ final class BenchProgress: Sendable {
     /// Draws nothing: for runs inside a phase whose progress the caller reports.
     static let silent = BenchProgress(enabled: false)
 
-    init(enabled: Bool) {
+    package init(enabled: Bool) {
         isEnabled = enabled
         isTerminal = isatty(STDERR_FILENO) == 1
     }
 
-    func plan(phases: Int) {
+    package func plan(phases: Int) {
         state.withLock { $0.totalPhases = max(1, phases) }
     }
 
@@ -59,13 +59,13 @@ final class BenchProgress: Sendable {
     }
 
     /// A remark that should stay on screen above the bar.
-    func note(_ text: String) {
+    package func note(_ text: String) {
         guard isEnabled else { return }
         Self.writeError((isTerminal ? "\r\u{1B}[K" : "") + text + "\n")
         draw(force: true)
     }
 
-    func finish() {
+    package func finish() {
         guard isEnabled else { return }
         let elapsed = state.withLock { Double(benchNanoseconds() - $0.start) / 1e9 }
         Self.writeError((isTerminal ? "\r\u{1B}[K" : "") + String(format: "bench: done in %.1f s\n", elapsed))

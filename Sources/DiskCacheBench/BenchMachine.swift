@@ -7,14 +7,14 @@ import Musl
 import Darwin
 #endif
 
-struct BenchMachine: Codable {
+package struct BenchMachine: Codable {
     var processors: Int
     var cpuModel: String
     var kernel: String
     var fileSystem: String
     var memoryBytes: Int64
 
-    static func describe(directory: String) -> BenchMachine {
+    package static func describe(directory: String) -> BenchMachine {
         var cpu = "unknown"
         if let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8),
            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("model name") }),

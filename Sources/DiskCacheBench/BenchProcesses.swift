@@ -1,4 +1,4 @@
-import DiskCache
+package import DiskCache
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -12,7 +12,21 @@ import Darwin
 /// once, beside the same work done by one process on a cache it shares with nobody (shared
 /// mode, the default) and on one it opened exclusively. All three run in turns in each round,
 /// in child processes of this tool (`bench-worker`), so that each is measured the same way.
-struct BenchProcesses {
+package struct BenchProcesses {
+    package init(root: String, sizes: [Int], entries: @escaping (Int) -> Int, durability: DiskCache.Durability, durabilityArgument: String, inlineThreshold: Int, seconds: Double, processes: Int, rounds: Int, seed: UInt64, progress: BenchProgress) {
+        self.root = root
+        self.sizes = sizes
+        self.entries = entries
+        self.durability = durability
+        self.durabilityArgument = durabilityArgument
+        self.inlineThreshold = inlineThreshold
+        self.seconds = seconds
+        self.processes = processes
+        self.rounds = rounds
+        self.seed = seed
+        self.progress = progress
+    }
+
     var root: String
     var sizes: [Int]
     var entries: (Int) -> Int
@@ -42,7 +56,7 @@ struct BenchProcesses {
         var getMedian: Double { median(getRates) }
     }
 
-    struct Report: Codable {
+    package struct Report: Codable {
         var date: String
         var machine: BenchMachine
         var processes: Int
@@ -51,10 +65,10 @@ struct BenchProcesses {
         var entriesPerSize: [String: Int]
         var getSeconds: Double
         var rows: [Row]
-        var notes: [String]
+        package var notes: [String]
     }
 
-    func run() throws -> Report {
+    package func run() throws -> Report {
         var rows: [Row] = []
         progress.plan(phases: sizes.count * rounds * Setup.allCases.count)
         var entriesPerSize: [String: Int] = [:]
@@ -124,7 +138,7 @@ struct BenchProcesses {
         for worker in workers {
             let fields = try worker.expect("done").split(separator: " ")
             guard fields.count == 4, let ops = Int(fields[1]), let nanos = UInt64(fields[2]), let failed = Int(fields[3]) else {
-                throw ToolError("bench-worker: unexpected answer \(fields.joined(separator: " "))", status: ExitStatus.failed)
+                throw BenchError("bench-worker: unexpected answer \(fields.joined(separator: " "))")
             }
             operations += ops
             slowest = max(slowest, nanos)
@@ -134,7 +148,7 @@ struct BenchProcesses {
     }
 
     /// The report as a table: medians per setup, and the two ratios the setups are measured for.
-    static func table(_ report: Report) -> String {
+    package static func table(_ report: Report) -> String {
         var lines: [String] = []
         lines.append("One cache, \(report.processes) processes (\(report.rounds) rounds, medians; durability \(report.durability); gets for \(String(format: "%g", report.getSeconds)) s)")
         lines.append("machine: \(report.machine.processors) processors, \(report.machine.cpuModel), \(report.machine.fileSystem)")
@@ -173,3 +187,4 @@ private func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }
+

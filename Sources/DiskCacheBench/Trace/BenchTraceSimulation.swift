@@ -14,7 +14,7 @@ import DiskCache
 /// default; under S3-FIFO an object in the ghost is admitted at once, as in the store; the store
 /// admits freely below its low watermark, the simulations below the capacity). Belady is
 /// simulated without admission.
-enum BenchTraceSimulation {
+package enum BenchTraceSimulation {
     struct Outcome: Codable {
         var misses = 0
         var missedBytes: Int64 = 0
@@ -30,9 +30,9 @@ enum BenchTraceSimulation {
     }
 
     /// A cache size: `limit` objects, or `limit` bytes when `inBytes`.
-    struct Capacity: Codable, Hashable {
-        var limit: Int64
-        var inBytes: Bool
+    package struct Capacity: Codable, Hashable {
+        package var limit: Int64
+        package var inBytes: Bool
 
         /// What the request at `position` takes of the capacity.
         func weight(_ trace: BenchTrace, _ position: Int) -> Int64 { inBytes ? Int64(trace.sizes[position]) : 1 }

@@ -9,16 +9,16 @@ import ToolSupport
 /// (a header naming the id column, `obj_id`, `id`, `key` or `lbn`, and optionally `obj_size` or
 /// `size`), a plain text form (one key a line, optionally followed by a size), or made up:
 /// ``synthetic(_:)``.
-struct BenchTrace {
-    var name: String
+package struct BenchTrace {
+    package var name: String
     /// Per request: the object's number.
     var objects: [Int32]
     /// Per request: its size in bytes (all 1 when the trace gives none).
     var sizes: [UInt32]
-    var objectCount: Int
+    package var objectCount: Int
     var hasSizes: Bool
 
-    var requestCount: Int { objects.count }
+    package var requestCount: Int { objects.count }
 
     /// Per request: the position of the next request for the same object (`Int32.max`: none).
     func nextUses() -> [Int32] {
@@ -39,13 +39,13 @@ struct BenchTrace {
         return counts.reduce(0) { $0 + ($1 == 1 ? 1 : 0) }
     }
 
-    struct Error: Swift.Error, CustomStringConvertible {
-        var description: String
+    package struct Error: Swift.Error, CustomStringConvertible {
+        package var description: String
     }
 
     // MARK: - Reading
 
-    static func load(_ argument: String) throws -> BenchTrace {
+    package static func load(_ argument: String) throws -> BenchTrace {
         if argument.hasPrefix("synthetic") { return try synthetic(argument) }
         guard let data = FileManager.default.contents(atPath: argument) else {
             throw Error(description: "--trace: cannot read \(argument)")

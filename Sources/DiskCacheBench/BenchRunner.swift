@@ -11,12 +11,12 @@ import Darwin
 #endif
 
 /// Runs the phases of a plan and collects rows.
-final class BenchRunner {
+package final class BenchRunner {
     let plan: BenchPlan
     let progress: BenchProgress
-    var report: BenchReport
+    package var report: BenchReport
 
-    init(plan: BenchPlan, progress: BenchProgress, report: BenchReport) {
+    package init(plan: BenchPlan, progress: BenchProgress, report: BenchReport) {
         self.plan = plan
         self.progress = progress
         self.report = report
@@ -44,7 +44,7 @@ final class BenchRunner {
     }
 
     /// How many phases the plan has, for the progress bar.
-    func phaseCount() -> Int {
+    package func phaseCount() -> Int {
         var phases = 0
         let ops = plan.operations
         let subjects = plan.compareSQLite ? 3 : 2
@@ -62,7 +62,7 @@ final class BenchRunner {
         return phases
     }
 
-    func run() throws {
+    package func run() throws {
         if plan.compareSQLite && !plan.operations.isDisjoint(with: BenchOperation.main) {
             let mode = BenchSQLite.synchronous(immediate: plan.isImmediate)
             report.sqliteVersion = BenchSQLite.version
@@ -188,7 +188,7 @@ final class BenchRunner {
         return (rate(latencies[..<window]), steady, rates.count)
     }
 
-    var isKept = false
+    package var isKept = false
 
     /// Writes back what earlier phases left dirty, so that a timed phase does not pay for the
     /// writeback of another (the data stays in the page cache: reads stay warm).

@@ -1,8 +1,27 @@
 import Foundation
 
 /// Everything one `diskcache bench` run measured, as `--json` prints it.
-struct BenchReport: Codable {
-    struct Settings: Codable {
+package struct BenchReport: Codable {
+    package struct Settings: Codable {
+        package init(directory: String, sizes: [Int], entriesPerSize: [String: Int], operations: [String], durability: String, threads: Int, durationSeconds: Double, coldReads: Bool, inlineThreshold: Int, zipfExponent: Double, seed: UInt64, compare: [String], urlcacheEntries: Int?, floorProbeSeconds: Double, floorProbeRounds: Int, floorProbePuts: Int) {
+            self.directory = directory
+            self.sizes = sizes
+            self.entriesPerSize = entriesPerSize
+            self.operations = operations
+            self.durability = durability
+            self.threads = threads
+            self.durationSeconds = durationSeconds
+            self.coldReads = coldReads
+            self.inlineThreshold = inlineThreshold
+            self.zipfExponent = zipfExponent
+            self.seed = seed
+            self.compare = compare
+            self.urlcacheEntries = urlcacheEntries
+            self.floorProbeSeconds = floorProbeSeconds
+            self.floorProbeRounds = floorProbeRounds
+            self.floorProbePuts = floorProbePuts
+        }
+
         var directory: String
         var sizes: [Int]
         var entriesPerSize: [String: Int]
@@ -20,6 +39,12 @@ struct BenchReport: Codable {
         var floorProbeRounds: Int
         var floorProbePuts: Int
     }
+    package init(date: String, machine: BenchMachine, settings: Settings) {
+        self.date = date
+        self.machine = machine
+        self.settings = settings
+    }
+
     var tool = "diskcache bench"
     var date: String
     var machine: BenchMachine
@@ -28,7 +53,7 @@ struct BenchReport: Codable {
     var floors: [BenchFloor.Choice] = []
     /// The SQLite library the `sqlite` rows used.
     var sqliteVersion: String?
-    var notes: [String] = []
+    package var notes: [String] = []
     var rows: [BenchRow] = []
     /// Single figures that are not rates: index memory per entry, idle CPU and the like.
     var figures: [String: Double] = [:]
@@ -37,7 +62,7 @@ struct BenchReport: Codable {
 // MARK: - Text output
 
 extension BenchReport {
-    func table() -> String {
+    package func table() -> String {
         var lines: [String] = []
         lines.append("diskcache bench: \(date)")
         lines.append("machine: \(machine.processors) CPUs, \(machine.cpuModel), \(machine.kernel), \(machine.fileSystem)")
@@ -110,10 +135,10 @@ extension BenchReport {
         return String(format: "%.1fµs", microseconds)
     }
 
-    func json() throws -> String { try Self.json(self) }
+    package func json() throws -> String { try Self.json(self) }
 
     /// Any report as pretty-printed JSON with sorted keys.
-    static func json(_ value: some Encodable) throws -> String {
+    package static func json(_ value: some Encodable) throws -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         return String(decoding: try encoder.encode(value), as: UTF8.self) + "\n"

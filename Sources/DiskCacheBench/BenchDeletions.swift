@@ -10,7 +10,7 @@ import Darwin
 /// When a run last deleted its files, per file system, so that the next run can say that its
 /// fills may pay for it (see ``BenchTrash``): `<seconds since 1970> <st_dev>` in one file of the
 /// temporary directory, written after the run's directory is deleted.
-enum BenchDeletions {
+package enum BenchDeletions {
     /// How long after deletions file creation may still be slowed: 60 s, plus 300 s while the
     /// freed inodes' inode-table block is dirty (which the next creations in it make it).
     static let window: Int = 360
@@ -19,20 +19,20 @@ enum BenchDeletions {
         (NSTemporaryDirectory() as NSString).appendingPathComponent("diskcache-bench-deleted")
     }
 
-    static func device(of path: String) -> UInt64? {
+    package static func device(of path: String) -> UInt64? {
         var info = stat()
         return stat(path, &info) == 0 ? UInt64(info.st_dev) : nil
     }
 
     /// Notes that a run's files on the file system `device` (an `st_dev`) were just deleted.
-    static func record(device: UInt64) {
+    package static func record(device: UInt64) {
         let text = "\(Int(Date().timeIntervalSince1970)) \(device)\n"
         try? text.write(toFile: stampPath, atomically: true, encoding: .utf8)
     }
 
     /// Seconds since an earlier run deleted its files on `path`'s file system, when that is
     /// within ``window``.
-    static func recent(onFileSystemOf path: String) -> Int? {
+    package static func recent(onFileSystemOf path: String) -> Int? {
         guard let text = try? String(contentsOfFile: stampPath, encoding: .utf8),
               let device = device(of: path) else { return nil }
         let fields = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
@@ -42,7 +42,7 @@ enum BenchDeletions {
         return age >= 0 && age < window ? age : nil
     }
 
-    static func note(secondsAgo age: Int) -> String {
+    package static func note(secondsAgo age: Int) -> String {
         "an earlier bench run deleted its files on this file system \(age) s ago: on ext4 without a journal, "
             + "new files skip inodes freed in the last minutes (up to \(window / 60)), which can make the puts of the "
             + "store and of the floor (not SQLite's) several times slower; compare runs started at least "

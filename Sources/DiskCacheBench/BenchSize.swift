@@ -1,8 +1,8 @@
 import Foundation
 
-enum BenchSize {
+package enum BenchSize {
     /// `512`, `1K`, `16K`, `4M`, `1G` (binary units, optional `B`/`iB`).
-    static func parse(_ text: String) -> Int? {
+    package static func parse(_ text: String) -> Int? {
         var rest = text.trimmingCharacters(in: .whitespaces).uppercased()[...]
         if rest.hasSuffix("IB") { rest = rest.dropLast(2) } else if rest.hasSuffix("B") { rest = rest.dropLast() }
         var shift = 0
@@ -15,7 +15,7 @@ enum BenchSize {
     }
 
     /// 1024 → "1K", 4194304 → "4M", 1500 → "1500".
-    static func label(_ bytes: Int) -> String {
+    package static func label(_ bytes: Int) -> String {
         if bytes >= 1 << 20, bytes % (1 << 20) == 0 { return "\(bytes >> 20)M" }
         if bytes >= 1 << 10, bytes % (1 << 10) == 0 { return "\(bytes >> 10)K" }
         return "\(bytes)"

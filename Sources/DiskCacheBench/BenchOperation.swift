@@ -1,4 +1,4 @@
-enum BenchOperation: String, CaseIterable {
+package enum BenchOperation: String, CaseIterable {
     case put, get, mixed, open, sweep
     /// Gets with the page cache dropped before every turn (as `get` with `--cold`).
     case cold

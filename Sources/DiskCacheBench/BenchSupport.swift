@@ -13,7 +13,7 @@ import Darwin
 
 /// Monotonic nanoseconds; cheap enough (vDSO) to call around every operation.
 @inline(__always)
-func benchNanoseconds() -> UInt64 {
+package func benchNanoseconds() -> UInt64 {
     var now = timespec()
     clock_gettime(CLOCK_MONOTONIC, &now)
     return UInt64(now.tv_sec) &* 1_000_000_000 &+ UInt64(now.tv_nsec)

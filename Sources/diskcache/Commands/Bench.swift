@@ -1,5 +1,6 @@
 import ArgumentParser
 import DiskCache
+import DiskCacheBench
 import Foundation
 import MemoryCache
 #if canImport(Glibc)

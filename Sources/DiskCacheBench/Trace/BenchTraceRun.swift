@@ -1,7 +1,7 @@
-import DiskCache
+package import DiskCache
 import DiskCacheLocking
 import Foundation
-import MemoryCache
+package import MemoryCache
 
 /// `diskcache bench --trace`: replays a trace through the store at each capacity asked for and
 /// reports its miss ratio, byte miss ratio, puts (disk writes) and evictions beside the known
@@ -17,7 +17,17 @@ import MemoryCache
 /// capacity is replayed once for each of `minimumUses`: 1 stores every miss (the store's
 /// default), 2 and more set `DiskCache.Admission.minimumUses(_:window:)` with its default window
 /// (the count limit), and the simulations apply the same filter.
-struct BenchTraceRun {
+package struct BenchTraceRun {
+    package init(trace: BenchTrace, capacities: [BenchTraceSimulation.Capacity], policies: [EvictionPolicy], minimumUses: [Int], lowWatermark: Double?, root: String, progress: BenchProgress) {
+        self.trace = trace
+        self.capacities = capacities
+        self.policies = policies
+        self.minimumUses = minimumUses
+        self.lowWatermark = lowWatermark
+        self.root = root
+        self.progress = progress
+    }
+
     var trace: BenchTrace
     var capacities: [BenchTraceSimulation.Capacity]
     var policies: [EvictionPolicy]
@@ -46,7 +56,7 @@ struct BenchTraceRun {
         var simulated: [String: BenchTraceSimulation.Outcome]
     }
 
-    struct Report: Codable {
+    package struct Report: Codable {
         var trace: String
         var requests: Int
         var objects: Int
@@ -57,7 +67,7 @@ struct BenchTraceRun {
     }
 
     /// `--min-uses`: a comma-separated list of whole numbers from 1.
-    static func parseMinimumUses(_ argument: String) throws -> [Int] {
+    package static func parseMinimumUses(_ argument: String) throws -> [Int] {
         let values = argument.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
         guard !values.isEmpty, values.allSatisfy({ ($0 ?? 0) >= 1 }) else {
             throw BenchTrace.Error(description: "--min-uses: expected whole numbers from 1, such as 1,2; got '\(argument)'")
@@ -67,7 +77,7 @@ struct BenchTraceRun {
 
     /// `--capacities`: `N%` of the trace's distinct objects, absolute counts, or sizes in bytes
     /// (with a unit: `64M`, `1G`).
-    static func parseCapacities(_ argument: String, objects: Int) throws -> [BenchTraceSimulation.Capacity] {
+    package static func parseCapacities(_ argument: String, objects: Int) throws -> [BenchTraceSimulation.Capacity] {
         var capacities: [BenchTraceSimulation.Capacity] = []
         for item in argument.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) {
             if item.hasSuffix("%"), let percent = Double(item.dropLast()), percent > 0 {
@@ -84,7 +94,7 @@ struct BenchTraceRun {
         return capacities
     }
 
-    func run() throws -> Report {
+    package func run() throws -> Report {
         let nextUses = trace.nextUses()
         var rows: [Row] = []
         progress.plan(phases: capacities.count * minimumUses.count * (policies.count + 1))
@@ -147,7 +157,7 @@ struct BenchTraceRun {
 
     // MARK: - Output
 
-    static func table(_ report: Report) -> String {
+    package static func table(_ report: Report) -> String {
         let requests = Double(report.requests), bytes = Double(max(1, report.totalBytes))
         var lines = ["trace: \(report.trace): \(report.requests) requests, \(report.objects) objects, " +
                      "\(report.oneHitWonders) (\(percent(Double(report.oneHitWonders) / Double(max(1, report.objects))))) requested once",
@@ -190,3 +200,4 @@ private final class EvictionCount: Sendable {
     func add() { count.withLock { $0 += 1 } }
     var value: Int { count.withLock { $0 } }
 }
+

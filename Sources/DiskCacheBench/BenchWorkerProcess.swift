@@ -31,7 +31,7 @@ final class BenchWorkerProcess {
     func expect(_ word: String) throws -> String {
         let line = try readLine()
         guard line == word || line.hasPrefix(word + " ") else {
-            throw ToolError("bench-worker: expected \(word), got: \(line)", status: ExitStatus.failed)
+            throw BenchError("bench-worker: expected \(word), got: \(line)")
         }
         return line
     }
@@ -47,7 +47,7 @@ final class BenchWorkerProcess {
             var chunk = [UInt8](repeating: 0, count: 4096)
             let count = chunk.withUnsafeMutableBytes { read(output.fileHandleForReading.fileDescriptor, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { throw ToolError("bench-worker: ended without answering", status: ExitStatus.failed) }
+            guard count > 0 else { throw BenchError("bench-worker: ended without answering") }
             buffer += chunk[..<count]
         }
     }
