@@ -99,8 +99,11 @@ extension HTTPURLCache {
     }
 
     /// Whether a record whose metadata is `metadata` still holds `variant`'s response (not one
-    /// stored in its slot since).
+    /// stored in its slot since). The same metadata text as the variant was read from is the
+    /// same response (the text carries its times at the clock's full precision): then nothing
+    /// is decoded a second time. Any other text is decoded and compared.
     private static func record(_ metadata: [String: String], holds variant: StoredVariant) -> Bool {
+        if let text = variant.metadataText, metadata[CachedHTTPResponse.metadataField] == text { return true }
         guard let entry = CachedHTTPResponse(body: Data(), metadata: metadata) else { return false }
         return entry.variantID == variant.entry.variantID && entry.response == variant.entry.response
     }

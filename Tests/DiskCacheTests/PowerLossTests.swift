@@ -1,6 +1,7 @@
 // The file system's test hooks (FileSystemObservers) exist in debug builds only.
 #if DEBUG
 @testable import DiskCache
+import DiskCacheLocking
 import Foundation
 import Testing
 import TestSupport
@@ -36,9 +37,11 @@ import Glibc
 /// A failure names the seed, the cut and the variant: `POWERLOSS_SEED=<seed>` runs that seed
 /// alone, `POWERLOSS_SEEDS=<n>` runs n seeds per test instead of the default.
 ///
-/// Serialized, and each long check on a thread of its own (`onOwnThread`): these checks are long
+/// Serialized, and each scenario on a thread of its own (`onOwnThread`): these checks are long
 /// and synchronous, and on the test runner's pool they would hold its threads (two on a 2-core
 /// machine) for minutes, starving the HTTP tests (whose timeouts and `Age` checks then fail).
+/// A scenario checks its states on one thread per core (`POWERLOSS_WORKERS=<n>` to change): the
+/// suite runs longest of all, and one check at a time left a core idle once the others ended.
 @Suite(.serialized)
 struct PowerLossTests {
     static let defaultSeeds: [UInt64] = [1, 2, 3]
@@ -567,6 +570,22 @@ struct PowerLossScenario {
         var failedCuts: [Int] = []
     }
 
+    /// One distinct state to check: the crash image a cut leaves in one variant.
+    private struct Job {
+        var image: CrashImage
+        var cut: Int
+        var number: Int
+        var variant: FileSystemModel.CrashVariant
+    }
+
+    /// How many states are checked at once: one per core (`POWERLOSS_WORKERS` to change). The
+    /// checks are independent (each opens a cache on a directory of its own) and most of the
+    /// suite's time; one at a time, they left a core idle for most of the test run.
+    static var workers: Int {
+        ProcessInfo.processInfo.environment["POWERLOSS_WORKERS"].flatMap(Int.init).map { max(1, $0) }
+            ?? max(1, ProcessInfo.processInfo.activeProcessorCount)
+    }
+
     func run() throws -> Outcome {
         let dir = TemporaryDirectory("PowerLoss-\(mode)-\(seed)", inMemory: true)
         let base = dir.path + "/base"
@@ -577,6 +596,26 @@ struct PowerLossScenario {
         var model = recording.initial
         var seen = Set<[Int]>()
         let skipped = Self.cutsInsideDirectoryRuns(recording.events)
+        // The states are found in order (the model applies one event per cut), then checked a
+        // batch at a time on `workers` threads; failures are reported in the order of the cuts.
+        var batch: [Job] = []
+        func checkBatch() {
+            let results = Self.inParallel(batch.count) { index in
+                let job = batch[index]
+                return check(image: job.image, at: dir.path + "/cut-\(job.cut)-\(job.number)", cut: job.cut, variant: job.variant,
+                             recording: recording, readEntryFirst: (job.cut + job.number) % 2 == 0)
+            }
+            for (job, failures) in zip(batch, results) where !failures.isEmpty {
+                if outcome.failedCuts.isEmpty {
+                    outcome.failures.append("first failing cut \(job.cut) (\(job.variant)); operations by event index:\n"
+                                            + timeline(recording.acknowledgements, around: job.cut)
+                                            + "\n    files after the cut: \(job.image.summary)")
+                }
+                outcome.failedCuts.append(job.cut)
+                outcome.failures += failures
+            }
+            batch.removeAll()
+        }
         for cut in 0...recording.events.count {
             if cut > 0 { model.apply(recording.events[cut - 1]) }
             if skipped.contains(cut) { continue }
@@ -592,20 +631,40 @@ struct PowerLossScenario {
                 let image = model.crashImage(variant)
                 guard seen.insert([image.fingerprint, acknowledged, started]).inserted else { continue }
                 outcome.checks += 1
-                let failures = check(image: image, at: dir.path + "/cut-\(cut)-\(number)", cut: cut, variant: variant,
-                                     recording: recording, readEntryFirst: (cut + number) % 2 == 0)
-                if !failures.isEmpty {
-                    if outcome.failedCuts.isEmpty {
-                        outcome.failures.append("first failing cut \(cut) (\(variant)); operations by event index:\n"
-                                                + timeline(recording.acknowledgements, around: cut)
-                                                + "\n    files after the cut: \(image.summary)")
+                batch.append(Job(image: image, cut: cut, number: number, variant: variant))
+                if batch.count == 64 { checkBatch() }
+            }
+        }
+        checkBatch()
+        return outcome
+    }
+
+    private struct UncheckedSendable<Value>: @unchecked Sendable {
+        let value: Value
+        init(_ value: Value) { self.value = value }
+    }
+
+    /// `body(0..<count)` on `workers` threads at once, the results in index order.
+    static func inParallel(_ count: Int, _ body: (Int) -> [String]) -> [[String]] {
+        guard count > 0 else { return [] }
+        let state = PthreadMutex((next: 0, results: [[String]](repeating: [], count: count)))
+        withoutActuallyEscaping(body) { body in
+            // Each check reads the recording and writes a directory of its own: nothing shared is written.
+            let work = UncheckedSendable(body)
+            DispatchQueue.concurrentPerform(iterations: min(workers, count)) { _ in
+                while true {
+                    let index = state.withLock { state -> Int? in
+                        guard state.next < count else { return nil }
+                        defer { state.next += 1 }
+                        return state.next
                     }
-                    outcome.failedCuts.append(cut)
-                    outcome.failures += failures
+                    guard let index else { return }
+                    let failures = work.value(index)
+                    state.withLock { $0.results[index] = failures }
                 }
             }
         }
-        return outcome
+        return state.withLock { $0.results }
     }
 
     /// Cuts strictly inside a run of consecutive `mkdir`s (the 256 shard directories an open or
