@@ -90,8 +90,8 @@ extension DiskCache {
     /// that sends checked bodies with `sendfile`: the mapped pages are the page cache's,
     /// counted in the process's resident size but never copied.
     package var mappedBodyCapacity: Int64 {
-        get { layout.directory.mappedBodies.capacity }
-        set { layout.directory.mappedBodies.capacity = newValue }
+        get { mappedBodies.capacity }
+        set { mappedBodies.capacity = newValue }
     }
 
     /// `key`'s value as a ``CheckedBody``; nil on a miss, an expired entry, or a body that fails

@@ -145,7 +145,7 @@ extension DiskCache {
         let start = clock.now
         var report = SweepReport()
         // Files another process removed free their blocks only once unmapped here.
-        layout.directory.mappedBodies.prune(in: layout.directory)
+        mappedBodies.prune(in: layout.directory)
         removeExpiredEntries(report: &report)
         let low = configuration.lowWatermark
         if let limit = countLimit, count > limit {

@@ -65,6 +65,8 @@ public final class DiskCache: Sendable {
     public let configuration: Configuration
 
     let layout: Layout
+    /// Body files kept mapped for checks (``mappedBodyCapacity``; none by default).
+    let mappedBodies: MappedBodies
     let blockSize: Int64
     let state: StateLock
     /// Shared mode's page and locks (see ``SharedRegion``); nil in exclusive mode.
@@ -111,8 +113,10 @@ public final class DiskCache: Sendable {
         self.directory = directory
         self.configuration = configuration
         self.logger = configuration.logger
-        let opened = try Opener(path: directory.path, configuration: configuration).open()
+        let opener = try Opener(path: directory.path, configuration: configuration)
+        let opened = try opener.open()
         self.layout = opened.layout
+        self.mappedBodies = opener.mappedBodies
         self.blockSize = opened.blockSize
         self.locks = PthreadMutex(opened.locks)
         var state = opened.state
@@ -529,7 +533,7 @@ public final class DiskCache: Sendable {
             for lock in locks { Syscall.unlock(lock.fd) }
             locks = []
         }
-        layout.directory.mappedBodies.dropAll()
+        mappedBodies.dropAll()
         if let failure { throw failure }
     }
 }

@@ -48,11 +48,11 @@ struct MappedBodiesTests {
         for _ in 0..<3 {
             for (key, size) in sizes { try expectWholeFile(cache, key, size: size) }
             // The small body is read (below the 64 KiB a mapping is worth); the others mapped once.
-            let usage = cache.layout.directory.mappedBodies.usage
+            let usage = cache.mappedBodies.usage
             #expect(usage.count == 2 && usage.bytes == Int64((100 << 10) + (1 << 20)))
         }
-        #expect(cache.layout.directory.mappedBodies.holds(try status(EntryFiles(cache, key: "large").body)))
-        #expect(!cache.layout.directory.mappedBodies.holds(try status(EntryFiles(cache, key: "small").body)))
+        #expect(cache.mappedBodies.holds(try status(EntryFiles(cache, key: "large").body)))
+        #expect(!cache.mappedBodies.holds(try status(EntryFiles(cache, key: "small").body)))
         #expect(cache.statistics.corruptEntriesRemoved == 0)
     }
 
@@ -60,7 +60,7 @@ struct MappedBodiesTests {
     func aByteChangedUnderTheMappingIsCaughtAndTheFileUnmapped(offset: Int) throws {
         let dir = TemporaryDirectory()
         let cache = try cacheWithCheckedBodies(dir, [("k", 300_000), ("other", 100_000)])
-        #expect(cache.layout.directory.mappedBodies.usage.count == 2)
+        #expect(cache.mappedBodies.usage.count == 2)
 
         // In place, the same inode: the mapping shows the changed byte.
         let body = EntryFiles(cache, key: "k").body
@@ -75,7 +75,7 @@ struct MappedBodiesTests {
         #expect(try cache.checkedBody(for: "k") == nil)
         #expect(cache.statistics.corruptEntriesRemoved == 1)
         #expect(!cache.contains("k") && !FileManager.default.fileExists(atPath: body))
-        #expect(cache.layout.directory.mappedBodies.usage.count == 1)
+        #expect(cache.mappedBodies.usage.count == 1)
         try expectWholeFile(cache, "other", size: 100_000)
     }
 
@@ -153,15 +153,15 @@ struct MappedBodiesTests {
         let dir = TemporaryDirectory()
         let cache = try cacheWithCheckedBodies(dir, [("k", 200_000)])
         let first = try status(EntryFiles(cache, key: "k").body)
-        #expect(cache.layout.directory.mappedBodies.holds(first))
+        #expect(cache.mappedBodies.holds(first))
 
         try cache.store(randomData(count: 250_000, seed: 2), for: "k")
-        #expect(cache.layout.directory.mappedBodies.usage.count == 0)
+        #expect(cache.mappedBodies.usage.count == 0)
         try expectWholeFile(cache, "k", size: 250_000)
-        #expect(cache.layout.directory.mappedBodies.holds(try status(EntryFiles(cache, key: "k").body)))
+        #expect(cache.mappedBodies.holds(try status(EntryFiles(cache, key: "k").body)))
 
         try cache.removeValue(for: "k")
-        #expect(cache.layout.directory.mappedBodies.usage.count == 0)
+        #expect(cache.mappedBodies.usage.count == 0)
         try cache.close()
     }
 
@@ -170,10 +170,10 @@ struct MappedBodiesTests {
         let cache = try cacheWithCheckedBodies(dir, [("gone", 200_000), ("kept", 200_000)])
         // As another process would remove it: not through this cache.
         try FileManager.default.removeItem(atPath: EntryFiles(cache, key: "gone").body)
-        #expect(cache.layout.directory.mappedBodies.usage.count == 2)
+        #expect(cache.mappedBodies.usage.count == 2)
         cache.sweep()
-        #expect(cache.layout.directory.mappedBodies.usage.count == 1)
-        #expect(cache.layout.directory.mappedBodies.holds(try status(EntryFiles(cache, key: "kept").body)))
+        #expect(cache.mappedBodies.usage.count == 1)
+        #expect(cache.mappedBodies.holds(try status(EntryFiles(cache, key: "kept").body)))
     }
 
     @Test func theCapacityBoundsWhatIsMappedLeastRecentlyCheckedFirst() throws {
@@ -181,7 +181,7 @@ struct MappedBodiesTests {
         let cache = try openCache(dir, capacity: 1 << 20)
         let size = 200 << 10
         for i in 0..<8 { try cache.store(randomData(count: size, seed: UInt64(i)), for: "k\(i)") }
-        let mapped = cache.layout.directory.mappedBodies
+        let mapped = cache.mappedBodies
         for i in 0..<5 { try expectWholeFile(cache, "k\(i)", size: size) }
         #expect(mapped.usage.count == 5)
         try expectWholeFile(cache, "k0", size: size)

@@ -125,7 +125,7 @@ struct ReadsWithoutWaitingTests {
             #expect(!body.waited && body.value?.size == Int64(large.count))
             if case .file(let descriptor)? = body.value?.source { close(descriptor) }
         }
-        #expect(cache.layout.directory.mappedBodies.usage.count == 1)
+        #expect(cache.mappedBodies.usage.count == 1)
     }
 
     @Test func aTieredReadThatWouldWaitCountsNoMiss() throws {

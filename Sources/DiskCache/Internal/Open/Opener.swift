@@ -12,6 +12,8 @@ import Darwin
 /// Opening a cache directory: checks, locking, cleanup, and rebuilding the index.
 struct Opener {
     let layout: Layout
+    /// The body files the cache will keep mapped: told of each body file the directory removes.
+    let mappedBodies = MappedBodies()
     let configuration: DiskCache.Configuration
     /// True when the directory was missing or empty: a new cache is made in it.
     let isNew: Bool
@@ -31,7 +33,7 @@ struct Opener {
         if !isNew, case .marked(_, let application, let kind) = FormatMarker.read(root: root) {
             try Self.checkKind(found: kind, application: application, configuration, path: root)
         }
-        let directory = try CacheDirectory.open(root).get(orThrow: "open the cache directory", path: root)
+        let directory = try CacheDirectory.open(root, bodyRemovals: mappedBodies).get(orThrow: "open the cache directory", path: root)
         self.layout = Layout(directory: directory)
         self.configuration = configuration
         // The mark goes first, before `LOCK` or anything else is made: a new cache interrupted

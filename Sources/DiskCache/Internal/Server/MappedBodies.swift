@@ -23,7 +23,7 @@ import Darwin
 /// At most that many bytes of bodies are mapped, and at most ``countLimit`` files; the least
 /// recently checked is unmapped first. A mapping keeps its file's blocks allocated after the
 /// file is removed, so every removal of a body file by the store unmaps it first
-/// (``CacheDirectory/unlink(_:)``), and each sweep unmaps the files another process removed
+/// (``CacheDirectory/unlink(_:)`` tells it: ``BodyRemovalObserver``), and each sweep unmaps the files another process removed
 /// (``prune(in:)``): the space such files hold is bounded by the capacity and freed by the next
 /// sweep.
 final class MappedBodies: Sendable {
@@ -142,4 +142,9 @@ final class MappedBodies: Sendable {
     func dropAll() {
         table.removeAll()
     }
+}
+
+extension MappedBodies: BodyRemovalObserver {
+    var isWatching: Bool { !isEmpty }
+    func willRemove(_ info: stat) { drop(FileID(info)) }
 }

@@ -17,25 +17,34 @@ import Darwin
 /// The path the user gave is followed once, when the directory is opened: links in it are the
 /// user's to choose. Paths passed in are full paths inside the cache (what ``Layout`` makes);
 /// they are reported to ``FileSystemObservers`` as they are.
+/// What wants to know of a body file before the cache removes it (its device and inode in
+/// `info`): ``MappedBodies``. Asked only while `isWatching`, which costs the removal nothing else.
+protocol BodyRemovalObserver: Sendable {
+    var isWatching: Bool { get }
+    func willRemove(_ info: stat)
+}
+
 final class CacheDirectory: Sendable {
     /// The cache directory's path, without a trailing slash.
     let path: String
     /// `O_RDONLY | O_DIRECTORY`: usable with `fsync`, `openat` and `fdopendir`.
     let fd: Int32
-    /// Body files kept mapped for checks (none unless the cache's configuration asks for it).
-    let mappedBodies = MappedBodies()
+    /// Told of each body file this directory is about to remove (``MappedBodies``, which
+    /// unmaps it so that its blocks are freed with it); nil: nobody is.
+    let bodyRemovals: (any BodyRemovalObserver)?
 
-    private init(path: String, fd: Int32) {
+    private init(path: String, fd: Int32, bodyRemovals: (any BodyRemovalObserver)?) {
         self.path = path
         self.fd = fd
+        self.bodyRemovals = bodyRemovals
     }
 
     deinit { Syscall.close(fd) }
 
     /// Opens the directory at `path` (following links in `path` itself).
-    static func open(_ path: String) -> Result<CacheDirectory, SyscallError> {
+    static func open(_ path: String, bodyRemovals: (any BodyRemovalObserver)? = nil) -> Result<CacheDirectory, SyscallError> {
         let root = Layout(root: path).root
-        return Syscall.open(root, O_RDONLY | O_DIRECTORY).map { CacheDirectory(path: root, fd: $0) }
+        return Syscall.open(root, O_RDONLY | O_DIRECTORY).map { CacheDirectory(path: root, fd: $0, bodyRemovals: bodyRemovals) }
     }
 
     /// `path` relative to the cache directory ("" for the directory itself). On every read and
@@ -82,13 +91,12 @@ final class CacheDirectory: Sendable {
         }
     }
 
-    /// Removes the file at `path`; a body file that is mapped (``MappedBodies``) is unmapped
-    /// first, so that its blocks are freed with it.
+    /// Removes the file at `path`; of a body file, ``bodyRemovals`` is told first.
     func unlink(_ path: String) -> Result<Void, SyscallError> {
         inParent(path) { parent, name in
-            if !mappedBodies.isEmpty, path.utf8.last == UInt8(ascii: "y"), path.hasSuffix(".body"),
+            if let bodyRemovals, bodyRemovals.isWatching, path.utf8.last == UInt8(ascii: "y"), path.hasSuffix(".body"),
                case .success(let info) = Syscall.fstatat(parent, name) {
-                mappedBodies.drop(MappedBodies.FileID(info))
+                bodyRemovals.willRemove(info)
             }
             return Syscall.unlinkat(parent, name, directory: false, reportingAs: path)
         }
