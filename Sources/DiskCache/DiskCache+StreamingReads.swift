@@ -184,7 +184,6 @@ extension DiskCache {
         guard info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == entry.size else { return .damaged }
         guard configuration.verifiesChecksums else { return .found(nil) }
         var checksum: UInt64 = 0
-        let mappedBodies = mappedBodies
         let withoutWaiting: Int32 = pageCacheOnly == nil ? 0 : 1
         if let mapping = mappedBodies.mapping(of: fd, info, size: entry.size, path: { layout.bodyFile(hash, slot: entry.slot) }) {
             let copy = copying.flatMap { $0.allocate(entry.size) }
