@@ -18,7 +18,7 @@ import NIOCore
 /// copied into one growing array: that copy, and the fresh megabyte (page faults) each flush
 /// made it take, were a third of a 1 MB miss's CPU.
 final class BodySpool: @unchecked Sendable { // used by one task at a time
-    private let cache: HTTPURLCache
+    private let cache: HTTPResponseStore
     private var file: (url: URL, fd: Int32)?
     private var pieces: [ByteBuffer] = []
     private var pendingBytes = 0
@@ -34,7 +34,7 @@ final class BodySpool: @unchecked Sendable { // used by one task at a time
     }
 
     /// Nil for a cache without a disk tier, which a large body could not be spooled into.
-    init?(for cache: HTTPURLCache) {
+    init?(for cache: HTTPResponseStore) {
         guard cache.hasDiskTier else { return nil }
         self.cache = cache
     }

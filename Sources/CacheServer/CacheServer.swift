@@ -24,7 +24,7 @@ public final class CacheServer: Service, Sendable {
     /// The port the server listens on (the one chosen when the configuration says 0).
     public let port: Int
     let handler: ProxyHandler
-    private let cache: HTTPURLCache
+    private let cache: HTTPResponseStore
     let listener: NIOAsyncChannel<Connection, Never>
     /// The listener of ``ServerConfiguration/adminHost``, when it is set.
     let adminListener: NIOAsyncChannel<Connection, Never>?
@@ -56,8 +56,8 @@ public final class CacheServer: Service, Sendable {
     public static func start(_ configuration: ServerConfiguration,
                              logger: Logger = Logger(label: "diskcache-server")) async throws -> CacheServer {
         try configuration.validate()
-        let cache = try HTTPURLCache(memoryCapacity: configuration.memoryTierCapacity, diskCapacity: configuration.diskCapacity,
-                                     directory: configuration.cacheDirectory, engine: configuration.engine)
+        let cache = try HTTPResponseStore(memoryCapacity: configuration.memoryTierCapacity, diskCapacity: configuration.diskCapacity,
+                                          directory: configuration.cacheDirectory, engine: configuration.engine)
         cache.mappedBodyCapacity = Int64(configuration.mappedCapacity)
         let ownGroup = configuration.eventLoopCount.map { MultiThreadedEventLoopGroup(numberOfThreads: $0) }
         let group = ownGroup ?? MultiThreadedEventLoopGroup.singleton
@@ -150,7 +150,7 @@ public final class CacheServer: Service, Sendable {
                           activity: activity, isAdmin: admin)
     }
 
-    private init(configuration: ServerConfiguration, cache: HTTPURLCache,
+    private init(configuration: ServerConfiguration, cache: HTTPResponseStore,
                  listener: NIOAsyncChannel<Connection, Never>, adminListener: NIOAsyncChannel<Connection, Never>?,
                  handler: ProxyHandler, logger: Logger, sentFileCount: PthreadMutex<SentFileCounts>,
                  connections: PthreadMutex<Connections>, ownGroup: MultiThreadedEventLoopGroup?) {

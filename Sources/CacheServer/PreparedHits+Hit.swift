@@ -12,7 +12,7 @@ extension PreparedHits {
         /// The cache key of the target and the record of the response the answer was made from.
         let primaryKey: String
         let recordKey: String
-        /// The response's metadata text (see ``HTTPURLCache/storedResponseInMemory(forKey:)``).
+        /// The response's metadata text (see ``HTTPResponseStore/storedResponseInMemory(forKey:)``).
         let text: String
         let status: HTTPResponse.Status
         /// The fields sent, in the full path's order: those before `Age`, then `Age` (made
@@ -53,7 +53,7 @@ extension PreparedHits {
         /// (``ProxyHandler/servedFields(_:status:at:)`` at `now`), made only once the response
         /// is found preparable. Nil when the decision would read more of such a request (a
         /// `Vary`), or the response's metadata text is not known.
-        init?(variant: HTTPURLCache.StoredVariant, key: String, url: URL, at now: Date, engine: CachePolicyEngine,
+        init?(variant: HTTPResponseStore.StoredVariant, key: String, url: URL, at now: Date, engine: CachePolicyEngine,
               fields servedFields: @autoclosure () -> HTTPFields) {
             let response = variant.entry.response
             guard let text = variant.metadataText, let freshUntil = engine.freshnessDeadline(of: response, url: url, at: now)

@@ -10,7 +10,7 @@ import HTTPTypes
 /// holds and a policy decision found fresh, the response's head as it is sent (but its `Age`)
 /// and its body as a `ByteBuffer`, kept until that response stops being fresh. The next GET or
 /// HEAD of the target that carries none of ``fieldsRead`` is answered from them, once the
-/// memory tier is seen to hold the same response still (``HTTPURLCache/storedResponseInMemory(forKey:)``):
+/// memory tier is seen to hold the same response still (``HTTPResponseStore/storedResponseInMemory(forKey:)``):
 /// without decoding the stored response, deciding again, converting its header fields or
 /// copying its body.
 ///
@@ -72,7 +72,7 @@ final class PreparedHits: Sendable {
     /// `cache` still holds the response it was made from (the same record, body size and
     /// metadata text), and that response is still fresh. Else nil, and the hit is dropped (the
     /// full path prepares a new one). The time is read only once a hit is found.
-    func current(for target: Target, cache: HTTPURLCache) -> (hit: Hit, now: Date)? {
+    func current(for target: Target, cache: HTTPResponseStore) -> (hit: Hit, now: Date)? {
         guard let hit = hit(for: target) else { return nil }
         let now = Date()
         guard now < hit.freshUntil, let stored = cache.storedResponseInMemory(forKey: hit.primaryKey),

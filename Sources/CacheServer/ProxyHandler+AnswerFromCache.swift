@@ -14,7 +14,7 @@ import HTTPTypes
 extension ProxyHandler {
     /// The responses stored for `request`, a single small one with its body: from the memory
     /// tier on this thread when it holds it (no file read, no thread hop), else on the I/O threads.
-    private func lookup(_ exchange: Exchange) async throws -> (key: String, variants: [HTTPURLCache.StoredVariant])? {
+    private func lookup(_ exchange: Exchange) async throws -> (key: String, variants: [HTTPResponseStore.StoredVariant])? {
         let cache = self.cache
         guard let key = cache.key(method: exchange.cacheRequest.method, url: exchange.cacheRequest.url, request: { exchange.urlRequest })
         else { return nil }
@@ -36,7 +36,7 @@ extension ProxyHandler {
         // Each pass leaves out a variant whose body could not be read, so this ends.
         while true {
             let decision = engine.decision(for: exchange.cacheRequest, storedResponses: variants.map(\.entry.response), at: Date())
-            let chosen = HTTPURLCache.StoredVariant.holding(decision.storedResponse, among: variants)
+            let chosen = HTTPResponseStore.StoredVariant.holding(decision.storedResponse, among: variants)
             switch decision {
             case .fresh, .stale:
                 // A fresh hit that a prepared answer could give is prepared for the next request.
@@ -61,7 +61,7 @@ extension ProxyHandler {
                 if let outcome = result.outcome { return outcome }
                 variants = try await lookup(exchange)?.variants ?? []
             case .mustFetch(let additional, let fallbackResponse):
-                let fallback = HTTPURLCache.StoredVariant.holding(fallbackResponse, among: variants)
+                let fallback = HTTPResponseStore.StoredVariant.holding(fallbackResponse, among: variants)
                 // One fetch per resource at a time: the others wait for it, then look again.
                 if fallback == nil, exchange.method == .get, !waited {
                     if case .leads = try await gate.enter(stored.key) {
@@ -87,7 +87,7 @@ extension ProxyHandler {
     /// Sends a stored response (or a 304 when the client's conditions hold for it); nil when
     /// its body is gone or fails its checksum before anything was sent. `preparing`: the key of
     /// a fresh hit to prepare an answer for (``hitInMemory(_:_:key:preparing:at:)``).
-    func serveStored(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange, status: String, preparing key: String? = nil,
+    func serveStored(_ variant: HTTPResponseStore.StoredVariant, _ exchange: Exchange, status: String, preparing key: String? = nil,
                      writer: ClientWriter) async throws -> Outcome? {
         if variant.isLoaded {
             let answer: ReadyResponse

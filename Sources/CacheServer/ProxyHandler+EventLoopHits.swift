@@ -36,7 +36,7 @@ extension ProxyHandler {
         guard let (originTarget, url) = originURL(of: head.uri), let request = Fields.request(head) else { return nil }
         let exchange = Exchange(request: request, target: originTarget, url: url)
         guard let key = cache.key(method: exchange.cacheRequest.method, url: url, request: { exchange.urlRequest }) else { return nil }
-        let variants: [HTTPURLCache.StoredVariant]
+        let variants: [HTTPResponseStore.StoredVariant]
         if let found = cache.storedVariantsInMemory(forKey: key) {
             variants = found
         } else {
@@ -52,7 +52,7 @@ extension ProxyHandler {
         case .fresh, .stale: break
         default: return nil
         }
-        guard let chosen = HTTPURLCache.StoredVariant.holding(decision.storedResponse, among: variants) else { return nil }
+        guard let chosen = HTTPResponseStore.StoredVariant.holding(decision.storedResponse, among: variants) else { return nil }
         let fresh: Bool
         if case .fresh = decision { fresh = true } else { fresh = false }
         guard let answer = chosen.isLoaded ? hitInMemory(chosen, exchange, key: key, preparing: fresh && preparable, at: now)

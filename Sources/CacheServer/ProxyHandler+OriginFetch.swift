@@ -20,8 +20,8 @@ extension ProxyHandler {
     /// Sends the request to the origin (with `adding`'s fields; about `validating` when it
     /// revalidates) and answers the client: from the cache after a 304, stale where an error
     /// allows it, else with what the origin sent, stored as it passes when it may be.
-    func fetch(_ exchange: Exchange, key: String?, adding: HTTPFields, validating: HTTPURLCache.StoredVariant?,
-                       fallback: HTTPURLCache.StoredVariant?, writer: ClientWriter) async throws -> FetchResult {
+    func fetch(_ exchange: Exchange, key: String?, adding: HTTPFields, validating: HTTPResponseStore.StoredVariant?,
+                       fallback: HTTPResponseStore.StoredVariant?, writer: ClientWriter) async throws -> FetchResult {
         var fields = CachePolicyEngine.endToEndFields(exchange.fields)
         if validating != nil { for name in CachePolicyEngine.conditionalRequestFields { fields[name] = nil } }
         // A range of something that may be stored: the whole body is fetched (and stored), the
@@ -55,7 +55,7 @@ extension ProxyHandler {
                     let merged = try await BlockingIOPool.shared.run {
                         cache.applyNotModified(fields, validated: validating.entry, key: key, requestTime: requestTime, responseTime: responseTime)
                     }
-                    guard let outcome = try await serveStored(HTTPURLCache.StoredVariant(entry: merged, recordKey: validating.recordKey),
+                    guard let outcome = try await serveStored(HTTPResponseStore.StoredVariant(entry: merged, recordKey: validating.recordKey),
                                                               exchange, status: "REVALIDATED", writer: writer)
                     else { return FetchResult(outcome: nil) }
                     note(.revalidations)

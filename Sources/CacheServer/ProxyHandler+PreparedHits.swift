@@ -13,7 +13,7 @@ extension ProxyHandler {
     /// ``PreparedHits/canAnswer(_:)`` allows), it is prepared and kept for the next such request
     /// (when it can be kept: otherwise every hit would prepare it again); else made as
     /// ``inMemoryResponse(_:_:status:)`` makes it.
-    func hitInMemory(_ chosen: HTTPURLCache.StoredVariant, _ exchange: Exchange, key: String, preparing: Bool,
+    func hitInMemory(_ chosen: HTTPResponseStore.StoredVariant, _ exchange: Exchange, key: String, preparing: Bool,
                      at now: Date) -> ReadyResponse {
         if preparing, prepared.fits(bodySize: chosen.entry.body.count),
            let hit = PreparedHits.Hit(variant: chosen, key: key, url: exchange.cacheRequest.url, at: now, engine: engine,

@@ -20,7 +20,7 @@ extension ProxyHandler {
         }
         let cache = self.cache
         if requested == "*" || requested == "/*" {
-            try await BlockingIOPool.shared.run { cache.removeAllCachedResponses() }
+            try await BlockingIOPool.shared.run { try? cache.removeAll() }
             return try await respond(.ok, "Purged everything", writer: writer, isHEAD: false, cacheStatus: "PURGE")
         }
         if requested.hasSuffix("*"), let prefix = Self.target(of: String(requested.dropLast())) {

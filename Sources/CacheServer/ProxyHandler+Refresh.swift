@@ -16,7 +16,7 @@ extension ProxyHandler {
     }
 
     /// A stale-while-revalidate refresh: one per key at a time, answering no client.
-    func refreshInBackground(_ exchange: Exchange, key: String, validating: HTTPURLCache.StoredVariant, adding: HTTPFields) {
+    func refreshInBackground(_ exchange: Exchange, key: String, validating: HTTPResponseStore.StoredVariant, adding: HTTPFields) {
         refreshTasks.withLock { tasks in
             guard tasks[key] == nil else { return }
             tasks[key] = Task {
@@ -26,7 +26,7 @@ extension ProxyHandler {
         }
     }
 
-    private func refresh(_ exchange: Exchange, key: String, validating: HTTPURLCache.StoredVariant, adding: HTTPFields) async {
+    private func refresh(_ exchange: Exchange, key: String, validating: HTTPResponseStore.StoredVariant, adding: HTTPFields) async {
         var fields = CachePolicyEngine.endToEndFields(exchange.fields)
         for name in CachePolicyEngine.conditionalRequestFields { fields[name] = nil }
         for field in adding { fields.replaceOrAppend(field.name, field.value) }

@@ -38,7 +38,7 @@ extension ProxyHandler {
     /// A stored response whose body is in memory, as the parts that answer `exchange` (a 304
     /// when the client's conditions hold for it, a 206 or 416 for a range, no body for HEAD),
     /// written together, and what they answer.
-    func inMemoryResponse(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange,
+    func inMemoryResponse(_ variant: HTTPResponseStore.StoredVariant, _ exchange: Exchange,
                           status: String) -> ReadyResponse {
         let response = variant.entry.response
         var fields = servedFields(response, status: status)
@@ -107,12 +107,12 @@ extension ProxyHandler {
 
     /// A stored response whose body is on disk, answered whole with `fields` (its
     /// ``servedFields(_:status:at:)``): a 304 without reading it, or the body checked whole
-    /// (``HTTPURLCache/checkedBody(of:sizeLimit:copying:pageCacheOnly:)``) and made into parts
+    /// (``HTTPResponseStore/checkedBody(of:sizeLimit:copying:pageCacheOnly:)``) and made into parts
     /// by ``checkedResponse(_:_:_:_:status:sentFiles:)``. Nil when the body is gone or damaged
     /// or above `sizeLimit` bytes, and with `pageCacheOnly`, when a read would have waited for
     /// the disk. The one answer of the task (on an I/O thread: it blocks) and of the event loop
     /// (with `pageCacheOnly`).
-    func checkedAnswer(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange, fields: HTTPFields, status: String,
+    func checkedAnswer(_ variant: HTTPResponseStore.StoredVariant, _ exchange: Exchange, fields: HTTPFields, status: String,
                        sizeLimit: Int64, pageCacheOnly: DiskCache.PageCacheOnly? = nil, sentFiles: SentFiles) throws -> ReadyResponse? {
         let response = variant.entry.response
         if let parts = notModified(response, exchange, fields) { return (parts, Outcome(status: 304, cacheStatus: status)) }

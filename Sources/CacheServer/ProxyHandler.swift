@@ -14,7 +14,7 @@ import HTTPTypes
 /// Answers requests: from the cache as RFC 9111 allows, else from the origin, storing what may
 /// be stored as it streams through.
 final class ProxyHandler: Sendable {
-    let cache: HTTPURLCache
+    let cache: HTTPResponseStore
     let configuration: ServerConfiguration
     let origin: OriginClient
     let logger: Logger
@@ -33,7 +33,7 @@ final class ProxyHandler: Sendable {
     /// The origin's URL as text, which every request's target is appended to.
     private let originPrefix: String
 
-    init(cache: HTTPURLCache, configuration: ServerConfiguration, origin: OriginClient, logger: Logger) {
+    init(cache: HTTPResponseStore, configuration: ServerConfiguration, origin: OriginClient, logger: Logger) {
         self.cache = cache
         self.configuration = configuration
         self.originPrefix = configuration.origin.description
@@ -70,7 +70,7 @@ final class ProxyHandler: Sendable {
 
         /// The request as a `URLRequest` (its method, URL and end-to-end fields), made anew
         /// each time: a hit answered on the event loop needs none (see
-        /// `HTTPURLCache.key(method:url:request:)`).
+        /// `HTTPResponseStore.key(method:url:request:)`).
         var urlRequest: URLRequest { cacheRequest.urlRequest }
 
         /// The same request as a GET (what a refresh after a HEAD fetches and stores).

@@ -118,6 +118,8 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
 
     /// Whether the middleware opened ``cache`` (and closes it at shutdown).
     private let ownsCache: Bool
+    /// The responses ``cache`` holds, which the middleware looks up and stores into.
+    private var store: HTTPResponseStore { cache.responseStore }
 
     /// A middleware over `cache`.
     ///
@@ -171,8 +173,8 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
         // Cancellation ends the wait too; the cache is closed either way.
         try? await gracefulShutdown()
         guard ownsCache else { return }
-        let cache = self.cache
-        try await BlockingIOPool.shared.run { try cache.closeStore() }
+        let store = self.store
+        try await BlockingIOPool.shared.run { try store.closeStore() }
     }
 
     public func handle(_ request: Request, context: Context,
@@ -187,8 +189,8 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
         let urls = CachePolicyEngine.urlsToInvalidate(after: exchange.cacheRequest, status: response.status.code,
                                                       headers: response.headers)
         if !urls.isEmpty {
-            let cache = self.cache
-            _ = try? await BlockingIOPool.shared.run { cache.invalidate(urls) }
+            let store = self.store
+            _ = try? await BlockingIOPool.shared.run { store.invalidate(urls) }
         }
         return response
     }
@@ -199,14 +201,14 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
     private func answer(_ exchange: Exchange, context: Context,
                         next: (Request, Context) async throws -> Response) async throws -> Response {
         let request = exchange.cacheRequest
-        guard let key = cache.key(method: request.method, url: request.url, request: { exchange.urlRequest }) else {
+        guard let key = store.key(method: request.method, url: request.url, request: { exchange.urlRequest }) else {
             return try await next(exchange.request, context)
         }
         var variants = try await lookup(key)
         // Each pass leaves out a variant whose body could not be read, so this ends.
         while true {
             let decision = cache.engine.decision(for: request, storedResponses: variants.map(\.entry.response), at: Date())
-            let chosen = HTTPURLCache.StoredVariant.holding(decision.storedResponse, among: variants)
+            let chosen = HTTPResponseStore.StoredVariant.holding(decision.storedResponse, among: variants)
             switch decision {
             case .fresh, .stale:
                 if let response = try await serve(chosen!, exchange) { return response }
@@ -225,10 +227,10 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
 
     /// The responses stored under `key`, a single one of at most ``bodySizeLimit`` bytes with
     /// its body: from the memory tier when it holds it, else on the I/O threads.
-    private func lookup(_ key: String) async throws -> [HTTPURLCache.StoredVariant] {
-        if let variants = cache.storedVariantsInMemory(forKey: key) { return variants }
-        let (cache, limit) = (self.cache, Int64(bodySizeLimit))
-        return try await BlockingIOPool.shared.run { cache.storedVariants(forKey: key, bodyLimit: limit) }
+    private func lookup(_ key: String) async throws -> [HTTPResponseStore.StoredVariant] {
+        if let variants = store.storedVariantsInMemory(forKey: key) { return variants }
+        let (store, limit) = (self.store, Int64(bodySizeLimit))
+        return try await BlockingIOPool.shared.run { store.storedVariants(forKey: key, bodyLimit: limit) }
     }
 
     /// Calls the app for `exchange` (with `adding`'s fields; about `validating` when it
@@ -236,7 +238,7 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
     /// one where an error status allows it, else the app's response, stored as it passes when it
     /// may be.
     private func fetch(_ exchange: Exchange, key: String, adding: HTTPFields,
-                       validating: HTTPURLCache.StoredVariant?, fallback: HTTPURLCache.StoredVariant?,
+                       validating: HTTPResponseStore.StoredVariant?, fallback: HTTPResponseStore.StoredVariant?,
                        context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var fields = exchange.request.headers
         if validating != nil { for name in CachePolicyEngine.conditionalRequestFields { fields[name] = nil } }
@@ -248,12 +250,12 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
         let responseTime = Date()
         let code = response.status.code
         let responseFields = Self.storedFields(response.headers)
-        let (cache, request) = (self.cache, exchange.cacheRequest)
+        let (store, request) = (self.store, exchange.cacheRequest)
         if code == 304, let validating {
             let merged = try await BlockingIOPool.shared.run {
-                cache.applyNotModified(responseFields, validated: validating.entry, key: key, requestTime: requestTime, responseTime: responseTime)
+                store.applyNotModified(responseFields, validated: validating.entry, key: key, requestTime: requestTime, responseTime: responseTime)
             }
-            if var served = try await serve(HTTPURLCache.StoredVariant(entry: merged, recordKey: validating.recordKey), exchange) {
+            if var served = try await serve(HTTPResponseStore.StoredVariant(entry: merged, recordKey: validating.recordKey), exchange) {
                 // The app's cookies are for this client: sent on, never stored.
                 for cookie in response.headers[values: .setCookie] { served.headers.append(HTTPField(name: .setCookie, value: cookie)) }
                 return served
@@ -264,7 +266,7 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
         if code == 200, exchange.isHEAD {
             // What the HEAD says of the stored GET responses (RFC 9111 §4.3.5).
             try await BlockingIOPool.shared.run {
-                cache.freshenAfterHEAD(responseFields, request: request, key: key, requestTime: requestTime, responseTime: responseTime)
+                store.freshenAfterHEAD(responseFields, request: request, key: key, requestTime: requestTime, responseTime: responseTime)
             }
         }
         if CachePolicyEngine.staleIfErrorStatusCodes.contains(code), let stale = validating ?? fallback,
@@ -309,7 +311,7 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
     /// (collected as it passes, given up past ``bodySizeLimit``), before its last part goes
     /// out (see ``StoringBodyWriter``).
     private func storing(_ response: Response, as stored: StoredResponse, _ exchange: Exchange, logger: Logger) -> Response {
-        let (cache, limit, request) = (self.cache, bodySizeLimit, exchange.urlRequest)
+        let (store, limit, request) = (self.store, bodySizeLimit, exchange.urlRequest)
         let entry = CachedHTTPResponse(url: exchange.cacheRequest.url, response: stored, body: Data(),
                                        mimeType: response.headers[.contentType].map { String($0.prefix { $0 != ";" }) })
         let target = exchange.cacheRequest.url.absoluteString
@@ -321,7 +323,7 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
                 var whole = entry
                 whole.body = Data(collected.readableBytesView)
                 do {
-                    try await BlockingIOPool.shared.run { [whole] in _ = try cache.storeThrowing(whole, for: request) }
+                    try await BlockingIOPool.shared.run { [whole] in _ = try store.storeThrowing(whole, for: request) }
                 } catch {
                     logger.warning("Cannot store a response", metadata: ["target": "\(target)", "error": "\(error)"])
                 }
@@ -332,7 +334,7 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
 
     /// Answers `exchange` from a stored response: a 304 when the client's conditions hold for
     /// it, else the response with its `Age`. Nil when its body is gone or fails its checksum.
-    private func serve(_ variant: HTTPURLCache.StoredVariant, _ exchange: Exchange) async throws -> Response? {
+    private func serve(_ variant: HTTPResponseStore.StoredVariant, _ exchange: Exchange) async throws -> Response? {
         let stored = variant.entry.response
         var headers = stored.headers
         headers[.age] = CachePolicyEngine.ageFieldValue(cache.engine.freshness(of: stored, at: Date()).currentAge)
@@ -344,7 +346,7 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
         if variant.isLoaded {
             body = ResponseBody(byteBuffer: ByteBuffer(bytes: variant.entry.body))
         } else {
-            guard let chunks = try? await cache.body(of: variant) else { return nil }
+            guard let chunks = try? await store.body(of: variant) else { return nil }
             if chunks.size <= Int64(bodySizeLimit) {
                 // Read whole before answering: a body that fails its checksum is a miss.
                 var buffer = ByteBuffer()

@@ -258,7 +258,7 @@ public final class CachingHTTPClient: Sendable {
     /// `variant` with its body: read into memory, or, with `inFile` and a body larger than
     /// ``memoryBodyLimit``, held open as a file. `nil` when its record has gone or now holds
     /// another variant (or its body is damaged).
-    private func hold(_ variant: _HTTPResponseStore.Variant, inFile: Bool) async throws -> Held? {
+    private func hold(_ variant: VariantRecords.Variant, inFile: Bool) async throws -> Held? {
         let responses = cache.responses
         let limit = Int64(Self.memoryBodyLimit)
         let loaded = try await BlockingIOPool.shared.run { () -> CachedHTTPResponse?? in
@@ -389,7 +389,7 @@ public final class CachingHTTPClient: Sendable {
         if http.statusCode == 304, let validating = exchange.validatingEntry, let key = exchange.key {
             let merged = try await BlockingIOPool.shared.run {
                 // A validated response held in a file keeps it: only its metadata is rewritten.
-                Held(entry: self.cache.applyNotModified(headers, validated: validating.entry, key: key,
+                Held(entry: self.cache.responseStore.applyNotModified(headers, validated: validating.entry, key: key,
                                                         requestTime: requestTime, responseTime: responseTime,
                                                         through: .init(request: exchange.request, validatedBody: validating.file == nil)),
                      file: validating.file)
@@ -426,7 +426,7 @@ public final class CachingHTTPClient: Sendable {
             try await BlockingIOPool.shared.run {
                 for key in invalidated { try? self.cache.responses.removeAll(forKey: key) }
                 if freshensHEAD, let key = exchange.key {
-                    self.cache.freshenAfterHEAD(headers, request: exchange.cacheRequest, key: key, requestTime: requestTime,
+                    self.cache.responseStore.freshenAfterHEAD(headers, request: exchange.cacheRequest, key: key, requestTime: requestTime,
                                                 responseTime: responseTime, through: .init(request: exchange.request))
                 }
                 // A body in a file is linked into the cache (moved), no byte copied: the file

@@ -24,7 +24,7 @@ extension HTTPURLCache {
     public static func unreachableRecords(among entries: some Sequence<DiskCache.Entry>) -> [UnreachableRecord] {
         entries.compactMap { entry -> UnreachableRecord? in
             let isResponse = CachedHTTPResponse(body: Data(), metadata: entry.metadata) != nil
-            let isVariantKey = _HTTPResponseStore.parseVariantKey(entry.key) != nil
+            let isVariantKey = VariantRecords.parseVariantKey(entry.key) != nil
             if isLegacyVariantList(entry) {
                 return UnreachableRecord(key: entry.key, reason: "a variant list of the record layout before format 2")
             }
@@ -48,7 +48,7 @@ extension HTTPURLCache {
 
     private static func isLegacyVariantList(_ entry: DiskCache.Entry) -> Bool {
         guard entry.size == 0, entry.metadata.count == 1, let text = entry.metadata[legacyVariantListField],
-              _HTTPResponseStore.parseVariantKey(entry.key) == nil
+              VariantRecords.parseVariantKey(entry.key) == nil
         else { return false }
         return (try? JSONDecoder().decode([LegacyListedVariant].self, from: Data(text.utf8))) != nil
     }

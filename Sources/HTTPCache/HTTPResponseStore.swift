@@ -8,12 +8,95 @@ package import HTTPTypes
 import Glibc
 #endif
 
-// What a caching proxy over this cache needs beyond `URLCache`'s surface: stored responses
-// without their bodies, bodies as chunks or as checked open files, a body stored from a file, and 304s applied without
-// reading a body into memory. Package access: the server and the Hummingbird middleware use it;
-// no library user sees it.
+/// The HTTP responses a cache holds, per key and variant, on the two-tier store, and what a
+/// caching proxy does with them: stored responses looked up without their bodies, bodies as
+/// chunks or as checked open files, a body stored from a file, 304s and HEADs applied to
+/// metadata alone, purges. `HTTPURLCache` is `URLCache`'s surface over one of these;
+/// `diskcache-server` and the Hummingbird middleware use it directly. Package access: no
+/// library user sees it.
+///
+/// Thread-safe: every stored property is an immutable `let` of a `Sendable` type.
+package final class HTTPResponseStore: Sendable {
+    /// The RFC 9111 rules the cache and its clients apply.
+    package let engine: CachePolicyEngine
+    /// Maps requests to keys.
+    package let keyProvider: any CacheKeyProvider
+    /// The hook run before every store through ``storeThrowing(_:for:refreshing:bodyFile:onlyMetadata:)``;
+    /// `nil` stores everything offered (see ``HTTPURLCache/willStore``).
+    package let willStore: HTTPURLCache.WillStoreHandler?
+    /// The responses, per key and variant.
+    let responses: VariantRecords
 
-extension HTTPURLCache {
+    /// Opens (or creates) the store, its disk tier opened with `diskConfiguration`, whose kind
+    /// and application version are set here (see ``HTTPURLCache/init(memoryCapacity:diskCapacity:directory:engine:keyProvider:willStore:)``).
+    package init(
+        memoryCapacity: Int = 4 << 20,
+        diskCapacity: Int = 20 << 20,
+        directory: URL?,
+        engine: CachePolicyEngine = CachePolicyEngine(),
+        keyProvider: any CacheKeyProvider = DefaultCacheKeyProvider(),
+        willStore: HTTPURLCache.WillStoreHandler? = nil,
+        diskConfiguration: DiskCache.Configuration = DiskCache.Configuration()
+    ) throws {
+        self.engine = engine
+        self.keyProvider = keyProvider
+        self.willStore = willStore
+        var configuration = diskConfiguration
+        configuration.kind = HTTPURLCache.diskKind(engine.mode)
+        configuration.applicationVersion = HTTPURLCache.recordFormatVersion
+        // A response's records (its variants and their list) are written together or not at all.
+        configuration.admission = .everyStore
+        responses = VariantRecords(records: try TieredCache(
+            memoryCapacity: memoryCapacity, diskCapacity: Int64(diskCapacity),
+            directory: diskCapacity > 0 ? directory : nil, configuration: configuration
+        ))
+    }
+
+    // MARK: - Storing
+
+    /// Runs ``willStore`` and stores the result; returns what was stored. `refreshing` is the
+    /// response time of the stored response `entry` updates with a 304's or a HEAD's header
+    /// fields (its body is that response's): then only the metadata is rewritten, unless the
+    /// hook changed the body, and nothing is stored if that response was replaced meanwhile.
+    ///
+    /// `bodyFile`: the body is that file's (`entry.body` is empty), moved into the cache
+    /// (linked in when on its filesystem), as by
+    /// ``HTTPURLCache/storeCachedResponse(_:bodyContentsOf:for:userInfo:storagePolicy:transfer:)-20uba``
+    /// (the hook sees the empty body; a body it returns is stored in place of the file's).
+    /// `onlyMetadata`: the caller does not hold the body (a 304 applied to a body held open in a
+    /// file): nothing but the metadata is written, or nothing.
+    @discardableResult
+    package func store(_ entry: CachedHTTPResponse, for request: URLRequest, refreshing: Date? = nil,
+                       bodyFile: URL? = nil, onlyMetadata: Bool = false) -> CachedHTTPResponse? {
+        try? storeThrowing(entry, for: request, refreshing: refreshing, bodyFile: bodyFile.map { ($0, .move) },
+                           onlyMetadata: onlyMetadata)
+    }
+
+    /// ``store(_:for:refreshing:bodyFile:onlyMetadata:)``, throwing what the store throws; nil
+    /// when `entry` or what ``willStore`` makes of it may not be stored. Every response stored
+    /// goes through here. `bodyFile` with `.move`: taken into the cache (linked, no bytes
+    /// copied, when on the cache's filesystem).
+    @discardableResult
+    package func storeThrowing(_ entry: CachedHTTPResponse, for request: URLRequest, refreshing: Date? = nil,
+                               bodyFile: (URL, DiskCache.FileTransfer)? = nil,
+                               onlyMetadata: Bool = false) throws -> CachedHTTPResponse? {
+        guard entry.storagePolicy != .notAllowed, let key = keyProvider.key(for: request) else { return nil }
+        guard let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed else { return nil }
+        try responses.store(final, forKey: key, refreshing: refreshing,
+                            bodyUnchanged: refreshing != nil && final.body == entry.body, onlyMetadata: onlyMetadata,
+                            bodyFile: bodyFile.flatMap { final.body.isEmpty ? $0 : nil })
+        return final
+    }
+
+    /// Removes every stored response.
+    package func removeAll() throws {
+        try responses.removeEverything()
+    }
+}
+
+// MARK: - What a caching proxy asks
+
+extension HTTPResponseStore {
     /// A stored response (without its body) and the record it is in.
     package struct StoredVariant: Sendable {
         /// The response; its `body` is empty unless ``isLoaded``.
@@ -22,7 +105,7 @@ extension HTTPURLCache {
         /// `entry.body` is the body, read (and checked) with the metadata.
         package let isLoaded: Bool
         /// The record's metadata text `entry` was read from (nil for one made otherwise): what
-        /// ``HTTPURLCache/storedResponseInMemory(forKey:)`` compares.
+        /// ``HTTPResponseStore/storedResponseInMemory(forKey:)`` compares.
         package let metadataText: String?
 
         package init(entry: CachedHTTPResponse, recordKey: String, isLoaded: Bool = false, metadataText: String? = nil) {
@@ -245,7 +328,7 @@ extension HTTPURLCache {
         let keyPrefix = "GET " + urlPrefix
         var removed = 0
         for entry in try DiskCacheInspector(directory: directory, whileOpen: true).entries() {
-            guard let (primaryKey, _) = _HTTPResponseStore.parseVariantKey(entry.key), primaryKey.hasPrefix(keyPrefix),
+            guard let (primaryKey, _) = VariantRecords.parseVariantKey(entry.key), primaryKey.hasPrefix(keyPrefix),
                   responses.records.contains(entry.key) else { continue }
             try responses.removeRecord(entry.key, primaryKey: primaryKey)
             removed += 1

@@ -38,7 +38,7 @@ extension HTTPURLCache {
         guard let cacheRequest = CacheRequest(request) else { return }
         let now = Date()
         let cached = CachedURLResponse(response: response, data: Data(), userInfo: userInfo, storagePolicy: storagePolicy)
-        try storeThrowing(Self.entry(from: cached, for: cacheRequest, requestTime: now, responseTime: now),
+        try responseStore.storeThrowing(Self.entry(from: cached, for: cacheRequest, requestTime: now, responseTime: now),
                           for: request, bodyFile: (bodyFile, transfer))
     }
 
@@ -99,7 +99,7 @@ extension HTTPURLCache {
     }
 
     /// The variant ``storedResponse(for:)`` would choose, found from metadata alone.
-    private func chosenVariant(for request: URLRequest) -> _HTTPResponseStore.Variant? {
+    private func chosenVariant(for request: URLRequest) -> VariantRecords.Variant? {
         guard let key = keyProvider.key(for: request), let cacheRequest = CacheRequest(request) else { return nil }
         let variants = responses.variants(forKey: key, loadingBodies: false)
         guard let chosen = Self.select(for: cacheRequest, among: variants.map(\.entry)) else { return nil }
@@ -108,7 +108,7 @@ extension HTTPURLCache {
 
     /// The response in `metadata` (read with the body about to be handed out) when it is still
     /// the variant that was chosen; `nil` when the record has since been given to another.
-    private static func sameVariant(_ chosen: _HTTPResponseStore.Variant, metadata: [String: String]) -> CachedHTTPResponse? {
+    private static func sameVariant(_ chosen: VariantRecords.Variant, metadata: [String: String]) -> CachedHTTPResponse? {
         guard let entry = CachedHTTPResponse(body: Data(), metadata: metadata),
               entry.variantID == chosen.entry.variantID else { return nil }
         return entry

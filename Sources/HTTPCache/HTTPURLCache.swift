@@ -62,8 +62,11 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
     public let keyProvider: any CacheKeyProvider
     /// The hook run before every store; `nil` stores everything offered.
     public let willStore: WillStoreHandler?
+    /// The responses this cache answers with and stores into; the server and the Hummingbird
+    /// middleware use one of their own.
+    package let responseStore: HTTPResponseStore
     /// The responses, per key and variant.
-    let responses: _HTTPResponseStore
+    var responses: VariantRecords { responseStore.responses }
 
     /// The shape of the records this cache writes, kept in the disk tier's `VERSION` file as its
     /// application version (`DiskCache.Configuration.applicationVersion`): a cache written
@@ -126,15 +129,9 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
         self.engine = engine
         self.keyProvider = keyProvider
         self.willStore = willStore
-        var configuration = diskConfiguration
-        configuration.kind = Self.diskKind(engine.mode)
-        configuration.applicationVersion = Self.recordFormatVersion
-        // A response's records (its variants and their list) are written together or not at all.
-        configuration.admission = .everyStore
-        responses = _HTTPResponseStore(records: try TieredCache(
-            memoryCapacity: memoryCapacity, diskCapacity: Int64(diskCapacity),
-            directory: diskCapacity > 0 ? directory : nil, configuration: configuration
-        ))
+        responseStore = try HTTPResponseStore(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory,
+                                              engine: engine, keyProvider: keyProvider, willStore: willStore,
+                                              diskConfiguration: diskConfiguration)
         #if canImport(FoundationNetworking)
         // "/dev/null" cannot become a directory, so the superclass keeps no directory of its
         // own and never lists or deletes files: every method it has is overridden here.
@@ -190,38 +187,12 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
         store(Self.entry(from: cachedResponse, for: cacheRequest, requestTime: now, responseTime: now), for: request)
     }
 
-    /// Runs ``willStore`` and stores the result; returns what was stored. `refreshing` is the
-    /// response time of the stored response `entry` updates with a 304's or a HEAD's header
-    /// fields (its body is that response's): then only the metadata is rewritten, unless the
-    /// hook changed the body, and nothing is stored if that response was replaced meanwhile.
-    ///
-    /// `bodyFile`: the body is that file's (`entry.body` is empty), moved into the cache
-    /// (linked in when on its filesystem), as by
-    /// ``storeCachedResponse(_:bodyContentsOf:for:userInfo:storagePolicy:transfer:)-20uba``
-    /// (the hook sees the empty body; a body it returns is stored in place of the file's).
-    /// `onlyMetadata`: the caller does not hold the body (a 304 applied to a body held open in a
-    /// file): nothing but the metadata is written, or nothing.
+    /// Stores `entry` for `request` through ``willStore``
+    /// (``HTTPResponseStore/store(_:for:refreshing:bodyFile:onlyMetadata:)``).
     @discardableResult
     func store(_ entry: CachedHTTPResponse, for request: URLRequest, refreshing: Date? = nil,
                bodyFile: URL? = nil, onlyMetadata: Bool = false) -> CachedHTTPResponse? {
-        try? storeThrowing(entry, for: request, refreshing: refreshing, bodyFile: bodyFile.map { ($0, .move) },
-                           onlyMetadata: onlyMetadata)
-    }
-
-    /// ``store(_:for:refreshing:bodyFile:onlyMetadata:)``, throwing what the store throws; nil
-    /// when `entry` or what ``willStore`` makes of it may not be stored. Every response stored
-    /// goes through here. `bodyFile` with `.move`: taken into the cache (linked, no bytes
-    /// copied, when on the cache's filesystem).
-    @discardableResult
-    package func storeThrowing(_ entry: CachedHTTPResponse, for request: URLRequest, refreshing: Date? = nil,
-                               bodyFile: (URL, DiskCache.FileTransfer)? = nil,
-                               onlyMetadata: Bool = false) throws -> CachedHTTPResponse? {
-        guard entry.storagePolicy != .notAllowed, let key = keyProvider.key(for: request) else { return nil }
-        guard let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed else { return nil }
-        try responses.store(final, forKey: key, refreshing: refreshing,
-                            bodyUnchanged: refreshing != nil && final.body == entry.body, onlyMetadata: onlyMetadata,
-                            bodyFile: bodyFile.flatMap { final.body.isEmpty ? $0 : nil })
-        return final
+        responseStore.store(entry, for: request, refreshing: refreshing, bodyFile: bodyFile, onlyMetadata: onlyMetadata)
     }
 
     // MARK: - Removing
@@ -234,7 +205,7 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
 
     /// Removes every stored response.
     public override func removeAllCachedResponses() {
-        try? responses.removeEverything()
+        try? responseStore.removeAll()
     }
 
     /// Removes the responses stored at or after `date`, each variant by its own date: a variant

@@ -44,7 +44,7 @@ import TestSupport
             case .httpURLCache:
                 let cache = try HTTPURLCache(directory: directory)
                 cache.storeCachedResponse(Self.response, for: Self.request)
-                try cache.closeStore()
+                try cache.responseStore.closeStore()
             case .persistDriver:
                 let persist = try DiskCachePersistDriver(directory: directory)
                 try await persist.set(key: "k", value: "kept", expires: nil)
@@ -52,7 +52,7 @@ import TestSupport
             case .middleware:
                 let middleware = try HTTPCachingMiddleware<BasicRequestContext>(directory: directory)
                 middleware.cache.storeCachedResponse(Self.response, for: Self.request)
-                try middleware.cache.closeStore()
+                try middleware.cache.responseStore.closeStore()
             }
         }
 
@@ -66,7 +66,7 @@ import TestSupport
                 return value == Data("kept".utf8)
             case .httpURLCache:
                 let cache = try HTTPURLCache(directory: directory)
-                defer { try? cache.closeStore() }
+                defer { try? cache.responseStore.closeStore() }
                 return cache.cachedResponse(for: Self.request)?.data == Data("kept".utf8)
             case .persistDriver:
                 let persist = try DiskCachePersistDriver(directory: directory)
@@ -75,7 +75,7 @@ import TestSupport
                 return value == "kept"
             case .middleware:
                 let middleware = try HTTPCachingMiddleware<BasicRequestContext>(directory: directory)
-                defer { try? middleware.cache.closeStore() }
+                defer { try? middleware.cache.responseStore.closeStore() }
                 return middleware.cache.cachedResponse(for: Self.request)?.data == Data("kept".utf8)
             }
         }
@@ -86,11 +86,11 @@ import TestSupport
             case .diskCache, .vaporCache:
                 try await DiskCache(directory: directory, configuration: Self.configuration(name)).close()
             case .httpURLCache:
-                try HTTPURLCache(directory: directory).closeStore()
+                try HTTPURLCache(directory: directory).responseStore.closeStore()
             case .persistDriver:
                 try await DiskCachePersistDriver(directory: directory).shutdown()
             case .middleware:
-                try HTTPCachingMiddleware<BasicRequestContext>(directory: directory).cache.closeStore()
+                try HTTPCachingMiddleware<BasicRequestContext>(directory: directory).cache.responseStore.closeStore()
             }
         }
 

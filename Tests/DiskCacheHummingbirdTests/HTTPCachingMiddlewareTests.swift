@@ -244,7 +244,7 @@ import TestSupport
             try await makeApp(first, runs: runs).test(.router) { client in
                 _ = try await client.execute(uri: "/max-age", method: .get)
             }
-            try first.closeStore()
+            try first.responseStore.closeStore()
             // A new app, over a new cache on the same directory.
             try await makeApp(makeCache(directory), runs: runs).test(.router) { client in
                 let response = try await client.execute(uri: "/max-age", method: .get)

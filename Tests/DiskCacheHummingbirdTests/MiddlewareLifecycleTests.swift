@@ -132,7 +132,7 @@ import TestSupport
                 bodies[name] = body
             }
             let cache = try HTTPURLCache(directory: directory, engine: CachePolicyEngine(mode: .shared))
-            defer { try? cache.closeStore() }
+            defer { try? cache.responseStore.closeStore() }
             for (name, body) in bodies {
                 let request = URLRequest(url: URL(string: "http://127.0.0.1:\(ports[name]!)/item/\(name)")!)
                 let stored = cache.storedResponse(for: request)
@@ -180,8 +180,8 @@ import TestSupport
             try await makeApp(try HTTPCachingMiddleware(cache: cache)).test(.live) { client in
                 try await client.execute(uri: "/page", method: .get) { _ in }
             }
-            #expect(cache.storeStatistics().entries == 1)
-            try cache.closeStore()
+            #expect(cache.responseStore.storeStatistics().entries == 1)
+            try cache.responseStore.closeStore()
         }
     }
 }

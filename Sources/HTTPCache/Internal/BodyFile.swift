@@ -35,7 +35,7 @@ final class BodyFile: Sendable {
 
     /// A new empty file (``HTTPURLCache/makeTemporaryFile()``).
     static func create(for cache: HTTPURLCache) throws -> BodyFile {
-        let (url, fd) = try cache.makeTemporaryFile()
+        let (url, fd) = try cache.responseStore.makeTemporaryFile()
         return BodyFile(url: url, fd: fd, size: 0)
     }
 

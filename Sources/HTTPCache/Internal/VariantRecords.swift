@@ -16,7 +16,7 @@ import DiskCacheLocking
 /// Thread-safe. Reads take no lock of their own; stores under one key are serialised (by a lock
 /// per group of keys), so that two concurrent stores under one key cannot take the same free
 /// slot, and a variant is never in two.
-final class _HTTPResponseStore: Sendable {
+final class VariantRecords: Sendable {
     /// At most this many variants are kept per key; storing one more replaces the oldest.
     static let maximumVariantCount = 16
     /// Between the primary key and the slot number in a variant's record key.

@@ -31,7 +31,7 @@ struct KeysHooksAndInvalidationTests {
         await fixture.finish()
     }
 
-    /// `HTTPURLCache.key(method:url:request:)` gives the key the provider gives the request,
+    /// `HTTPResponseStore.key(method:url:request:)` gives the key the provider gives the request,
     /// and makes the request only when the provider needs it (the default provider keys a
     /// POST by its body; every other method by the method and URL alone).
     @Test func aKeyMadeWithoutTheRequestIsTheProvidersKey() throws {
@@ -42,7 +42,7 @@ struct KeysHooksAndInvalidationTests {
             request.httpMethod = method
             request.httpBody = Data("body".utf8)
             var made = 0
-            let key = plain.key(method: method, url: url) {
+            let key = plain.responseStore.key(method: method, url: url) {
                 made += 1
                 return request
             }
@@ -54,8 +54,8 @@ struct KeysHooksAndInvalidationTests {
         })
         var signed = URLRequest(url: url)
         signed.addValue("s1", forHTTPHeaderField: "sign")
-        #expect(custom.key(method: "GET", url: url) { signed } == "signed s1")
-        #expect(custom.key(method: "GET", url: url) { URLRequest(url: url) } == nil)
+        #expect(custom.responseStore.key(method: "GET", url: url) { signed } == "signed s1")
+        #expect(custom.responseStore.key(method: "GET", url: url) { URLRequest(url: url) } == nil)
     }
 
     @Test func aCustomKeyProviderMakesSignedPOSTCallsCacheable() async throws {

@@ -105,7 +105,7 @@ struct VariantModelTests {
                 log.append("store \(url.lastPathComponent) \(identity.method) \(identity.language)\(memoryOnly ? " memory-only" : "")")
                 urlCache.storeCachedResponse(response(url, body: body, memoryOnly: memoryOnly), for: request(url, identity))
                 var variants = model[url, default: [:]]
-                if variants[identity] == nil, variants.count == _HTTPResponseStore.maximumVariantCount {
+                if variants[identity] == nil, variants.count == VariantRecords.maximumVariantCount {
                     // The least recently stored gives way.
                     let oldest = variants.min { $0.value.sequence < $1.value.sequence }!.key
                     variants[oldest] = nil

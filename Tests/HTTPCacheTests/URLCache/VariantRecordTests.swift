@@ -193,7 +193,7 @@ struct VariantRecordTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let cache = try HTTPURLCache(directory: directory.cacheDirectory)
-        let limit = _HTTPResponseStore.maximumVariantCount
+        let limit = VariantRecords.maximumVariantCount
         for index in 0..<limit {
             cache.storeCachedResponse(response("v\(index)", vary: true), for: request(language: "l\(index)"))
         }
