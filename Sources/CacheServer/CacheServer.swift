@@ -118,6 +118,7 @@ public final class CacheServer: Service, Sendable {
         try pipeline.addHandler(RequestGuard(clock: clock))
         let sentFiles = SentFiles(counting: sentFileCount)
         let activity = InFlightCount()
+        let declined = DeclinedRequests()
         channel.closeFuture.whenComplete { _ in activity.closed() }
         let handedOn = HandedOn()
         if configuration.answersFromBytes, !admin {
@@ -137,8 +138,8 @@ public final class CacheServer: Service, Sendable {
         try pipeline.addHandler(ResponseWrites(files: sentFiles, activity: activity, handedOn: handedOn, clock: clock))
         if configuration.answersOnEventLoop, !admin {
             try pipeline.addHandler(EventLoopHitResponder(
-                activity: activity,
-                answer: { head in connections.withLock { $0.isDraining } ? nil : handler.answerOnEventLoop(head, sentFiles: sentFiles) },
+                activity: activity, declined: declined,
+                answer: { head in connections.withLock { $0.isDraining } ? .declined(nil) : handler.answerOnEventLoop(head, sentFiles: sentFiles) },
                 answered: { head, outcome, started in CacheServer.logAccess(logger, head, outcome, since: started) }))
         }
         if !admitted {
@@ -147,7 +148,7 @@ public final class CacheServer: Service, Sendable {
             try pipeline.addHandler(ConnectionRefusal(), position: .first)
         }
         return Connection(channel: try NIOAsyncChannel(wrappingChannelSynchronously: channel), sentFiles: sentFiles,
-                          activity: activity, isAdmin: admin)
+                          activity: activity, declined: declined, isAdmin: admin)
     }
 
     private init(configuration: ServerConfiguration, cache: HTTPResponseStore,
@@ -245,6 +246,8 @@ public final class CacheServer: Service, Sendable {
         let channel: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
         let sentFiles: SentFiles
         let activity: InFlightCount
+        /// What the event loop made of the request it last left to the task.
+        let declined: DeclinedRequests
         /// Accepted on the admin address: only the node's own endpoints answer.
         let isAdmin: Bool
     }
@@ -273,7 +276,8 @@ public final class CacheServer: Service, Sendable {
                     guard case .head(let head) = part else { continue }
                     guard setBusy(id, true) else { break }
                     let started = ContinuousClock.now
-                    let outcome = try await handler.handle(head, parts: &parts, writer: writer, admin: accepted.isAdmin)
+                    let outcome = try await handler.handle(head, parts: &parts, writer: writer, admin: accepted.isAdmin,
+                                                           declined: accepted.declined.take(for: head))
                     Self.logAccess(logger, head, outcome, since: started)
                     guard head.isKeepAlive, outcome.canContinue else { break }
                 }

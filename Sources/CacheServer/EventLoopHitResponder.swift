@@ -16,7 +16,8 @@ final class EventLoopHitResponder: ChannelInboundHandler, RemovableChannelHandle
     typealias OutboundOut = HTTPServerResponsePart
 
     private let activity: InFlightCount
-    private let answer: (HTTPRequestHead) -> ReadyResponse?
+    private let declined: DeclinedRequests
+    private let answer: (HTTPRequestHead) -> ProxyHandler.EventLoopAnswer
     private let answered: (HTTPRequestHead, Outcome, ContinuousClock.Instant) -> Void
     /// The rest of a request answered here (its `.end`) is not passed on.
     private var swallowing = false
@@ -26,11 +27,13 @@ final class EventLoopHitResponder: ChannelInboundHandler, RemovableChannelHandle
     private var depth = 0
     private static let maximumDepth = 8
 
-    /// `answer` answers a request head or declines (nil); `answered` is told of each answer
-    /// given (the access log). `activity` counts the answers not yet written to the socket.
-    init(activity: InFlightCount, answer: @escaping (HTTPRequestHead) -> ReadyResponse?,
+    /// `answer` answers a request head or declines it, and what it made of one it declined is
+    /// held in `declined` for the connection's task; `answered` is told of each answer given
+    /// (the access log). `activity` counts the answers not yet written to the socket.
+    init(activity: InFlightCount, declined: DeclinedRequests, answer: @escaping (HTTPRequestHead) -> ProxyHandler.EventLoopAnswer,
          answered: @escaping (HTTPRequestHead, Outcome, ContinuousClock.Instant) -> Void) {
         self.activity = activity
+        self.declined = declined
         self.answer = answer
         self.answered = answered
     }
@@ -46,7 +49,10 @@ final class EventLoopHitResponder: ChannelInboundHandler, RemovableChannelHandle
             activity.begin()
             depth += 1
             defer { depth -= 1 }
-            guard depth <= Self.maximumDepth, context.channel.isWritable, let (parts, outcome) = answer(head) else {
+            let answer = depth <= Self.maximumDepth && context.channel.isWritable ? answer(head) : .declined(nil)
+            guard case .answered(let (parts, outcome)) = answer else {
+                // Held before the head goes on: the task takes it when it reads the head.
+                if case .declined(let made?) = answer { declined.hold(made) }
                 activity.end()
                 context.fireChannelRead(data)
                 return

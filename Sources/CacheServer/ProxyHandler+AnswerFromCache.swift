@@ -12,23 +12,41 @@ import HTTPTypes
 // GET and HEAD on the connection's task: the stored responses looked up, the policy's decision
 // acted on, a stored response sent (from memory, a checked file, or streamed in chunks).
 extension ProxyHandler {
-    /// The responses stored for `request`, a single small one with its body: from the memory
-    /// tier on this thread when it holds it (no file read, no thread hop), else on the I/O threads.
-    private func lookup(_ exchange: Exchange) async throws -> (key: String, variants: [HTTPResponseStore.StoredVariant])? {
-        let cache = self.cache
-        guard let key = cache.key(method: exchange.cacheRequest.method, url: exchange.cacheRequest.url, request: { exchange.urlRequest })
-        else { return nil }
+    /// A request's key and the responses stored under it.
+    typealias Stored = (key: String, variants: [HTTPResponseStore.StoredVariant])
+
+    /// The key `exchange` is stored under; nil when the key provider bypasses it.
+    func key(of exchange: Exchange) -> String? {
+        cache.key(method: exchange.cacheRequest.method, url: exchange.cacheRequest.url, request: { exchange.urlRequest })
+    }
+
+    /// The responses stored under `key`, read from disk (a single small one with its body, see
+    /// ``memoryBodyLimit``); with `pageCacheOnly`, only what the page cache holds, and nil when
+    /// a read gave up rather than wait for the disk. Blocking without `pageCacheOnly`.
+    func variantsFromDisk(forKey key: String, pageCacheOnly: DiskCache.PageCacheOnly?) -> [HTTPResponseStore.StoredVariant]? {
+        let variants = cache.storedVariants(forKey: key, bodyLimit: memoryBodyLimit, pageCacheOnly: pageCacheOnly)
+        return pageCacheOnly?.gaveUp == true ? nil : variants
+    }
+
+    /// The responses stored for `exchange`: from the memory tier on this thread when it holds
+    /// them (no file read, no thread hop), else from disk on the I/O threads. Both the task and
+    /// the event loop (``answerOnEventLoop(_:sentFiles:)``) look up this way.
+    private func lookup(_ exchange: Exchange) async throws -> Stored? {
+        guard let key = key(of: exchange) else { return nil }
         if let variants = cache.storedVariantsInMemory(forKey: key) { return (key, variants) }
-        let limit = memoryBodyLimit
-        return try await BlockingIOPool.shared.run { (key, cache.storedVariants(forKey: key, bodyLimit: limit)) }
+        return try await BlockingIOPool.shared.run { (key, self.variantsFromDisk(forKey: key, pageCacheOnly: nil) ?? []) }
     }
 
     /// The largest body a lookup reads with the stored response (so that the memory tier can
     /// hold it and answer the next request): 256 KiB, or a twentieth of the memory tier.
     var memoryBodyLimit: Int64 { Int64(min(256 << 10, configuration.memoryCapacity / 20)) }
 
-    func answerFromCache(_ exchange: Exchange, writer: ClientWriter) async throws -> Outcome {
-        guard let stored = try await lookup(exchange) else {
+    /// Answers a GET or HEAD: from what is stored, looked up unless `known` (what the event
+    /// loop found) is given, else from the origin.
+    func answerFromCache(_ exchange: Exchange, known: Stored? = nil, writer: ClientWriter) async throws -> Outcome {
+        let found: Stored?
+        if let known { found = known } else { found = try await lookup(exchange) }
+        guard let stored = found else {
             return try await fetch(exchange, key: nil, adding: [:], validating: nil, fallback: nil, writer: writer).outcome!
         }
         var variants = stored.variants

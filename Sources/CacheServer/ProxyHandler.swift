@@ -93,11 +93,20 @@ final class ProxyHandler: Sendable {
     /// A client that asked for `100 Continue` gets it as its body is about to be read (to be
     /// forwarded, or read and dropped), as nginx sends it (`ngx_http_read_client_request_body`,
     /// `ngx_http_discard_request_body`).
-    func handle(_ head: HTTPRequestHead, parts: inout ClientParts, writer: ClientWriter, admin: Bool = false) async throws -> Outcome {
+    ///
+    /// `declined`: what the event loop made of this request before it left it to the task.
+    func handle(_ head: HTTPRequestHead, parts: inout ClientParts, writer: ClientWriter, admin: Bool = false,
+                declined: DeclinedRequest? = nil) async throws -> Outcome {
         let sendsContinue = Self.continueExpected(head)
         func drain(_ parts: inout ClientParts) async throws {
             if sendsContinue { try await writer.write(.head(HTTPResponseHead(version: .http1_1, status: .continue))) }
             try await Self.drain(&parts)
+        }
+        if let declined {
+            // A GET or HEAD on the client port whose target is the origin's (see `answerOnEventLoop`).
+            note(.requests)
+            try await drain(&parts)
+            return try await answerFromCache(declined.exchange, known: declined.stored, writer: writer)
         }
         guard let request = Fields.request(head) else {
             try await drain(&parts)
