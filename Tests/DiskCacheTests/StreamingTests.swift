@@ -1,3 +1,4 @@
+import CDiskCacheSupport
 @testable import DiskCache
 import DiskCacheLocking
 import Foundation
@@ -17,6 +18,23 @@ struct StreamingTests {
         var received: [Data] = []
         for try await chunk in chunks { received.append(chunk) }
         return received
+    }
+
+    /// A body brought in is hashed through a mapping up to `mappedHashLimit` and read through
+    /// a buffer above it: both give the file's XXH3-64, at the page boundaries and past them.
+    @Test(arguments: [1, 4095, 4096, 4097, (1 << 20) + 3, Int(DiskCache.mappedHashLimit) + 1])
+    func aFileHashesTheSameMappedOrRead(size: Int) throws {
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(at: directory.cache, withIntermediateDirectories: true)
+        let path = directory.cache.appendingPathComponent("file").path
+        let bytes = randomData(count: size, seed: UInt64(size))
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let fd = open(path, O_RDONLY)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        let (hashedSize, checksum) = try DiskCache.hashFile(fd, path: path)
+        #expect(hashedSize == Int64(size))
+        #expect(checksum == bytes.withUnsafeBytes { cdiskcache_xxh3_64($0.baseAddress, $0.count) })
     }
 
     @Test func aFileIsCopiedInAndLeftWhereItWas() throws {
