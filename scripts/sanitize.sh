@@ -43,8 +43,11 @@ sanitize() {
 # detect_deadlocks=0: TSan's lock-order checker tracks at most 128 mutexes held by one thread; past
 # that it fails a CHECK and the process hangs, and DiskCache's removeAll and close hold all 256 of
 # its key stripes at once (TieredCache's removeAll 64 more on top).
+# The one test that cuts a file short under a mapping being hashed is left to the Address
+# Sanitizer run: Thread Sanitizer's runtime does not hand that SIGBUS to the store's handler,
+# which jumps out of the hash, and the fault ends the test process.
 export TSAN_OPTIONS="halt_on_error=0 exitcode=66 detect_deadlocks=0 log_path=$reports/tsan"
-sanitize tsan thread .build-tsan "$@"
+sanitize tsan thread .build-tsan --skip aFileCutShortUnderItsMappingEndsTheHashWithAnErrorNotTheProcess "$@"
 unset TSAN_OPTIONS
 
 # The leak checker runs at each process's exit; its suppressions are leaks outside this package
