@@ -160,8 +160,8 @@ public struct HTTPCachingMiddleware<Context: RequestContext>: RouterMiddleware, 
                 bodySizeLimit: Int = defaultBodySizeLimit, logger: Logger? = nil) throws {
         var configuration = DiskCache.Configuration()
         if let logger { configuration.logger = logger }
-        let cache = try HTTPURLCache(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory,
-                                     engine: CachePolicyEngine(mode: .shared), diskConfiguration: configuration)
+        let cache = HTTPURLCache(store: try HTTPResponseStore(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory,
+                                                             engine: CachePolicyEngine(mode: .shared), diskConfiguration: configuration))
         try self.init(cache: cache, bodySizeLimit: bodySizeLimit, ownsCache: true)
     }
 

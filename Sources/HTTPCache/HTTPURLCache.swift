@@ -111,27 +111,18 @@ public final class HTTPURLCache: URLCache, @unchecked Sendable { // URLCache is 
         keyProvider: any CacheKeyProvider = DefaultCacheKeyProvider(),
         willStore: WillStoreHandler? = nil
     ) throws {
-        try self.init(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory, engine: engine,
-                      keyProvider: keyProvider, willStore: willStore, diskConfiguration: DiskCache.Configuration())
+        self.init(store: try HTTPResponseStore(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory,
+                                               engine: engine, keyProvider: keyProvider, willStore: willStore))
     }
 
-    /// The public initializer's cache, its disk tier opened with `diskConfiguration` (its
-    /// logger, for one), whose kind and application version are set here.
-    package init(
-        memoryCapacity: Int = 4 << 20,
-        diskCapacity: Int = 20 << 20,
-        directory: URL?,
-        engine: CachePolicyEngine = CachePolicyEngine(),
-        keyProvider: any CacheKeyProvider = DefaultCacheKeyProvider(),
-        willStore: WillStoreHandler? = nil,
-        diskConfiguration: DiskCache.Configuration
-    ) throws {
-        self.engine = engine
-        self.keyProvider = keyProvider
-        self.willStore = willStore
-        responseStore = try HTTPResponseStore(memoryCapacity: memoryCapacity, diskCapacity: diskCapacity, directory: directory,
-                                              engine: engine, keyProvider: keyProvider, willStore: willStore,
-                                              diskConfiguration: diskConfiguration)
+    /// A cache over `store` (opened with a disk configuration of the caller's: its logger, for
+    /// one), with its engine, key provider, hook and capacities.
+    package init(store: HTTPResponseStore) {
+        let (memoryCapacity, diskCapacity) = (store.responses.records.memoryCapacity, Int(store.responses.records.diskCapacity))
+        self.engine = store.engine
+        self.keyProvider = store.keyProvider
+        self.willStore = store.willStore
+        responseStore = store
         #if canImport(FoundationNetworking)
         // "/dev/null" cannot become a directory, so the superclass keeps no directory of its
         // own and never lists or deletes files: every method it has is overridden here.
