@@ -2,7 +2,7 @@
 public import FoundationNetworking
 #endif
 public import Foundation
-package import DiskCache
+import DiskCache
 import HTTPTypes
 
 /// A drop-in `URLCache` backed by the two-tier (memory, then disk) store, with RFC 9111

@@ -1,4 +1,4 @@
-package import DiskCache
+import DiskCache
 import DiskCacheLocking
 import Foundation
 package import MemoryCache
