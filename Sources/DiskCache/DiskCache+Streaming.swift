@@ -71,8 +71,8 @@ extension DiskCache {
     /// `.move`: `linkat(2)` into `tmp/` (EXDEV, EPERM, EMLINK: copied instead), and the file's
     /// own name unlinked after the commit. `.copy`: a new file in `tmp/`, then `ioctl(FICLONE)`,
     /// else `copy_file_range(2)`, else `pread`/`pwrite` in 1 MiB pieces. Then the cache's file
-    /// is hashed (up to 8 MiB through a mapping of it, made for the hash and unmapped after;
-    /// above that in 64 KiB pieces), and committed as any store is (see the top of this file).
+    /// is hashed (from 64 KiB to 8 MiB through a mapping of it, made for the hash and unmapped
+    /// after; otherwise in 64 KiB pieces), and committed as any store is (see the top of this file).
     /// Memory used: one 1 MiB buffer, whatever the file's size (up to 8 MiB of the page cache
     /// mapped while a smaller file is hashed, counted in the resident size).
     public func store(contentsOf url: URL, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
@@ -359,15 +359,16 @@ extension DiskCache {
         return output
     }
 
-    /// The size of the file open as `fd` and the XXH3-64 of its bytes. A regular file of at most
-    /// ``mappedHashLimit`` bytes is hashed through a mapping of it made for the purpose: the
+    /// The size of the file open as `fd` and the XXH3-64 of its bytes. A regular file of 64 KiB
+    /// to ``mappedHashLimit`` bytes is hashed through a mapping of it made for the purpose: the
     /// page cache's own pages, where a read copies them into a buffer first (a third of the
     /// CPU, `Benchmarks/c/mapped-check.c`). A larger one, or one cut short while it is hashed,
-    /// is read to its end through a 64 KiB buffer, so that the memory used stays bounded.
+    /// is read to its end through a 64 KiB buffer, so that the memory used stays bounded; a
+    /// smaller one takes a read or two, which cost no more than mapping it.
     static func hashFile(_ fd: Int32, path: String) throws(DiskCacheError) -> (size: Int64, checksum: UInt64) {
         var checksum: UInt64 = 0
         if case .success(let info) = Syscall.fstat(fd), info.st_mode & S_IFMT == S_IFREG,
-           info.st_size > 0, info.st_size <= mappedHashLimit {
+           info.st_size >= 64 << 10, info.st_size <= mappedHashLimit {
             let size = Int(info.st_size)
             if let bytes = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), bytes != MAP_FAILED {
                 defer { munmap(bytes, size) }

@@ -20,9 +20,10 @@ struct StreamingTests {
         return received
     }
 
-    /// A body brought in is hashed through a mapping up to `mappedHashLimit` and read through
-    /// a buffer above it: both give the file's XXH3-64, at the page boundaries and past them.
-    @Test(arguments: [1, 4095, 4096, 4097, (1 << 20) + 3, Int(DiskCache.mappedHashLimit) + 1])
+    /// A body brought in is hashed through a mapping from 64 KiB to `mappedHashLimit` and read
+    /// through a buffer otherwise: both give the file's XXH3-64, at the edges and past them.
+    @Test(arguments: [1, 4097, (64 << 10) - 1, 64 << 10, (64 << 10) + 4097, (1 << 20) + 3,
+                      Int(DiskCache.mappedHashLimit), Int(DiskCache.mappedHashLimit) + 1])
     func aFileHashesTheSameMappedOrRead(size: Int) throws {
         let directory = TemporaryDirectory()
         try FileManager.default.createDirectory(at: directory.cache, withIntermediateDirectories: true)
