@@ -20,7 +20,7 @@ struct DeclinedRequest: Sendable {
 final class DeclinedRequests: Sendable {
     private let last = PthreadMutex<DeclinedRequest?>(nil)
 
-    func hold(_ declined: DeclinedRequest?) {
+    func hold(_ declined: DeclinedRequest) {
         last.withLock { $0 = declined }
     }
 

@@ -359,16 +359,16 @@ extension DiskCache {
         return output
     }
 
-    /// The size of the file open as `fd` and the XXH3-64 of its bytes. A regular file of 64 KiB
-    /// to ``mappedHashLimit`` bytes is hashed through a mapping of it made for the purpose: the
+    /// The size of the file open as `fd` and the XXH3-64 of its bytes. A regular file of
+    /// `MappedBodies.minimumSize` (64 KiB, below which a read costs less than a mapping) to
+    /// ``mappedHashLimit`` bytes is hashed through a mapping of it made for the purpose: the
     /// page cache's own pages, where a read copies them into a buffer first (a third of the
-    /// CPU, `Benchmarks/c/mapped-check.c`). A larger one, or one cut short while it is hashed,
-    /// is read to its end through a 64 KiB buffer, so that the memory used stays bounded; a
-    /// smaller one takes a read or two, which cost no more than mapping it.
+    /// CPU, `Benchmarks/c/mapped-check.c`). Any other, or one cut short while it is hashed, is
+    /// read to its end through a 64 KiB buffer, so that the memory used stays bounded.
     static func hashFile(_ fd: Int32, path: String) throws(DiskCacheError) -> (size: Int64, checksum: UInt64) {
         var checksum: UInt64 = 0
         if case .success(let info) = Syscall.fstat(fd), info.st_mode & S_IFMT == S_IFREG,
-           info.st_size >= 64 << 10, info.st_size <= mappedHashLimit {
+           info.st_size >= MappedBodies.minimumSize, info.st_size <= mappedHashLimit {
             let size = Int(info.st_size)
             if let bytes = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), bytes != MAP_FAILED {
                 defer { munmap(bytes, size) }
