@@ -21,7 +21,7 @@ extension TieredCache {
         guard policy == .allowed, let disk else {
             let data = policy == .notAllowed ? Data() : try Self.readWholeFile(url)
             try stripe(key).mutex.withLock { _ in
-                try store(Record(data: data, metadata: metadata, created: Date(), expires: expires), for: key, policy: policy)
+                try store(Record(data: data, metadata: metadata, created: now(), expires: expires), for: key, policy: policy)
             }
             return
         }
@@ -133,7 +133,7 @@ extension TieredCache {
     /// After the disk tier missed: the record only the memory tier holds (counted as a memory
     /// hit), or nil (counted as a miss).
     private func memoryOnlyRecord(for key: String) -> Record? {
-        guard let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true else {
+        guard let record = memory.value(for: key), record.expires.map({ $0 > now() }) ?? true else {
             count(hit: false)
             return nil
         }

@@ -84,6 +84,9 @@ public final class TieredCache: Sendable {
     let shared: Shared
     /// The disk tier's key hasher when that tier is shared (changes by others are followed), else nil.
     let sharedHasher: KeyHasher?
+    /// The time both tiers go by: the disk configuration's clock (``DiskCache/Configuration``),
+    /// which tests set.
+    private let clock: @Sendable () -> Int64
     private let stripes: [StripeLock] = (0..<64).map { _ in StripeLock() }
 
     func stripe(_ key: String) -> StripeLock {
@@ -109,6 +112,7 @@ public final class TieredCache: Sendable {
                 configuration: DiskCache.Configuration = .init()) throws {
         let shared = Shared(State(memoryCapacity: max(0, memoryCapacity)))
         self.shared = shared
+        clock = configuration.clock
         let hasher = directory != nil && configuration.sharing == .shared ? configuration.keyHasher : nil
         memory = MemoryCache(name: "TieredCache", totalCostLimit: max(1, memoryCapacity)) { eviction in
             // A replaced value's key lives on with its new value.
@@ -221,7 +225,7 @@ public final class TieredCache: Sendable {
     ///   drops the key, to read it from disk again.
     public func store(_ data: Data, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
                       policy: StoragePolicy = .allowed) throws {
-        let record = Record(data: data, metadata: metadata, created: Date(), expires: expires)
+        let record = Record(data: data, metadata: metadata, created: now(), expires: expires)
         try stripe(key).mutex.withLock { _ in try store(record, for: key, policy: policy) }
     }
 
@@ -266,7 +270,7 @@ public final class TieredCache: Sendable {
         // Read and promote under the key's lock, so that a store or removal of the key cannot
         // fall between the disk read and the promotion.
         let fromDisk: Record? = stripe(key).mutex.withLock { _ in
-            if let record = memory.value(for: key), record.expires.map({ $0 > Date() }) ?? true { return record }
+            if let record = memory.value(for: key), record.expires.map({ $0 > now() }) ?? true { return record }
             let epoch = externalEpoch()
             guard let (data, entry) = disk?.dataAndEntry(for: key, pageCacheOnly: pageCacheOnly) else { return nil }
             let record = Record(data: data, metadata: entry.metadata, created: entry.created, expires: entry.expires)
@@ -286,7 +290,7 @@ public final class TieredCache: Sendable {
     /// memory hit); an expired one is dropped.
     func memoryRecord(for key: String) -> Record? {
         guard let record = memory.value(for: key) else { return nil }
-        if let expires = record.expires, expires <= Date() {
+        if let expires = record.expires, expires <= now() {
             removeFromMemory(key)
             return nil
         }
@@ -335,7 +339,7 @@ public final class TieredCache: Sendable {
     /// `pageCacheOnly` is given.
     package func recordWithoutBody(for key: String, pageCacheOnly: DiskCache.PageCacheOnly?) -> Record? {
         dropWhatOthersChanged()
-        if let record = memory.valueWithoutUse(for: key), record.expires.map({ $0 > Date() }) ?? true {
+        if let record = memory.valueWithoutUse(for: key), record.expires.map({ $0 > now() }) ?? true {
             return Record(data: Data(), metadata: record.metadata, created: record.created, expires: record.expires)
         }
         guard let entry = disk?.entry(for: key, pageCacheOnly: pageCacheOnly) else { return nil }
@@ -362,7 +366,7 @@ public final class TieredCache: Sendable {
         }
         if var record = memory.value(for: key) {
             record.metadata = metadata
-            record.created = Date()
+            record.created = now()
             putInMemory(record, for: key)
             dropIfOthersChanged(key, since: epoch)
             if policy == .allowedInMemoryOnly || disk == nil { updated = true }
@@ -395,6 +399,9 @@ public final class TieredCache: Sendable {
             try disk?.removeEntries(modifiedSince: date)
         }
     }
+
+    /// Now, by ``clock``: what a record's creation and expiry are measured against.
+    func now() -> Date { Date(timeIntervalSince1970: Double(clock()) / 1000) }
 
     // MARK: - Memory tier
 

@@ -3,8 +3,8 @@ import Foundation
 import Testing
 
 struct TieredCacheTests {
-    func makeCache(_ dir: TemporaryDirectory, memory: Int = 1 << 20) throws -> TieredCache {
-        try TieredCache(memoryCapacity: memory, diskCapacity: 1 << 30, directory: dir.cache, configuration: .testing())
+    func makeCache(_ dir: TemporaryDirectory, memory: Int = 1 << 20, clock: ManualClock? = nil) throws -> TieredCache {
+        try TieredCache(memoryCapacity: memory, diskCapacity: 1 << 30, directory: dir.cache, configuration: .testing(clock: clock))
     }
 
     @Test func writesGoThroughToDiskAndReadsHitMemoryFirst() throws {
@@ -82,12 +82,13 @@ struct TieredCacheTests {
 
     @Test func removeEntriesModifiedSinceClearsBothTiers() throws {
         let dir = TemporaryDirectory()
-        let cache = try makeCache(dir)
+        let clock = ManualClock()
+        let cache = try makeCache(dir, clock: clock)
         try cache.store(bytes("old"), for: "old", policy: .allowedInMemoryOnly)
         try cache.store(bytes("old-disk"), for: "old-disk")
-        Thread.sleep(forTimeInterval: 0.01)
-        let cut = Date()
-        Thread.sleep(forTimeInterval: 0.01)
+        clock.advance(seconds: 0.01)
+        let cut = clock.date
+        clock.advance(seconds: 0.01)
         try cache.store(bytes("new"), for: "new", policy: .allowedInMemoryOnly)
         try cache.store(bytes("new-disk"), for: "new-disk")
         try cache.removeEntries(modifiedSince: cut)

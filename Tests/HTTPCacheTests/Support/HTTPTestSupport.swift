@@ -1,3 +1,4 @@
+@testable import DiskCache
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -85,4 +86,21 @@ extension CachingHTTPClient.Statistics {
 /// The current time as an HTTP date.
 func httpDateNow(offset: TimeInterval = 0) -> String {
     HTTPDate.string(from: Date().addingTimeInterval(offset))
+}
+
+/// The time a store goes by (its disk configuration's clock), from now, moved only by hand:
+/// for a test that needs one moment after another without sleeping.
+final class StoreClock: @unchecked Sendable {  // unchecked: the lock guards `milliseconds`
+    private let lock = NSLock()
+    private var milliseconds = Int64(Date().timeIntervalSince1970 * 1000)
+
+    var date: Date { lock.withLock { Date(timeIntervalSince1970: Double(milliseconds) / 1000) } }
+    func advance(milliseconds delta: Int64) { lock.withLock { milliseconds += delta } }
+
+    /// A disk configuration that reads this clock.
+    var configuration: DiskCache.Configuration {
+        var configuration = DiskCache.Configuration()
+        configuration.clock = { [self] in lock.withLock { milliseconds } }
+        return configuration
+    }
 }

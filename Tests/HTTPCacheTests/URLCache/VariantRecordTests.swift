@@ -142,14 +142,15 @@ struct VariantRecordTests {
     @Test func removingByDateKeepsTheVariantsStoredBeforeIt() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let cache = try HTTPURLCache(directory: directory.cacheDirectory)
+        let clock = StoreClock()
+        let cache = HTTPURLCache(store: try HTTPResponseStore(directory: directory.cacheDirectory, diskConfiguration: clock.configuration))
         // Two URLs: one with two Vary variants, one with a GET and then a HEAD.
         var other = URLRequest(url: URL(string: "https://example.com/other")!)
         cache.storeCachedResponse(response("en", vary: true), for: request(language: "en"))
         cache.storeCachedResponse(response("get"), for: other)
-        Thread.sleep(forTimeInterval: 0.05)
-        let between = Date()
-        Thread.sleep(forTimeInterval: 0.05)
+        clock.advance(milliseconds: 10)
+        let between = clock.date
+        clock.advance(milliseconds: 10)
         cache.storeCachedResponse(response("fr", vary: true), for: request(language: "fr"))
         other.httpMethod = "HEAD"
         cache.storeCachedResponse(response(""), for: other)
