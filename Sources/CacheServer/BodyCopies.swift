@@ -17,9 +17,9 @@ enum BodyCopies {
     )
 
     /// A buffer holding `copy` (`size` bytes), readable over `bounds`; it owns the copy now.
-    static func buffer(_ copy: DiskCache.CopiedBody, size: Int, _ bounds: Range<Int>) -> ByteBuffer {
+    static func buffer(_ copy: consuming DiskCache.CopiedBody, size: Int, _ bounds: Range<Int>) -> ByteBuffer {
         precondition(bounds.lowerBound >= 0 && bounds.upperBound <= size)
-        return ByteBuffer(takingOwnershipOf: UnsafeMutableRawBufferPointer(start: copy.bytes, count: size), allocator: allocator,
+        return ByteBuffer(takingOwnershipOf: UnsafeMutableRawBufferPointer(start: copy.release(), count: size), allocator: allocator,
                           readerIndex: bounds.lowerBound, writerIndex: bounds.upperBound)
     }
 

@@ -58,7 +58,7 @@ extension ProxyHandler {
                               range: ByteRange, size: Int64, body: (Range<Int64>) -> IOData) -> ReadyResponse {
         var parts: [HTTPServerResponsePart] = [.head(Fields.responseHead(code, fields))]
         var sent: Int64 = 0
-        if !isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty {
+        if let bounds = sentBounds(range, size: size, isHEAD: isHEAD) {
             parts.append(.body(body(bounds)))
             sent = Int64(bounds.count)
         }
@@ -66,43 +66,48 @@ extension ProxyHandler {
         return (parts, Outcome(status: UInt(code.code), bytes: sent, cacheStatus: status))
     }
 
+    /// The bytes of a body of `size` that a response sends for `range`: none (nil) for HEAD,
+    /// a range not satisfied or an empty one.
+    static func sentBounds(_ range: ByteRange, size: Int64, isHEAD: Bool) -> Range<Int64>? {
+        guard !isHEAD, let bounds = range.bounds(size: size), !bounds.isEmpty else { return nil }
+        return bounds
+    }
+
     /// A stored response whose body was checked whole, as the parts that answer `exchange`
     /// (sent with `fields`): a 206 or 416 for a range, no body for HEAD; a body file goes as a
-    /// `FileRegion` (its descriptor taken by `sentFiles`, closed once written, or here when none
-    /// of it is sent).
-    func checkedResponse(_ checked: DiskCache.CheckedBody, _ response: StoredResponse, _ fields: HTTPFields,
+    /// `FileRegion` (its descriptor taken by `sentFiles`, closed once written). When none of the
+    /// body is sent, the file or copy is let go here, with `checked`.
+    func checkedResponse(_ checked: consuming DiskCache.CheckedBody, _ response: StoredResponse, _ fields: HTTPFields,
                          _ exchange: Exchange, status: String, sentFiles: SentFiles) -> ReadyResponse {
         var fields = fields
         let size = checked.size
         let (range, code) = servedRange(of: response, size: size, for: exchange, fields: &fields)
-        // The body's part made from `part`; `release` lets go of what the body holds when no
-        // part is made (HEAD, a range not satisfied), since nothing will send it then.
-        func answer(releasing release: () -> Void, _ part: (Range<Int64>) -> IOData) -> ReadyResponse {
-            var made = false
-            let answer = Self.wholeResponse(code, fields, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
-                made = true
-                return part(bounds)
-            }
-            if !made { release() }
-            return answer
-        }
-        switch checked.source {
+        // The bytes sent, if any: none for HEAD or a range not satisfied.
+        let sent = Self.sentBounds(range, size: size, isHEAD: exchange.isHEAD)
+        let part: IOData?
+        switch checked.takeSource() {
         case .bytes(let bytes):
-            return answer(releasing: {}) { bounds in
+            part = sent.map { bounds in
                 let start = bytes.startIndex + Int(bounds.lowerBound)
                 return .byteBuffer(ByteBuffer(bytes: bytes[start..<start + bounds.count]))
             }
         case .copy(let copy):
             // The buffer owns the copy from here, freed when NIO is done with it.
-            return answer(releasing: { checked.discard() }) { bounds in
-                .byteBuffer(BodyCopies.buffer(copy, size: Int(size), Int(bounds.lowerBound)..<Int(bounds.upperBound)))
+            if let bounds = sent {
+                part = .byteBuffer(BodyCopies.buffer(copy, size: Int(size), Int(bounds.lowerBound)..<Int(bounds.upperBound)))
+            } else {
+                part = nil
             }
-        case .file(let descriptor):
-            let file = sentFiles.adopt(descriptor)
-            return answer(releasing: { sentFiles.close(file) }) { bounds in
-                .fileRegion(FileRegion(fileHandle: file, readerIndex: Int(bounds.lowerBound), endIndex: Int(bounds.upperBound)))
+        case .file(let file):
+            if let bounds = sent {
+                let handle = sentFiles.adopt(file.release())
+                part = .fileRegion(FileRegion(fileHandle: handle, readerIndex: Int(bounds.lowerBound), endIndex: Int(bounds.upperBound)))
+            } else {
+                part = nil
             }
         }
+        // Asked for exactly when `sent` has bounds, so when `part` was made.
+        return Self.wholeResponse(code, fields, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { _ in part! }
     }
 
     /// A stored response whose body is on disk, answered whole with `fields` (its

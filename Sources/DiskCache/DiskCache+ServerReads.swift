@@ -8,18 +8,19 @@ import CDiskCacheSupport
 extension DiskCache {
     /// A stored body checked whole against its checksum, then handed out as an open file (or,
     /// for a body inline in its `.meta` file, as the bytes already read): for a server that
-    /// passes the file to the kernel (`sendfile`) instead of reading the bytes itself.
-    package struct CheckedBody: Sendable {
-        package enum Source: Sendable {
+    /// passes the file to the kernel (`sendfile`) instead of reading the bytes itself. It owns
+    /// its file or copy: one that is not consumed (``Source/file(_:)`` released, a
+    /// ``CopiedBody`` released) closes or frees it when it goes.
+    package struct CheckedBody: ~Copyable, Sendable {
+        package enum Source: ~Copyable, Sendable {
             /// The body, read and checked with the entry's `.meta` file.
             case bytes(Data)
-            /// The `.body` file, open for reading; the caller closes it. Its bytes were checked
-            /// just before it was handed out, and the store never writes a committed file again
-            /// (a new value goes to a new file), so they are the bytes checked.
-            case file(descriptor: Int32)
+            /// The `.body` file, open for reading. Its bytes were checked just before it was
+            /// handed out, and the store never writes a committed file again (a new value goes
+            /// to a new file), so they are the bytes checked.
+            case file(OpenFile)
             /// The body copied from its file's mapping as it was checked (``BodyCopying``): the
-            /// bytes hashed are these very bytes. The caller frees it with
-            /// `cdiskcache_copy_free`, or hands it to something that will.
+            /// bytes hashed are these very bytes.
             case copy(CopiedBody)
         }
 
@@ -28,20 +29,29 @@ extension DiskCache {
         /// The metadata stored with the value, read together with the body's file.
         package let metadata: [String: String]
 
-        /// Lets go of what the body holds, for a caller that will not send it: closes the file
-        /// or frees the copy.
-        package func discard() {
-            switch source {
-            case .bytes: break
-            case .file(let descriptor): Syscall.close(descriptor)
-            case .copy(let copy): cdiskcache_copy_free(copy.bytes)
-            }
-        }
+        /// The body, for a caller that sends it (its file or copy then goes with the result).
+        package consuming func takeSource() -> Source { source }
     }
 
-    /// A body copied into memory allocated with `cdiskcache_copy_allocate`.
-    package struct CopiedBody: @unchecked Sendable {  // unchecked: the memory has one owner at a time
-        package let bytes: UnsafeMutableRawPointer
+    /// A body copied into memory allocated with `cdiskcache_copy_allocate`, freed when it goes
+    /// unless ``release()`` hands it on.
+    package struct CopiedBody: ~Copyable, @unchecked Sendable {  // unchecked: the memory has one owner at a time
+        private let bytes: UnsafeMutableRawPointer
+
+        init(_ bytes: UnsafeMutableRawPointer) { self.bytes = bytes }
+
+        /// Runs `body` with the copy's memory, which stays allocated while it runs.
+        package borrowing func withBytes<R>(_ body: (UnsafeMutableRawPointer) throws -> R) rethrows -> R { try body(bytes) }
+
+        /// The memory, for an owner that frees it with `cdiskcache_copy_free` (or hands it to
+        /// something that will).
+        package consuming func release() -> UnsafeMutableRawPointer {
+            let bytes = self.bytes
+            discard self
+            return bytes
+        }
+
+        deinit { cdiskcache_copy_free(bytes) }
     }
 
     /// When ``checkedBody(for:copying:)`` copies a body checked through its file's mapping into
@@ -59,9 +69,9 @@ extension DiskCache {
         }
 
         /// Memory for a copy of `size` bytes, or nil when it is above the limit or over budget.
-        func allocate(_ size: Int64) -> UnsafeMutableRawPointer? {
-            guard size <= limit, budget > 0 else { return nil }
-            return cdiskcache_copy_allocate(Int(size), budget)
+        func allocate(_ size: Int64) -> CopiedBody? {
+            guard size <= limit, budget > 0, let bytes = cdiskcache_copy_allocate(Int(size), budget) else { return nil }
+            return CopiedBody(bytes)
         }
     }
 
@@ -105,14 +115,15 @@ extension DiskCache {
             if let inline { return .found(CheckedBody(source: .bytes(inline), size: entry.size, metadata: meta.metadata)) }
             let file: OpenFile
             switch openBodyFile(hash, entry) {
-            case .found(let value): file = OpenFile(value)
+            case .found(let opened): file = opened
             case let other: return other.withoutValue()
             }
-            switch isCurrent(hash, entry) ? checkBodyFile(file.fd, hash, entry, copying: copying, pageCacheOnly: pageCacheOnly) : .replaced {
+            guard isCurrent(hash, entry) else { return .replaced }
+            switch checkBodyFile(file.fd, hash, entry, copying: copying, pageCacheOnly: pageCacheOnly) {
+            case .found(let copy?):
+                return .found(CheckedBody(source: .copy(copy), size: entry.size, metadata: meta.metadata))
             case .found(nil):
-                return .found(CheckedBody(source: .file(descriptor: file.release()), size: entry.size, metadata: meta.metadata))
-            case .found(let bytes?):
-                return .found(CheckedBody(source: .copy(CopiedBody(bytes: bytes)), size: entry.size, metadata: meta.metadata))
+                return .found(CheckedBody(source: .file(file), size: entry.size, metadata: meta.metadata))
             case let other:
                 return other.withoutValue()
             }

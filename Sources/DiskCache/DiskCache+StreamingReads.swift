@@ -142,7 +142,7 @@ extension DiskCache {
 
     /// Opens `entry`'s body file to read: see ``ReadOutcome/init(opening:)``; a missing file
     /// is a replacement instead of damage if the index moved on.
-    func openBodyFile(_ hash: KeyHash, _ entry: IndexEntry) -> ReadOutcome<Int32> {
+    func openBodyFile(_ hash: KeyHash, _ entry: IndexEntry) -> ReadOutcome<OpenFile> {
         switch layout.openEntryFileToRead(hash, slot: entry.slot, body: true) {
         case .failure(.noSuchFileOrDirectory): return missing(hash, entry)
         case let result: return ReadOutcome(opening: result)
@@ -156,7 +156,7 @@ extension DiskCache {
             if let inline { return .found(Chunks(inline, metadata: meta.metadata, chunkSize: chunkSize)) }
             let file: OpenFile
             switch openBodyFile(hash, entry) {
-            case .found(let value): file = OpenFile(value)
+            case .found(let opened): file = opened
             case let other: return other.withoutValue()
             }
             guard isCurrent(hash, entry) else { return .replaced }
@@ -175,23 +175,21 @@ extension DiskCache {
     /// copied into memory as it is hashed when `copying` allows it (``BodyCopying``).
     ///
     /// Found: a regular file of the entry's size whose bytes match its checksum (when checksums
-    /// are verified), with its copy when one was made (of the entry's size, allocated with
-    /// `cdiskcache_copy_allocate`). Unavailable: it could not be read, so nothing is known of it
+    /// are verified), with its copy when one was made (of the entry's size). Unavailable: it could not be read, so nothing is known of it
     /// (with `pageCacheOnly`, one that would have waited for the disk is noted there).
     func checkBodyFile(_ fd: Int32, _ hash: KeyHash, _ entry: IndexEntry, copying: BodyCopying? = nil,
-                       pageCacheOnly: PageCacheOnly? = nil) -> ReadOutcome<UnsafeMutableRawPointer?> {
+                       pageCacheOnly: PageCacheOnly? = nil) -> ReadOutcome<CopiedBody?> {
         guard case .success(let info) = Syscall.fstat(fd) else { return .unavailable }
         guard info.st_mode & S_IFMT == S_IFREG, Int64(info.st_size) == entry.size else { return .damaged }
         guard configuration.verifiesChecksums else { return .found(nil) }
         var checksum: UInt64 = 0
         let withoutWaiting: Int32 = pageCacheOnly == nil ? 0 : 1
         if let mapping = mappedBodies.mapping(of: fd, info, size: entry.size, path: { layout.bodyFile(hash, slot: entry.slot) }) {
-            let copy = copying.flatMap { $0.allocate(entry.size) }
-            let result = copy.map { cdiskcache_copy_hash_mapped(mapping.bytes, mapping.size, $0, &checksum, withoutWaiting) }
+            let copy = copying?.allocate(entry.size)  // freed on every path that does not hand it out
+            let result = copy?.withBytes { cdiskcache_copy_hash_mapped(mapping.bytes, mapping.size, $0, &checksum, withoutWaiting) }
                 ?? cdiskcache_hash_mapped(mapping.bytes, mapping.size, &checksum, withoutWaiting)
+            let error = result == 0 ? 0 : errno
             if result == 0, checksum == entry.checksum { return .found(copy) }
-            let error = errno
-            cdiskcache_copy_free(copy)
             // EFAULT: cut short since it was mapped. EAGAIN: not all in the page cache, for a
             // read that must not wait for the disk. ENOMEM: no memory for the hash's state.
             if result != 0, error != EFAULT {

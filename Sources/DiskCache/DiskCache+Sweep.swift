@@ -248,12 +248,11 @@ extension DiskCache {
 
     /// The key an entry was stored under, read from its metadata file.
     func keyOfEntry(_ hash: KeyHash, _ entry: IndexEntry) -> String? {
-        guard case .success(let buffer?) = FileIO.read(layout.metaFile(hash, slot: entry.slot), count: Int(entry.metaSize), in: layout.directory) else {
+        guard case .success(let bytes?) = FileIO.read(layout.metaFile(hash, slot: entry.slot), count: Int(entry.metaSize), in: layout.directory) else {
             return nil
         }
-        defer { buffer.deallocate() }
         // Read without the key's lock: the file may have been written again for another key since.
-        guard let key = EntryMetadata.decode(UnsafeRawBufferPointer(buffer))?.key, configuration.keyHasher.hash(key) == hash else { return nil }
+        guard let key = bytes.withBytes(EntryMetadata.decode)?.key, configuration.keyHasher.hash(key) == hash else { return nil }
         return key
     }
 }

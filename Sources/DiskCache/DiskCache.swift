@@ -560,9 +560,9 @@ extension DiskCache {
         let immediate = configuration.durability.mode == .immediate
         return try commitWrite(hash, counting: .metadata) { current, slot throws(DiskCacheError) -> PlacedFiles? in
             guard let current,
-                  case .success(let buffer?) = FileIO.read(layout.metaFile(hash, slot: current.slot), count: Int(current.metaSize), in: layout.directory)
+                  case .success(let file?) = FileIO.read(layout.metaFile(hash, slot: current.slot), count: Int(current.metaSize), in: layout.directory)
             else { return nil }
-            guard var meta = EntryBytes(buffer).withBytes(EntryMetadata.decode), meta.key == key, meta.checksum == current.checksum, meta.size == current.size,
+            guard var meta = file.withBytes(EntryMetadata.decode), meta.key == key, meta.checksum == current.checksum, meta.size == current.size,
                   (meta.inlineBody != nil) == current.isInline,
                   meta.expires.map({ $0 > now }) ?? true
             else { return nil }

@@ -54,7 +54,7 @@ package struct PthreadMutex<State> {
 
     /// Calls `body` with the guarded value while holding the lock, and returns what it returns.
     @inlinable
-    package func withLock<Result, E: Error>(
+    package func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout State) throws(E) -> Result
     ) throws(E) -> Result {
         try storage.withUnsafeMutablePointers { (mutex, state) throws(E) -> Result in

@@ -199,8 +199,8 @@ extension HTTPResponseStore {
     }
 
     /// `variant`'s body checked whole against its checksum and handed out as an open file or,
-    /// as `copying` allows, a copy made as it was checked (the caller closes or frees either:
-    /// `DiskCache.CheckedBody.discard()`), or, when it is in memory or inline, as bytes; `nil`
+    /// as `copying` allows, a copy made as it was checked (each closed or freed when the
+    /// `DiskCache.CheckedBody` goes, unless released), or, when it is in memory or inline, as bytes; `nil`
     /// when its record has gone, now holds another response, or failed its checksum (and was
     /// removed), and when the index records a body larger than `sizeLimit` (nothing is read
     /// then). Blocking: call it on an I/O thread, or with `pageCacheOnly` (then nil too when a
@@ -210,10 +210,8 @@ extension HTTPResponseStore {
         guard responses.records.storedSize(for: variant.recordKey).map({ $0 <= sizeLimit }) ?? false,
               let body = try responses.records.checkedBody(for: variant.recordKey, copying: copying, pageCacheOnly: pageCacheOnly)
         else { return nil }
-        guard Self.record(body.metadata, holds: variant) else {
-            body.discard()
-            return nil
-        }
+        // Another response's body is let go (closed or freed) here.
+        guard Self.record(body.metadata, holds: variant) else { return nil }
         return body
     }
 

@@ -320,19 +320,21 @@ struct StreamingTests {
         let cache = try DiskCache(directory: dir.cache, configuration: .testing(inlineThreshold: 8 << 10))
         let small = randomData(count: 100, seed: 21)
         try cache.store(small, for: "inline", metadata: ["type": "small"])
-        let inline = try #require(try cache.checkedBody(for: "inline"))
-        guard case .bytes(let bytes) = inline.source else { Issue.record("an inline body handed out as a file"); return }
-        #expect(bytes == small && inline.size == 100 && inline.metadata == ["type": "small"])
-        #expect(try cache.checkedBody(for: "absent") == nil)
+        guard let inline = try cache.checkedBody(for: "inline") else { Issue.record("no inline body"); return }
+        let (size, metadata) = (inline.size, inline.metadata)
+        guard case .bytes(let bytes) = inline.takeSource() else { Issue.record("an inline body handed out as a file"); return }
+        #expect(bytes == small && size == 100 && metadata == ["type": "small"])
+        #expect(try !cache.hasCheckedBody(for: "absent"))
 
         let body = randomData(count: 300_000, seed: 22)
         try cache.store(body, for: "k")
-        let checked = try #require(try cache.checkedBody(for: "k"))
-        guard case .file(let fd) = checked.source else { Issue.record("a body file handed out as bytes"); return }
+        guard let checked = try cache.checkedBody(for: "k") else { Issue.record("no body"); return }
+        let checkedSize = checked.size
+        guard case .file(let file) = checked.takeSource() else { Issue.record("a body file handed out as bytes"); return }
         try cache.store(randomData(count: 200_000, seed: 23), for: "k")
         try cache.store(randomData(count: 100_000, seed: 24), for: "k")  // the first slot is reused
-        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-        #expect(checked.size == Int64(body.count) && handle.readDataToEndOfFile() == body)
+        let handle = FileHandle(fileDescriptor: file.fd, closeOnDealloc: false)  // `file` closes it
+        #expect(checkedSize == Int64(body.count) && handle.readDataToEndOfFile() == body)
 
         for (key, damage) in [("flipped", { (bytes: inout [UInt8]) in bytes[150_000] ^= 0x04 }),
                               ("short", { (bytes: inout [UInt8]) in bytes.removeLast() })] {
@@ -341,7 +343,7 @@ struct StreamingTests {
             var bytes = try readFile(path)
             damage(&bytes)
             try writeFile(path, bytes)
-            #expect(try cache.checkedBody(for: key) == nil, "\(key)")
+            #expect(try !cache.hasCheckedBody(for: key), "\(key)")
             #expect(!cache.contains(key), "\(key)")
         }
         #expect(cache.statistics.corruptEntriesRemoved == 2)

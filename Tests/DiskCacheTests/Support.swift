@@ -207,3 +207,11 @@ func snapshot(_ url: URL) throws -> [String: [UInt8]] {
     }
     return result
 }
+
+extension DiskCache {
+    /// Whether `key` has a checked body (``checkedBody(for:copying:pageCacheOnly:)``), which
+    /// is let go at once.
+    func hasCheckedBody(for key: String, copying: BodyCopying? = nil) throws -> Bool {
+        try checkedBody(for: key, copying: copying) != nil
+    }
+}

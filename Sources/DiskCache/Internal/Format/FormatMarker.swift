@@ -135,9 +135,8 @@ enum FormatMarker {
 
     /// Whether `journal` starts with the journal's magic.
     private static func hasOurJournal(_ layout: Layout) -> Bool {
-        guard case .success(let buffer?) = FileIO.read(layout.journal, count: Journal.magic.count, in: nil) else { return false }
-        defer { buffer.deallocate() }
-        return Array(buffer) == Journal.magic
+        guard case .success(let bytes?) = FileIO.read(layout.journal, count: Journal.magic.count, in: nil) else { return false }
+        return bytes.withBytes { Array($0) == Journal.magic }
     }
 
     /// Whether every name in the directory is one a cache uses (a format-1 cache without its

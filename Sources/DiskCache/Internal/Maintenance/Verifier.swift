@@ -210,10 +210,9 @@ struct Verifier {
             return problem(.bodySizeMismatch, bodyPath, key: meta.key, "the body has \(bodyInfo.st_size) bytes, expected \(meta.size)")
         }
         checkMode(bodyPath, expected: 0o600, findings: &findings)
-        guard case .success(let (body, checksum)?) = FileIO.readHashing(bodyPath, count: Int(meta.size), in: layout.directory) else {
+        guard case .success(let checksum?) = FileIO.checksum(bodyPath, count: Int(meta.size), in: layout.directory) else {
             return problem(.missingBody, bodyPath, key: meta.key, "the body file cannot be read")
         }
-        body.deallocate()
         findings.bytesChecked += meta.size
         guard checksum == meta.checksum else {
             return problem(.checksumMismatch, bodyPath, key: meta.key, "the body fails its checksum")

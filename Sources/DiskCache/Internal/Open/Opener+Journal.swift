@@ -142,10 +142,9 @@ extension Opener {
         } else {
             guard case .success(let info) = layout.directory.lstat(bodyPath), info.st_mode & S_IFMT == S_IFREG,
                   Int64(info.st_size) == meta.size,
-                  case .success(let (body, checksum)?) = FileIO.readHashing(bodyPath, count: Int(meta.size), in: layout.directory)
+                  case .success(let checksum?) = FileIO.checksum(bodyPath, count: Int(meta.size), in: layout.directory),
+                  checksum == meta.checksum
             else { return nil }
-            body.deallocate()
-            guard checksum == meta.checksum else { return nil }
         }
         return Journal.Put(hash: hash, size: meta.size, metaSize: UInt32(bytes.count), isInline: meta.inlineBody != nil,
                            slot: slot, checksum: meta.checksum, created: meta.created, accessed: meta.accessed,

@@ -16,15 +16,14 @@ extension DiskCache {
     /// An entry's metadata as read, with the body when one was read.
     typealias EntryRead = (meta: EntryMetadata, body: Data?)
 
-    /// Reads an entry file of `expected` whole (and its XXH3-64, when `hashing`), through the
+    /// Reads an entry file of `expected` whole (and its XXH3-64 into `checksum`, when `hashing`), through the
     /// descriptor ``KeptFiles`` keeps for it, else opening its path: a file opened, read whole,
     /// that ``KeptFiles`` would keep is left in `opened`, for the caller to keep once it has checked
-    /// that the index still holds `expected` (``keepIfCurrent(_:_:_:body:_:released:)``). The
-    /// caller owns the buffer (``EntryBytes``). A short file is damage, as
-    /// ``ReadOutcome/init(opening:)`` says of an open.
-    private func readEntryFile(_ hash: KeyHash, expected: IndexEntry, body: Bool, count: Int, hashing: Bool = false,
-                               pageCacheOnly: PageCacheOnly?,
-                               opened: inout OpenFile?) -> ReadOutcome<(buffer: UnsafeMutableRawBufferPointer, checksum: UInt64?)> {
+    /// that the index still holds `expected` (``keepIfCurrent(_:_:_:body:_:released:)``). A
+    /// short file is damage, as ``ReadOutcome/init(opening:)`` says of an open.
+    private func readEntryFile(_ hash: KeyHash, expected: IndexEntry, body: Bool, count: Int,
+                               hashing: Bool = false, checksum: inout UInt64, pageCacheOnly: PageCacheOnly?,
+                               opened: inout OpenFile?) -> ReadOutcome<EntryBytes> {
         var kept: SharedDescriptor?
         var keeping = false
         switch keptFiles.lookUp(hash, entry: expected, body: body) {
@@ -49,26 +48,27 @@ extension DiskCache {
                 fd = descriptor
             case .failure(let error):
                 pageCacheOnly?.note(error)
-                return ReadOutcome<Int32>(opening: .failure(error)).withoutValue()
+                return ReadOutcome<OpenFile>(opening: .failure(error)).withoutValue()
             }
         }
         let withoutWaiting = pageCacheOnly != nil
         // `kept` holds the descriptor open while it is read, whatever lets go of it meanwhile.
         let result = withExtendedLifetime(kept) {
             hashing
-                ? FileIO.readHashing(fd: fd, count: count, withoutWaiting: withoutWaiting).map { $0.map { ($0.0, Optional($0.1)) } }
-                : FileIO.read(fd: fd, count: count, withoutWaiting: withoutWaiting).map { $0.map { ($0, UInt64?.none) } }
+                ? FileIO.readHashing(fd: fd, count: count, checksum: &checksum, withoutWaiting: withoutWaiting)
+                : FileIO.read(fd: fd, count: count, withoutWaiting: withoutWaiting)
         }
         // Closed now unless it was read whole and is to be kept.
         if !keeping { opened = nil }
-        if case .success(nil) = result { opened = nil }
-        if case .failure = result { opened = nil }
-        switch result {
-        case .success(let (buffer, checksum)?): return .found((buffer, checksum))
-        case .success(nil): return .damaged
+        switch consume result {
+        case .success(let bytes?): return .found(bytes)
+        case .success(nil):
+            opened = nil
+            return .damaged
         case .failure(let error):
+            opened = nil
             pageCacheOnly?.note(error)
-            return ReadOutcome<Int32>(opening: .failure(error)).withoutValue()
+            return ReadOutcome<OpenFile>(opening: .failure(error)).withoutValue()
         }
     }
 
@@ -117,7 +117,7 @@ extension DiskCache {
 
     /// ``openBody(for:pageCacheOnly:reading:_:)`` reading the entry's metadata file (and an
     /// inline body with it).
-    func openBody<T>(for key: String, pageCacheOnly: PageCacheOnly? = nil,
+    func openBody<T: ~Copyable>(for key: String, pageCacheOnly: PageCacheOnly? = nil,
                      _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> ReadOutcome<T>)
         throws(DiskCacheError) -> T? {
         try openBody(for: key, pageCacheOnly: pageCacheOnly, reading: { hash, entry in
@@ -136,7 +136,7 @@ extension DiskCache {
     ///
     /// Both closures are non-escaping, so a read allocates no closure context and retains
     /// nothing for them.
-    func openBody<T>(for key: String, pageCacheOnly: PageCacheOnly?,
+    func openBody<T: ~Copyable>(for key: String, pageCacheOnly: PageCacheOnly?,
                      reading: (KeyHash, IndexEntry) -> ReadOutcome<EntryRead>,
                      _ open: (KeyHash, IndexEntry, EntryMetadata, Data?) throws(DiskCacheError) -> ReadOutcome<T>)
         throws(DiskCacheError) -> T? {
@@ -163,14 +163,16 @@ extension DiskCache {
                 outcome = other.withoutValue()
             }
             switch outcome {
-            case .found, .absent: break
+            case .found: break
+            case .absent: break
             case .otherKey:
                 takeBackHit(countingMiss: pageCacheOnly?.gaveUp != true)
                 state.withLock { $0.statistics.hashCollisions += 1 }
             case .unavailable:
                 takeBackHit(countingMiss: pageCacheOnly?.gaveUp != true)
-            case .expired, .damaged, .replaced:
-                // The removal, or the next attempt, counts what the read ends as.
+            default:
+                // Expired, damaged or replaced: the removal, or the next attempt, counts what
+                // the read ends as.
                 takeBackHit(countingMiss: false)
             }
             return outcome
@@ -181,14 +183,15 @@ extension DiskCache {
         for attempt in 0..<5 {
             var seen: IndexEntry?
             let outcome = attempt < 4 ? try once(&seen) : try withStripe(hash) { () throws(DiskCacheError) in try once(&seen) }
-            switch (outcome, seen) {
-            case (.found(let value), _): return value
-            case (.expired, let entry?):
-                removeExpired(hash, entry, key: key)
+            switch consume outcome {
+            case .found(let value): return value
+            case .expired:
+                if let entry = seen { removeExpired(hash, entry, key: key) }
                 return nil
-            case (.damaged, let entry?):
+            case .damaged:
+                guard let entry = seen else { return nil }
                 if removeIfUnchanged(hash, entry, key: key, pageCacheOnly: pageCacheOnly) { return nil }
-            case (.replaced, _):
+            case .replaced:
                 continue
             default:
                 return nil
@@ -217,7 +220,7 @@ extension DiskCache {
     }
 
     /// A missing body file is damage if the entry is still the one looked up, else a replacement.
-    func missing<T>(_ hash: KeyHash, _ entry: IndexEntry) -> ReadOutcome<T> {
+    func missing<T: ~Copyable>(_ hash: KeyHash, _ entry: IndexEntry) -> ReadOutcome<T> {
         isCurrent(hash, entry) ? .damaged : .replaced
     }
 
@@ -235,21 +238,17 @@ extension DiskCache {
     /// Reads an entry's `.meta` file, then checks that the index still holds `expected`: the
     /// file may have been retired and written again for another entry since it was opened
     /// (``RetiredFiles``), which only a replacement or removal of `expected` lets happen.
-    /// The caller owns the buffer (``EntryBytes``).
-    private func readMetaFile(_ hash: KeyHash, expected: IndexEntry,
-                              pageCacheOnly: PageCacheOnly?) -> ReadOutcome<UnsafeMutableRawBufferPointer> {
+    private func readMetaFile(_ hash: KeyHash, expected: IndexEntry, pageCacheOnly: PageCacheOnly?) -> ReadOutcome<EntryBytes> {
         var opened: OpenFile?
+        var unhashed: UInt64 = 0
         let outcome = readEntryFile(hash, expected: expected, body: false, count: Int(expected.metaSize),
-                                    pageCacheOnly: pageCacheOnly, opened: &opened)
+                                    checksum: &unhashed, pageCacheOnly: pageCacheOnly, opened: &opened)
         // A file read whole that is to be kept is kept in the same visit.
         var released: [SharedDescriptor] = []
         let current = state.withLock { keepIfCurrent(&$0, hash, expected, body: false, &opened, released: &released) }
-        switch outcome {
-        case .found(let read) where current: return .found(read.buffer)
-        case .found(let read):
-            read.buffer.deallocate()
-            return .replaced
-        case .damaged where !current: return .replaced  // gone or cut short by a later write
+        switch consume outcome {
+        case .found(let bytes): return current ? .found(bytes) : .replaced
+        case .damaged: return current ? .damaged : .replaced  // gone or cut short by a later write
         case let other: return other.withoutValue()
         }
     }
@@ -259,7 +258,7 @@ extension DiskCache {
                    pageCacheOnly: PageCacheOnly? = nil) -> ReadOutcome<EntryRead> {
         let file: EntryBytes
         switch readMetaFile(hash, expected: expected, pageCacheOnly: pageCacheOnly) {
-        case .found(let read): file = EntryBytes(read)
+        case .found(let read): file = read
         case let other: return other.withoutValue()
         }
         guard var meta = file.withBytes(EntryMetadata.decode) else { return .damaged }
@@ -285,7 +284,7 @@ extension DiskCache {
     func readValue(_ hash: KeyHash, key: String, expected: IndexEntry, pageCacheOnly: PageCacheOnly? = nil) -> ReadOutcome<EntryRead> {
         let file: EntryBytes
         switch readMetaFile(hash, expected: expected, pageCacheOnly: pageCacheOnly) {
-        case .found(let read): file = EntryBytes(read)
+        case .found(let read): file = read
         case let other: return other.withoutValue()
         }
         let view = file.withBytes { bytes in
@@ -312,11 +311,12 @@ extension DiskCache {
     /// said, it is the entry's.)
     private func readBody(_ hash: KeyHash, meta: EntryMetadata, expected: IndexEntry, pageCacheOnly: PageCacheOnly?) -> ReadOutcome<EntryRead> {
         var opened: OpenFile?
-        switch readEntryFile(hash, expected: expected, body: true, count: Int(meta.size), hashing: configuration.verifiesChecksums,
-                             pageCacheOnly: pageCacheOnly, opened: &opened) {
-        case .found(let read):
-            let file = EntryBytes(read.buffer)
-            if let checksum = read.checksum, checksum != meta.checksum { return .damaged }
+        var checksum: UInt64 = 0
+        let hashing = configuration.verifiesChecksums
+        switch readEntryFile(hash, expected: expected, body: true, count: Int(meta.size), hashing: hashing,
+                             checksum: &checksum, pageCacheOnly: pageCacheOnly, opened: &opened) {
+        case .found(let file):
+            if hashing, checksum != meta.checksum { return .damaged }
             if opened != nil {
                 var released: [SharedDescriptor] = []
                 _ = state.withLock { keepIfCurrent(&$0, hash, expected, body: true, &opened, released: &released) }

@@ -1,6 +1,8 @@
 /// How a read of an entry ended, at every step of the read path (an entry file read, its
 /// metadata and body checked, what a reader makes of them): one word for each way a read ends.
-enum ReadOutcome<Value> {
+/// A value that owns something (``EntryBytes``, ``OpenFile``, ``DiskCache/CheckedBody``) is
+/// owned by the outcome: an outcome dropped on any path lets go of it.
+enum ReadOutcome<Value: ~Copyable>: ~Copyable {
     /// What was read, checked against what the index vouches for.
     case found(Value)
     /// No entry for the key: a miss.
@@ -20,8 +22,8 @@ enum ReadOutcome<Value> {
     case unavailable
 
     /// The same ending for a reader of another type. Only for an outcome that found nothing.
-    func withoutValue<Other>() -> ReadOutcome<Other> {
-        switch self {
+    consuming func withoutValue<Other: ~Copyable>() -> ReadOutcome<Other> {
+        switch consume self {
         case .found: preconditionFailure("a found value has no other type")  // every caller handles `.found` before
         case .absent: return .absent
         case .expired: return .expired
@@ -33,19 +35,21 @@ enum ReadOutcome<Value> {
     }
 }
 
-extension ReadOutcome where Value == Int32 {
+extension ReadOutcome: Copyable where Value: Copyable {}
+
+extension ReadOutcome where Value == OpenFile {
     /// How an open of an entry file (with `O_NOFOLLOW`) ended: a missing file, a link or
     /// anything that is not a regular file is damage; any other failure is not the file's fault.
     init(opening result: Result<Int32, SyscallError>) {
         switch result {
-        case .success(let fd): self = .found(fd)
+        case .success(let fd): self = .found(OpenFile(fd))
         case .failure(let error) where ReadOutcome.isDamage(error): self = .damaged
         case .failure: self = .unavailable
         }
     }
 }
 
-extension ReadOutcome {
+extension ReadOutcome where Value: ~Copyable {
     /// Whether an error opening or reading an entry file means the file is not what its entry
     /// needs (missing, a symbolic link `O_NOFOLLOW` refused, not a regular file) rather than a
     /// failure that says nothing about it.

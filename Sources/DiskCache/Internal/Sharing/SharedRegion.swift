@@ -259,7 +259,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
 
     /// Holds key stripe `index` (or all `count` of them from it) exclusively while `body` runs,
     /// on a page that passes ``checkUsable()``, each waited for at most ``lockTimeout``.
-    func withStripes<T>(from index: Int, count: Int = 1, _ body: () throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
+    func withStripes<T: ~Copyable>(from index: Int, count: Int = 1, _ body: () throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
         try checkUsable()
         if Self.usesMutexes {
             var held = 0

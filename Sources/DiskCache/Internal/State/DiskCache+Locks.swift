@@ -23,7 +23,7 @@ extension DiskCache {
     /// ``SharedRegion`` too, so that no writer of the key in any instance is part way.
     /// In shared mode it throws what ``SharedRegion/withStripes(from:count:_:)`` throws (a lock
     /// not had in time, a page that cannot be trusted) without running `body`.
-    func withStripe<T>(_ hash: KeyHash, _ body: () throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
+    func withStripe<T: ~Copyable>(_ hash: KeyHash, _ body: () throws(DiskCacheError) -> T) throws(DiskCacheError) -> T {
         let index = SharedRegion.stripe(of: hash)  // `stripes` has one lock per stripe of the page
         return try stripes[index].mutex.withLock { _ throws(DiskCacheError) -> T in
             guard let sharedRegion else { return try body() }

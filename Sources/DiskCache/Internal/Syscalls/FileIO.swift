@@ -123,25 +123,24 @@ enum FileIO {
     /// Reads exactly `count` bytes from the start of `path` into a fresh buffer.
     /// Returns nil (as `.success(nil)`) when the file is shorter than that; fails with
     /// ENOMEM when `count` is more than a read may allocate.
-    static func read(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
+    static func read(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<EntryBytes?, SyscallError> {
         withFileToRead(path, in: directory) { read(fd: $0, count: count) }
     }
 
     /// Runs `body` with `path` opened to read (``readFlags``), and closes it after.
-    private static func withFileToRead<T>(_ path: String, in directory: CacheDirectory?,
+    private static func withFileToRead<T: ~Copyable>(_ path: String, in directory: CacheDirectory?,
                                           _ body: (Int32) -> Result<T, SyscallError>) -> Result<T, SyscallError> {
-        let fd: Int32
+        let file: OpenFile
         switch open(path, readFlags, in: directory) {
-        case .success(let opened): fd = opened
+        case .success(let opened): file = OpenFile(opened)
         case .failure(let error): return .failure(error)
         }
-        defer { Syscall.close(fd) }
-        return body(fd)
+        return file.withFD(body)
     }
 
     /// ``read(_:count:in:)`` of a file open at `fd`, read from offset 0 (and left open).
     /// `withoutWaiting`: fail with EAGAIN rather than wait for the disk (``DiskCache/PageCacheOnly``).
-    static func read(fd: Int32, count: Int, withoutWaiting: Bool = false) -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
+    static func read(fd: Int32, count: Int, withoutWaiting: Bool = false) -> Result<EntryBytes?, SyscallError> {
         let mode: Int32 = withoutWaiting ? 1 : 0
         return readInto(fd: fd, count: count) { fd, buffer in
             Syscall.preadAll(fd, UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count]), at: 0) {
@@ -150,37 +149,45 @@ enum FileIO {
         }
     }
 
-    /// ``read(_:count:)`` that also returns the XXH3-64 of the bytes, computed chunk by chunk
-    /// as they arrive (a large body crosses memory once instead of twice).
-    static func readHashing(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, SyscallError> {
-        withFileToRead(path, in: directory) { readHashing(fd: $0, count: count) }
-    }
-
-    /// ``readHashing(_:count:in:)`` of a file open at `fd` (left open).
-    static func readHashing(fd: Int32, count: Int, withoutWaiting: Bool = false) -> Result<(UnsafeMutableRawBufferPointer, UInt64)?, SyscallError> {
+    /// ``read(fd:count:withoutWaiting:)`` that also sets `checksum` to the XXH3-64 of the
+    /// bytes, computed chunk by chunk as they arrive (a large body crosses memory once instead
+    /// of twice).
+    static func readHashing(fd: Int32, count: Int, checksum: inout UInt64, withoutWaiting: Bool = false) -> Result<EntryBytes?, SyscallError> {
         var hash: UInt64 = 0
-        return readInto(fd: fd, count: count) { fd, buffer in
+        let result = readInto(fd: fd, count: count) { fd, buffer in
             // Reads from offset 0 whatever the descriptor's position (a kept descriptor is read again).
             let read = cdiskcache_read_hashing(fd, buffer.baseAddress, count, &hash, withoutWaiting ? 1 : 0)
             return read < 0 ? .failure(SyscallError.current) : .success(read)
-        }.map { $0.map { ($0, hash) } }
+        }
+        checksum = hash
+        return result
+    }
+
+    /// The XXH3-64 of the first `count` bytes of `path`, read through a 64 KiB buffer (so that
+    /// a body of any size is checked in bounded memory); nil when the file is shorter. Fails
+    /// with ENOMEM, as a read of it would, when `count` is more than ``maximumReadSize``: a
+    /// sparse file claiming exabytes must not keep the caller hashing zeros for hours.
+    static func checksum(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<UInt64?, SyscallError> {
+        guard count <= maximumReadSize else { return .failure(SyscallError(rawValue: ENOMEM)) }
+        return withFileToRead(path, in: directory) { fd in
+            var checksum: UInt64 = 0
+            let read = cdiskcache_hash_file(fd, 0, count, &checksum, 0)
+            guard read >= 0 else { return .failure(SyscallError.current) }
+            return .success(read == count ? checksum : nil)
+        }
     }
 
     /// Allocates `count` bytes and lets `fill` read into them from `fd` (returning how many it
-    /// read): the buffer when that is `count`, nil when the file was shorter.
+    /// read): the bytes when that is `count`, nil when the file was shorter.
     private static func readInto(fd: Int32, count: Int,
                                  fill: (Int32, UnsafeMutableRawBufferPointer) -> Result<Int, SyscallError>)
-        -> Result<UnsafeMutableRawBufferPointer?, SyscallError> {
+        -> Result<EntryBytes?, SyscallError> {
         guard let buffer = allocateForRead(count) else { return .failure(SyscallError(rawValue: ENOMEM)) }
+        let bytes = EntryBytes(buffer)  // freed on every path that does not hand it out
         switch fill(fd, buffer) {
-        case .success(let read) where read == count:
-            return .success(buffer)
-        case .success:
-            buffer.deallocate()
-            return .success(nil)
-        case .failure(let error):
-            buffer.deallocate()
-            return .failure(error)
+        case .success(let read) where read == count: return .success(bytes)
+        case .success: return .success(nil)
+        case .failure(let error): return .failure(error)
         }
     }
 

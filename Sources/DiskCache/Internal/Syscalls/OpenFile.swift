@@ -1,17 +1,17 @@
 /// A file descriptor the cache opened, closed when it goes out of scope (on every path) unless
 /// ``release()`` hands it on.
-struct OpenFile: ~Copyable {
+package struct OpenFile: ~Copyable, Sendable {
     /// The descriptor, open for as long as this value lives: a copy of it must not be used
     /// after the value is consumed or goes out of scope.
-    let fd: Int32
+    package let fd: Int32
 
     init(_ fd: Int32) { self.fd = fd }
 
     /// Runs `body` with the descriptor, which stays open while it runs.
-    borrowing func withFD<R>(_ body: (Int32) throws -> R) rethrows -> R { try body(fd) }
+    borrowing func withFD<R: ~Copyable>(_ body: (Int32) throws -> R) rethrows -> R { try body(fd) }
 
     /// The descriptor, for an owner that will close it.
-    consuming func release() -> Int32 {
+    package consuming func release() -> Int32 {
         let fd = self.fd
         discard self
         return fd

@@ -46,14 +46,13 @@ extension DiskCache {
     /// its checksum (see ``checkBodyFile(_:_:_:)``). A read that fails for another reason says
     /// nothing about the file: false.
     private func bodyFileIsDamaged(_ hash: KeyHash, _ entry: IndexEntry, pageCacheOnly: PageCacheOnly?) -> Bool {
-        let fd: Int32
+        let file: OpenFile
         switch ReadOutcome(opening: layout.openEntryFileToRead(hash, slot: entry.slot, body: true)) {
-        case .found(let value): fd = value
+        case .found(let opened): file = opened
         case .damaged: return true
         default: return false
         }
-        defer { Syscall.close(fd) }
-        if case .damaged = checkBodyFile(fd, hash, entry, pageCacheOnly: pageCacheOnly) { return true }
+        if case .damaged = checkBodyFile(file.fd, hash, entry, pageCacheOnly: pageCacheOnly) { return true }
         return false
     }
 
