@@ -212,14 +212,13 @@ struct Opener {
         // the journal does not claim a clean shutdown and the next open looks for orphans.
         let keep = summary.endedCleanly ? summary.lastRecordStart : summary.validLength
         if keep < bytes.count {
-            let fd = try layout.directory.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
-            defer { Syscall.close(fd) }
-            try Syscall.ftruncate(fd, Int64(keep)).get(orThrow: "cut the journal's tail", path: layout.journal)
+            let journal = OpenFile(try layout.directory.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal))
+            try Syscall.ftruncate(journal.fd, Int64(keep)).get(orThrow: "cut the journal's tail", path: layout.journal)
             if summary.endedCleanly {
                 loaded.records -= 1
                 // Durably: a power cut must not bring the CLOSE record back, or files this
                 // session writes but never commits would outlive the next open unscanned.
-                try Syscall.fsync(fd).get(orThrow: "sync the journal", path: layout.journal)
+                try Syscall.fsync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
             }
         }
         loaded.needsOrphanScan = !summary.endedCleanly || summary.corruptRegions > 0

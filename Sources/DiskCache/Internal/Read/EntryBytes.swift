@@ -13,6 +13,11 @@ struct EntryBytes: ~Copyable {
         try body(UnsafeRawBufferPointer(buffer))
     }
 
+    /// Runs `body` with the buffer to fill (a read into it), which stays allocated while it runs.
+    borrowing func withBufferToFill<R>(_ body: (UnsafeMutableRawBufferPointer) throws -> R) rethrows -> R {
+        try body(buffer)
+    }
+
     /// The bytes in `range` as a `Data` that frees the whole buffer when it goes: no copy.
     consuming func data(_ range: Range<Int>) -> Data {
         let buffer = self.buffer

@@ -83,9 +83,9 @@ final class CacheDirectory: Sendable {
         guard let slash = relative.utf8.lastIndex(of: UInt8(ascii: "/")) else { return body(fd, relative) }
         let parent = String(relative[..<slash]), name = String(relative[relative.utf8.index(after: slash)...])
         switch Syscall.openBeneath(fd, parent, O_RDONLY | O_DIRECTORY, 0, reportingAs: nil) {
-        case .success(let directory):
-            defer { Syscall.close(directory) }
-            return body(directory, name)
+        case .success(let opened):
+            let directory = OpenFile(opened)
+            return body(directory.fd, name)
         case .failure(let error):
             return .failure(error)
         }
@@ -138,10 +138,7 @@ final class CacheDirectory: Sendable {
 
     /// Changes the mode of the directory or file itself (through its descriptor: never a link's target).
     func chmod(_ path: String, _ mode: mode_t) -> Result<Void, SyscallError> {
-        open(path, O_RDONLY | O_NONBLOCK).flatMap { file in
-            defer { Syscall.close(file) }
-            return Syscall.fchmod(file, mode, reportingAs: path)
-        }
+        open(path, O_RDONLY | O_NONBLOCK).flatMap { OpenFile($0).withFD { Syscall.fchmod($0, mode, reportingAs: path) } }
     }
 
     /// Names in a directory inside the cache, with their types; a link is listed, never entered.
@@ -155,10 +152,7 @@ final class CacheDirectory: Sendable {
     /// Fsyncs a directory inside the cache (or the cache directory itself).
     func fsyncDirectory(_ path: String) -> Result<Void, SyscallError> {
         if relative(path).isEmpty { return Syscall.fsync(fd) }
-        return open(path, O_RDONLY | O_DIRECTORY).flatMap { directory in
-            defer { Syscall.close(directory) }
-            return Syscall.fsync(directory)
-        }
+        return open(path, O_RDONLY | O_DIRECTORY).flatMap { OpenFile($0).withFD { Syscall.fsync($0) } }
     }
 
     /// Whether a file or directory is there (not following a link: a link is there).

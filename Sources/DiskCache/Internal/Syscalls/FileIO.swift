@@ -184,7 +184,7 @@ enum FileIO {
         -> Result<EntryBytes?, SyscallError> {
         guard let buffer = allocateForRead(count) else { return .failure(SyscallError(rawValue: ENOMEM)) }
         let bytes = EntryBytes(buffer)  // freed on every path that does not hand it out
-        switch fill(fd, buffer) {
+        switch bytes.withBufferToFill({ fill(fd, $0) }) {
         case .success(let read) where read == count: return .success(bytes)
         case .success: return .success(nil)
         case .failure(let error): return .failure(error)
