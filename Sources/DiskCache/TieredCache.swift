@@ -391,17 +391,20 @@ public final class TieredCache: Sendable {
         }
     }
 
-    /// Removes what was stored at or after `date`, from both tiers.
+    /// Removes what was stored at or after `date`, from both tiers. Both go by the millisecond
+    /// (``now()``): what was stored in `date`'s millisecond goes, even just before it.
     public func removeEntries(modifiedSince date: Date) throws {
+        let since = Date(milliseconds: date.milliseconds)
         try withAllStripes {
-            let keys = shared.state.withLock { state in state.memoryKeys.filter { $0.value >= date }.map(\.key) }
+            let keys = shared.state.withLock { state in state.memoryKeys.filter { $0.value >= since }.map(\.key) }
             for key in keys { removeFromMemory(key) }
             try disk?.removeEntries(modifiedSince: date)
         }
     }
 
-    /// Now, by ``clock``: what a record's creation and expiry are measured against.
-    func now() -> Date { Date(timeIntervalSince1970: Double(clock()) / 1000) }
+    /// Now, by ``clock`` (to the millisecond, as the disk tier's entries): what a record's
+    /// creation and expiry are measured against.
+    func now() -> Date { Date(milliseconds: clock()) }
 
     // MARK: - Memory tier
 
