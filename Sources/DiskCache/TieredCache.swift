@@ -391,8 +391,8 @@ public final class TieredCache: Sendable {
         }
     }
 
-    /// Removes what was stored at or after `date`, from both tiers. Both go by the millisecond
-    /// (``now()``): what was stored in `date`'s millisecond goes, even just before it.
+    /// Removes what was stored at or after `date`, from both tiers. Both go by the millisecond:
+    /// what was stored in `date`'s millisecond goes, even just before it.
     public func removeEntries(modifiedSince date: Date) throws {
         let since = Date(milliseconds: date.milliseconds)
         try withAllStripes {
