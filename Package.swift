@@ -213,7 +213,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HTTPCacheTests",
-            dependencies: ["DiskCacheLocking", "HTTPCache", "HTTPTestOrigin", .product(name: "HTTPTypes", package: "swift-http-types")]
+            dependencies: ["DiskCacheLocking", "HTTPCache", "HTTPTestOrigin", "TestSupport", .product(name: "HTTPTypes", package: "swift-http-types")]
         ),
         .testTarget(
             name: "CacheServerTests",

@@ -2,6 +2,7 @@
 import DiskCacheLocking
 import Foundation
 import Testing
+import TestSupport
 
 struct ConcurrencyTests {
     /// Many threads read, write and remove overlapping keys. Every value read must be one that

@@ -2,6 +2,7 @@
 import Foundation
 import MemoryCache
 import Testing
+import TestSupport
 
 /// Which entries the sweeper evicts: S3-FIFO (the default) and LRU, decisions worked out by
 /// hand, kept across a close and reopen (with and without a compaction) and across instances

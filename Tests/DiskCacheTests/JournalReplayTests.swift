@@ -3,6 +3,7 @@ import Foundation
 import MemoryCache
 import DiskCacheLocking
 import Testing
+import TestSupport
 
 /// Recovery from damaged journals, written byte by byte.
 struct JournalReplayTests {

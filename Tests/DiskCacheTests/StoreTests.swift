@@ -1,6 +1,7 @@
 @testable import DiskCache
 import Foundation
 import Testing
+import TestSupport
 
 struct StoreTests {
     @Test(arguments: [0, 1, 100, 8 << 10, (8 << 10) + 1, 300_000])

@@ -31,16 +31,6 @@ final class TemporaryDirectory {
     }
 }
 
-/// A clock the test moves by hand.
-final class ManualClock: @unchecked Sendable {  // unchecked: the lock guards `now`
-    private let lock = NSLock()
-    private var now: Int64
-    init(_ start: Date = Date(timeIntervalSince1970: 1_800_000_000)) { now = start.milliseconds }
-    var milliseconds: Int64 { lock.withLock { now } }
-    var date: Date { Date(milliseconds: milliseconds) }
-    func advance(seconds: Double) { lock.withLock { now += Int64(seconds * 1000) } }
-}
-
 extension DiskCache.Configuration {
     static func testing(
         durability: DiskCache.Durability = .none,

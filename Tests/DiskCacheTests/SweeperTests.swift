@@ -3,6 +3,7 @@ import Foundation
 import MemoryCache
 import DiskCacheLocking
 import Testing
+import TestSupport
 
 /// A volume whose free space the test sets.
 final class FakeVolume: Sendable {

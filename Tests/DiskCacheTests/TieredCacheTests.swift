@@ -1,6 +1,7 @@
 @testable import DiskCache
 import Foundation
 import Testing
+import TestSupport
 
 struct TieredCacheTests {
     func makeCache(_ dir: TemporaryDirectory, memory: Int = 1 << 20, clock: ManualClock? = nil) throws -> TieredCache {

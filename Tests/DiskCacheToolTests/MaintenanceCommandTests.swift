@@ -1,6 +1,7 @@
 @testable import DiskCache
 import Foundation
 import Testing
+import TestSupport
 
 /// put, rm, clear, compact and sweep, checked by opening the cache with the library afterwards.
 struct MaintenanceCommandTests {

@@ -24,17 +24,6 @@ final class TemporaryDirectory {
     }
 }
 
-/// A clock the test moves by hand, in milliseconds since 1970.
-final class ManualClock: @unchecked Sendable {  // unchecked: the lock guards `now`
-    private let lock = NSLock()
-    private var now: Int64
-    init(_ iso: String) {
-        now = Int64(ISO8601DateFormatter().date(from: iso)!.timeIntervalSince1970 * 1000)
-    }
-    var milliseconds: Int64 { lock.withLock { now } }
-    func advance(seconds: Int64) { lock.withLock { now += seconds * 1000 } }
-}
-
 /// Opens a cache for building test fixtures, with a manual clock so dates are exact.
 /// Without a clock, the real one; either way no background sweeper, so nothing is evicted
 /// behind the test's back.

@@ -5,6 +5,7 @@ import FoundationNetworking
 #endif
 @testable import HTTPCache
 import HTTPTestOrigin
+import TestSupport
 
 /// A temporary directory for one test, removed by ``remove()``.
 struct TemporaryDirectory {
@@ -88,19 +89,14 @@ func httpDateNow(offset: TimeInterval = 0) -> String {
     HTTPDate.string(from: Date().addingTimeInterval(offset))
 }
 
-/// The time a store goes by (its disk configuration's clock), from now, moved only by hand:
-/// for a test that needs one moment after another without sleeping.
-final class StoreClock: @unchecked Sendable {  // unchecked: the lock guards `milliseconds`
-    private let lock = NSLock()
-    private var milliseconds = Int64(Date().timeIntervalSince1970 * 1000)
-
-    var date: Date { lock.withLock { Date(timeIntervalSince1970: Double(milliseconds) / 1000) } }
-    func advance(milliseconds delta: Int64) { lock.withLock { milliseconds += delta } }
+extension ManualClock {
+    /// A clock from now, so that HTTP freshness, which reads the real time, is unchanged.
+    static func startingNow() -> ManualClock { ManualClock(Date()) }
 
     /// A disk configuration that reads this clock.
     var configuration: DiskCache.Configuration {
         var configuration = DiskCache.Configuration()
-        configuration.clock = { [self] in lock.withLock { milliseconds } }
+        configuration.clock = { [self] in milliseconds }
         return configuration
     }
 }

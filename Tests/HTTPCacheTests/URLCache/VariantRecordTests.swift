@@ -7,6 +7,7 @@ import FoundationNetworking
 import HTTPTestOrigin
 import Testing
 @testable import HTTPCache
+import TestSupport
 
 /// Each stored response (method, `Vary` values) is a record of its own: selection is by method
 /// and `Vary`, and removal by date, by URL, by capacity and by reset work one variant at a time.
@@ -142,7 +143,7 @@ struct VariantRecordTests {
     @Test func removingByDateKeepsTheVariantsStoredBeforeIt() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let clock = StoreClock()
+        let clock = ManualClock.startingNow()
         let cache = HTTPURLCache(store: try HTTPResponseStore(directory: directory.cacheDirectory, diskConfiguration: clock.configuration))
         // Two URLs: one with two Vary variants, one with a GET and then a HEAD.
         var other = URLRequest(url: URL(string: "https://example.com/other")!)
