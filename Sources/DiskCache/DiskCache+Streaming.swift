@@ -359,34 +359,17 @@ extension DiskCache {
         return output
     }
 
-    /// The size of the file open as `fd` and the XXH3-64 of its bytes. A regular file of
-    /// `MappedBodies.minimumSize` (64 KiB, below which a read costs less than a mapping) to
-    /// ``mappedHashLimit`` bytes is hashed through a mapping of it made for the purpose: the
-    /// page cache's own pages, where a read copies them into a buffer first (a third of the
-    /// CPU, `Benchmarks/c/mapped-check.c`). Any other, or one cut short while it is hashed, is
-    /// read to its end through a 64 KiB buffer, so that the memory used stays bounded.
+    /// The size of the file open as `fd` and the XXH3-64 of its bytes, read to its end
+    /// (``FileIO/hash(fd:count:)``).
     static func hashFile(_ fd: Int32, path: String) throws(DiskCacheError) -> (size: Int64, checksum: UInt64) {
-        var checksum: UInt64 = 0
-        if case .success(let info) = Syscall.fstat(fd), info.st_mode & S_IFMT == S_IFREG,
-           info.st_size >= MappedBodies.minimumSize, info.st_size <= mappedHashLimit {
-            let size = Int(info.st_size)
-            if let bytes = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), bytes != MAP_FAILED {
-                defer { munmap(bytes, size) }
-                if cdiskcache_hash_mapped(bytes, size, &checksum, 0) == 0 { return (Int64(size), checksum) }
-            }
+        switch FileIO.hash(fd: fd, count: .max) {
+        case .success(let hashed): return (Int64(hashed.count), hashed.checksum)
+        case .failure(let error): throw DiskCacheError.io(error, "read the body", path: path)
         }
-        let read = cdiskcache_hash_file(fd, 0, Int.max, &checksum, 0)
-        guard read >= 0 else { throw DiskCacheError.io(SyscallError.current, "read the body", path: path) }
-        return (Int64(read), checksum)
     }
 
     /// How much a copy, a hash or a streamed read moves at a time.
     static let pieceSize = 1 << 20
-
-    /// The largest file ``hashFile(_:path:)`` hashes through a mapping: 8 MiB, mapped for the
-    /// time of its hash only, so that the process's resident size (which counts mapped pages of
-    /// the page cache) grows by no more for each store or hand-out under way.
-    static let mappedHashLimit: Int64 = 8 << 20
 
     /// Copies all of `source` to the empty file `destination`: a shared-block clone where the
     /// filesystem offers one, else an in-kernel copy, else `pread`/`pwrite`. Observers (the

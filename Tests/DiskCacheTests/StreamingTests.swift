@@ -23,7 +23,7 @@ struct StreamingTests {
     /// A body brought in is hashed through a mapping from 64 KiB to `mappedHashLimit` and read
     /// through a buffer otherwise: both give the file's XXH3-64, at the edges and past them.
     @Test(arguments: [1, 4097, (64 << 10) - 1, 64 << 10, (64 << 10) + 4097, (1 << 20) + 3,
-                      Int(DiskCache.mappedHashLimit), Int(DiskCache.mappedHashLimit) + 1])
+                      Int(FileIO.mappedHashLimit), Int(FileIO.mappedHashLimit) + 1])
     func aFileHashesTheSameMappedOrRead(size: Int) throws {
         let directory = TemporaryDirectory()
         try FileManager.default.createDirectory(at: directory.cache, withIntermediateDirectories: true)

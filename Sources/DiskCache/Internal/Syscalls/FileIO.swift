@@ -163,19 +163,43 @@ enum FileIO {
         return result
     }
 
-    /// The XXH3-64 of the first `count` bytes of `path`, read through a 64 KiB buffer (so that
-    /// a body of any size is checked in bounded memory); nil when the file is shorter. Fails
-    /// with ENOMEM, as a read of it would, when `count` is more than ``maximumReadSize``: a
-    /// sparse file claiming exabytes must not keep the caller hashing zeros for hours.
+    /// The XXH3-64 of the first `count` bytes of `path` (``hash(fd:count:)``); nil when the
+    /// file is shorter. Fails with ENOMEM, as a read of it would, when `count` is more than
+    /// ``maximumReadSize``: a sparse file claiming exabytes must not keep the caller hashing
+    /// zeros for hours.
     static func checksum(_ path: String, count: Int, in directory: CacheDirectory?) -> Result<UInt64?, SyscallError> {
         guard count <= maximumReadSize else { return .failure(SyscallError(rawValue: ENOMEM)) }
         return withFileToRead(path, in: directory) { fd in
-            var checksum: UInt64 = 0
-            let read = cdiskcache_hash_file(fd, 0, count, &checksum, 0)
-            guard read >= 0 else { return .failure(SyscallError.current) }
-            return .success(read == count ? checksum : nil)
+            hash(fd: fd, count: count).map { $0.count == count ? $0.checksum : nil }
         }
     }
+
+    /// The XXH3-64 of the first `count` bytes of the file open as `fd` (all of it, with
+    /// `.max`), and how many there were. A regular file of `MappedBodies.minimumSize` (64 KiB,
+    /// below which a read costs less than a mapping) to ``mappedHashLimit`` bytes is hashed
+    /// through a mapping made for the purpose: the page cache's own pages, where a read copies
+    /// them into a buffer first (a third of the CPU, `Benchmarks/c/mapped-check.c`). Any other,
+    /// or one cut short while it is hashed, is read through a 64 KiB buffer, so that the memory
+    /// used stays bounded whatever the size.
+    static func hash(fd: Int32, count: Int) -> Result<(count: Int, checksum: UInt64), SyscallError> {
+        var checksum: UInt64 = 0
+        if case .success(let info) = Syscall.fstat(fd), info.st_mode & S_IFMT == S_IFREG,
+           Int64(info.st_size) >= MappedBodies.minimumSize, min(Int64(count), Int64(info.st_size)) <= mappedHashLimit {
+            let size = Int(min(Int64(count), Int64(info.st_size)))
+            if let bytes = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0), bytes != MAP_FAILED {
+                defer { munmap(bytes, size) }
+                if cdiskcache_hash_mapped(bytes, size, &checksum, 0) == 0 { return .success((size, checksum)) }
+            }
+        }
+        let read = cdiskcache_hash_file(fd, 0, count, &checksum, 0)
+        guard read >= 0 else { return .failure(SyscallError.current) }
+        return .success((read, checksum))
+    }
+
+    /// The most bytes ``hash(fd:count:)`` hashes through a mapping: 8 MiB, mapped for the time
+    /// of its hash only, so that the process's resident size (which counts mapped pages of the
+    /// page cache) grows by no more for each store, hand-out or check under way.
+    static let mappedHashLimit: Int64 = 8 << 20
 
     /// Allocates `count` bytes and lets `fill` read into them from `fd` (returning how many it
     /// read): the bytes when that is `count`, nil when the file was shorter.
