@@ -74,9 +74,8 @@ extension PreparedHits {
         func parts(isHEAD: Bool, at now: Date) -> ReadyResponse {
             let fields = self.fields(age: CachePolicyEngine.ageFieldValue(age(at: now)))
             let body = self.body
-            return ProxyHandler.wholeResponse(status, fields, isHEAD: isHEAD, status: "HIT", range: .whole, size: Int64(size)) { _ in
-                .byteBuffer(body)
-            }
+            let sent = ProxyHandler.sentBounds(.whole, size: Int64(size), isHEAD: isHEAD).map { _ in IOData.byteBuffer(body) }
+            return ProxyHandler.wholeResponse(status, fields, status: "HIT", body: sent)
         }
 
         /// The answer at `now` in its wire form, for ``RawHitResponder``: the bytes NIO's encoder

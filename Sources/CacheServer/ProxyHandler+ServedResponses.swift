@@ -46,24 +46,20 @@ extension ProxyHandler {
         let body = variant.entry.body
         let size = Int64(body.count)
         let (range, code) = servedRange(of: response, size: size, for: exchange, fields: &fields)
-        return Self.wholeResponse(code, fields, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { bounds in
+        let part = Self.sentBounds(range, size: size, isHEAD: exchange.isHEAD).map { bounds -> IOData in
             let start = body.startIndex + Int(bounds.lowerBound)
             return .byteBuffer(ByteBuffer(bytes: body[start..<start + bounds.count]))
         }
+        return Self.wholeResponse(code, fields, status: status, body: part)
     }
 
-    /// A response written in one go: its head, the part of the body `range` selects (`body`
-    /// makes it from its bounds; nothing for HEAD, a 416 or an empty range), and its end.
-    static func wholeResponse(_ code: HTTPResponse.Status, _ fields: HTTPFields, isHEAD: Bool, status: String,
-                              range: ByteRange, size: Int64, body: (Range<Int64>) -> IOData) -> ReadyResponse {
+    /// A response written in one go: its head, the part of the body it sends (nil for HEAD, a
+    /// 416 or an empty range: ``sentBounds(_:size:isHEAD:)``), and its end.
+    static func wholeResponse(_ code: HTTPResponse.Status, _ fields: HTTPFields, status: String, body: IOData?) -> ReadyResponse {
         var parts: [HTTPServerResponsePart] = [.head(Fields.responseHead(code, fields))]
-        var sent: Int64 = 0
-        if let bounds = sentBounds(range, size: size, isHEAD: isHEAD) {
-            parts.append(.body(body(bounds)))
-            sent = Int64(bounds.count)
-        }
+        if let body { parts.append(.body(body)) }
         parts.append(.end(nil))
-        return (parts, Outcome(status: UInt(code.code), bytes: sent, cacheStatus: status))
+        return (parts, Outcome(status: UInt(code.code), bytes: Int64(body?.readableBytes ?? 0), cacheStatus: status))
     }
 
     /// The bytes of a body of `size` that a response sends for `range`: none (nil) for HEAD,
@@ -106,8 +102,7 @@ extension ProxyHandler {
                 part = nil
             }
         }
-        // Asked for exactly when `sent` has bounds, so when `part` was made.
-        return Self.wholeResponse(code, fields, isHEAD: exchange.isHEAD, status: status, range: range, size: size) { _ in part! }
+        return Self.wholeResponse(code, fields, status: status, body: part)
     }
 
     /// A stored response whose body is on disk, answered whole with `fields` (its
