@@ -318,20 +318,22 @@ extension DiskCache {
 
     /// Creates a file of the cache's own in `tmp/` (which must not exist), open for reading and writing.
     func createTemporaryFile(_ temp: String) throws(DiskCacheError) -> OpenFile {
-        var opened = layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
-        if case .failure(let error) = opened, error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || error == .notDirectory {
+        func create() -> Result<OpenFile, SyscallError> { layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600) }
+        switch create() {
+        case .success(let file): return file
+        case .failure(let error) where error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || error == .notDirectory:
             // tmp/ removed, or replaced by a link: made a directory again, as removeAll does.
             _ = restoreDirectory(layout.temp)
-            opened = layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
+            return try create().get(orThrow: "create a file in tmp/", path: temp)
+        case .failure(let error): throw DiskCacheError.io(error, "create a file in tmp/", path: temp)
         }
-        return OpenFile(try opened.get(orThrow: "create a file in tmp/", path: temp))
     }
 
     /// Opens a file just linked into `tmp/` and checks it is a regular file (a link put at the
     /// source meanwhile is refused here: `O_NOFOLLOW`). Its mode is left as it was until the
     /// store commits.
     private func openLinkedFile(_ temp: String) throws(DiskCacheError) -> OpenFile {
-        let file = OpenFile(try layout.directory.open(temp, FileIO.readFlags).get(orThrow: "open the file to store", path: temp))
+        let file = try layout.directory.open(temp, FileIO.readFlags).get(orThrow: "open the file to store", path: temp)
         guard case .success(let info) = Syscall.fstat(file.fd), info.st_mode & S_IFMT == S_IFREG else {
             throw DiskCacheError(code: .invalidArgument, message: "Only a regular file can be stored", path: temp)
         }
@@ -341,8 +343,8 @@ extension DiskCache {
     /// Copies the regular file at `source` to a new file `temp`; returns the copy, open.
     private func copyIntoCache(_ source: String, _ temp: String) throws(DiskCacheError) -> OpenFile {
         let input: OpenFile
-        switch Syscall.open(source, O_RDONLY | O_NONBLOCK) {
-        case .success(let fd): input = OpenFile(fd)
+        switch OpenFile.owning(Syscall.open(source, O_RDONLY | O_NONBLOCK)) {
+        case .success(let file): input = file
         case .failure(.noSuchFileOrDirectory):
             throw DiskCacheError(code: .notFound, message: "There is no file to store", path: source, errno: ENOENT)
         case .failure(let error): throw DiskCacheError.io(error, "open the file to store", path: source)

@@ -59,13 +59,12 @@ extension DiskCache {
                     inline.withUnsafeBytes { Syscall.pwriteAll(fd, $0, at: 0) }
                 }
                 // Handed out read-only, as a body file is.
-                let reopened = written.flatMap { layout.directory.open(handout, FileIO.readFlags) }
-                guard case .success(let readOnly) = reopened else {
+                switch written.flatMap({ layout.directory.open(handout, FileIO.readFlags) }) {
+                case .success(let readOnly): return opened(readOnly.release())
+                case .failure(let error):
                     _ = layout.directory.unlink(handout)
-                    if case .failure(let error) = reopened { throw DiskCacheError.io(error, "write the handed-out file", path: handout) }
-                    return .unavailable
+                    throw DiskCacheError.io(error, "write the handed-out file", path: handout)
                 }
-                return opened(readOnly)
             }
             let body = layout.bodyFile(hash, slot: entry.slot)
             var linked = layout.directory.link(body, handout)
@@ -85,7 +84,7 @@ extension DiskCache {
             }
             let file: OpenFile
             switch layout.directory.open(handout, FileIO.readFlags) {
-            case .success(let value): file = OpenFile(value)
+            case .success(let value): file = value
             case .failure(let error):
                 _ = layout.directory.unlink(handout)
                 return error == .tooManySymbolicLinks || FileIO.isNotAFile(error) ? .damaged : .unavailable

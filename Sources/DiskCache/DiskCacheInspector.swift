@@ -208,7 +208,7 @@ public final class DiskCacheInspector: Sendable {
         let path = layout.bodyFile(hash, slot: entry.slot)
         let file: OpenFile
         switch layout.directory.open(path, FileIO.readFlags) {
-        case .success(let value): file = OpenFile(value)
+        case .success(let value): file = value
         case .failure(let error) where error == .noSuchFileOrDirectory || error == .tooManySymbolicLinks || FileIO.isNotAFile(error):
             throw DiskCacheError(code: .corruptEntry, message: "The entry's body file is missing or not a file", path: path)
         case .failure(let error): throw DiskCacheError.io(error, "open the body", path: path)
@@ -385,9 +385,9 @@ public final class DiskCacheInspector: Sendable {
         }
         for (path, isDirectory) in [(layout.lockFile, false), (layout.root, true)] {
             let flags = isDirectory ? O_RDONLY | O_DIRECTORY : O_RDONLY | O_NOFOLLOW | O_NONBLOCK
-            guard case .success(let fd) = layout.directory.open(path, flags) else { continue }
-            // Closing the descriptor lets go of the lock.
-            let locked = withExtendedLifetime(SharedDescriptor(fd)) { Syscall.lockShared($0.fd) }
+            guard case .success(let file) = layout.directory.open(path, flags) else { continue }
+            // Closing the descriptor (as `file` goes) lets go of the lock.
+            let locked = Syscall.lockShared(file.fd)
             switch locked {
             case .success:
                 break
@@ -400,13 +400,13 @@ public final class DiskCacheInspector: Sendable {
             }
         }
         // Every instance sharing the cache holds a byte of the directory too, whatever became of `SHARED`.
-        if case .success(let fd) = layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY),
-           withExtendedLifetime(SharedDescriptor(fd), { SharedRegion.isHeld(directory: $0.fd) }) {
+        if case .success(let directory) = layout.directory.open(layout.root, O_RDONLY | O_DIRECTORY),
+           SharedRegion.isHeld(directory: directory.fd) {
             return "shared"
         }
-        guard case .success(let fd) = layout.directory.open(layout.root + "/" + SharedRegion.fileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        guard case .success(let page) = layout.directory.open(layout.root + "/" + SharedRegion.fileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
         else { return nil }  // never shared (or its page is unreadable: no instance could have opened it)
-        return withExtendedLifetime(SharedDescriptor(fd)) { SharedRegion.isHeld(.presence, fd: $0.fd) } == true ? "shared" : nil
+        return SharedRegion.isHeld(.presence, fd: page.fd) == true ? "shared" : nil
     }
 
     /// The locks of a cache its instances share that settle whether files are orphans: the
@@ -425,9 +425,9 @@ public final class DiskCacheInspector: Sendable {
         private let region: SharedRegion
 
         init?(_ layout: Layout) {
-            guard case .success(let fd) = layout.directory.open(layout.root + "/" + SharedRegion.fileName,
-                                                                 O_RDWR | O_NOFOLLOW | O_NONBLOCK),
-                  let region = try? SharedRegion.map(OpenFile(fd), layout: layout, initialise: false)
+            guard case .success(let file) = layout.directory.open(layout.root + "/" + SharedRegion.fileName,
+                                                                   O_RDWR | O_NOFOLLOW | O_NONBLOCK),
+                  let region = try? SharedRegion.map(file, layout: layout, initialise: false)
             else { return nil }
             self.region = region
         }

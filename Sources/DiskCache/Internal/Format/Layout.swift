@@ -147,7 +147,7 @@ struct Layout: Sendable {
     /// Opens an entry's metadata (`body: false`) or body file to read, its path inside the
     /// cache directory built on the stack: what every read does, with no allocation for the
     /// path (the full path is made only for an observer).
-    func openEntryFileToRead(_ hash: KeyHash, slot: UInt8, body: Bool) -> Result<Int32, SyscallError> {
+    func openEntryFileToRead(_ hash: KeyHash, slot: UInt8, body: Bool) -> Result<OpenFile, SyscallError> {
         let suffix = body ? Self.bodySuffix : Self.metaSuffix
         let length = relativeEntryLength(slot: slot, suffix: suffix)
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: length + 1) { buffer in

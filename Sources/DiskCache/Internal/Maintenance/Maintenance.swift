@@ -384,8 +384,8 @@ extension DiskCache {
         let temp = layout.journalTemp
         // Whatever is left at journal.tmp (a file, or a directory someone made) is in the way.
         layout.directory.removeTree(temp)
-        let fd = try layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600).get(orThrow: "create journal.tmp", path: temp)
-        let file = SharedDescriptor(fd)
+        let file = SharedDescriptor(try layout.directory.open(temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600)
+            .get(orThrow: "create journal.tmp", path: temp))
         var buffer = Journal.header()
         buffer.reserveCapacity(1 << 20)
         var length: Int64 = 0
@@ -398,7 +398,7 @@ extension DiskCache {
         if state.withLock({ $0.journalCarriesFiles }) {
             // The snapshot's PUT+FILE records become plain PUTs below: the files they carry,
             // all written before the snapshot was taken, are made durable first.
-            try Syscall.syncFileSystem(fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
+            try Syscall.syncFileSystem(file.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
         }
         for (hash, entry, placement) in snapshot.entries {
             let put = Journal.Put(hash: hash, size: entry.size, metaSize: entry.metaSize, isInline: entry.isInline, slot: entry.slot,

@@ -57,7 +57,7 @@ extension Opener {
     /// version 1 does not know can be appended (an older library then refuses the journal
     /// instead of skipping those records as damage).
     func upgradeJournalHeader() throws(DiskCacheError) {
-        let journal = OpenFile(try layout.directory.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal))
+        let journal = try layout.directory.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
         try Journal.header().withUnsafeBytes { Syscall.pwriteAll(journal.fd, $0, at: 0) }.get(orThrow: "write the journal's header", path: layout.journal)
         try Syscall.fsync(journal.fd).get(orThrow: "sync the journal", path: layout.journal)
     }

@@ -81,7 +81,7 @@ extension Opener {
             movedAside = true
             logger.warning("Moved aside what was in place of the shared page (not a regular file)", metadata: ["path": "\(path)"])
         }
-        let file = OpenFile(try SharedRegion.openFile(layout).get(orThrow: "open the shared page", path: path))
+        let file = try SharedRegion.openFile(layout).get(orThrow: "open the shared page", path: path)
         let fd = file.fd
         // A FIFO or device put there since the look above: moved aside on the next try.
         guard case .success(let opened) = Syscall.fstat(fd), opened.st_mode & S_IFMT == S_IFREG else {
@@ -124,7 +124,7 @@ extension Opener {
         if alone {
             // Names no process: tools that report the owner say the cache is shared.
             if case .success(let lockFile) = layout.directory.open(layout.lockFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600) {
-                OpenFile(lockFile).withFD { writeNote("shared\n", to: $0) }
+                writeNote("shared\n", to: lockFile.fd)
             }
         }
         return .success((region, alone))

@@ -135,7 +135,7 @@ extension Opener {
             }
         }
         removeFormat1Shards(keepingOuter: true)
-        let journal = OpenFile(try layout.directory.open(layout.journal, FileIO.readFlags).get(orThrow: "open the journal", path: layout.journal))
+        let journal = try layout.directory.open(layout.journal, FileIO.readFlags).get(orThrow: "open the journal", path: layout.journal)
         try Syscall.syncFileSystem(journal.fd).get(orThrow: "sync the cache's filesystem", path: layout.root)
         try Self.writeVersion(layout, application: application, kind: kind)
         logger.notice("Migrated the cache to format \(Layout.formatVersion)", metadata: ["files": "\(moved)", "entries": "\(index.count)"])

@@ -91,10 +91,11 @@ struct Opener {
                                      path: layout.journal)
             }
             let (index, summary) = Index.replaying(bytes, blockSize: blockSize, policy: configuration.evictionPolicy)
-            let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
+            let journal = SharedDescriptor(try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK)
+                .get(orThrow: "open the journal", path: layout.journal))
             // Up to the last whole record: bytes after it are a dead appender's, which the
             // next append writes over.
-            return (index, summary.records, (SharedDescriptor(fd), Int64(summary.validLength)), try region.counter(.generation),
+            return (index, summary.records, (journal, Int64(summary.validLength)), try region.counter(.generation),
                     summary.carriedFiles > 0)
         }
         region.add(.openCount, 1)
@@ -212,7 +213,7 @@ struct Opener {
         // the journal does not claim a clean shutdown and the next open looks for orphans.
         let keep = summary.endedCleanly ? summary.lastRecordStart : summary.validLength
         if keep < bytes.count {
-            let journal = OpenFile(try layout.directory.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal))
+            let journal = try layout.directory.open(layout.journal, O_WRONLY | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
             try Syscall.ftruncate(journal.fd, Int64(keep)).get(orThrow: "cut the journal's tail", path: layout.journal)
             if summary.endedCleanly {
                 loaded.records -= 1
@@ -244,9 +245,9 @@ struct Opener {
     /// Step 4: the journal opened for appends and the state made; in shared mode the shared
     /// page written afresh, as the first instance's.
     private func startState(_ loaded: Loaded, region: SharedRegion?, recovery: DiskCache.Recovery) throws(DiskCacheError) -> CacheState {
-        let fd = try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK).get(orThrow: "open the journal", path: layout.journal)
-        let journal = SharedDescriptor(fd)
-        let status = try Syscall.fstat(fd).get(orThrow: "read the journal's size", path: layout.journal)
+        let journal = SharedDescriptor(try layout.directory.open(layout.journal, O_RDWR | O_NOFOLLOW | O_NONBLOCK)
+            .get(orThrow: "open the journal", path: layout.journal))
+        let status = try Syscall.fstat(journal.fd).get(orThrow: "read the journal's size", path: layout.journal)
         let length = status.st_size
         var state = CacheState(index: loaded.index, journal: journal, journalLength: Int64(length),
                                reservedEnd: Int64(length), journalRecords: loaded.records)

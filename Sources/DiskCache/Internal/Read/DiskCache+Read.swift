@@ -43,9 +43,9 @@ extension DiskCache {
             fd = kept.fd
         } else {
             switch layout.openEntryFileToRead(hash, slot: expected.slot, body: body) {
-            case .success(let descriptor):
-                opened = OpenFile(descriptor)
-                fd = descriptor
+            case .success(let file):
+                fd = file.fd
+                opened = consume file
             case .failure(let error):
                 pageCacheOnly?.note(error)
                 return ReadOutcome<OpenFile>(opening: .failure(error)).withoutValue()

@@ -40,9 +40,9 @@ extension ReadOutcome: Copyable where Value: Copyable {}
 extension ReadOutcome where Value == OpenFile {
     /// How an open of an entry file (with `O_NOFOLLOW`) ended: a missing file, a link or
     /// anything that is not a regular file is damage; any other failure is not the file's fault.
-    init(opening result: Result<Int32, SyscallError>) {
-        switch result {
-        case .success(let fd): self = .found(OpenFile(fd))
+    init(opening result: consuming Result<OpenFile, SyscallError>) {
+        switch consume result {
+        case .success(let file): self = .found(file)
         case .failure(let error) where ReadOutcome.isDamage(error): self = .damaged
         case .failure: self = .unavailable
         }

@@ -140,7 +140,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
 
     /// Opens (creating when missing) `SHARED` in the cache directory. The mapping is made only
     /// by ``map(fd:layout:initialise:)``, once the caller knows whether it is alone.
-    static func openFile(_ layout: Layout) -> Result<Int32, SyscallError> {
+    static func openFile(_ layout: Layout) -> Result<OpenFile, SyscallError> {
         layout.directory.open(layout.root + "/" + fileName, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0o600)
     }
 
@@ -443,8 +443,7 @@ final class SharedRegion: @unchecked Sendable {  // unchecked: the mapping is on
     /// long) that an instance holds the presence lock of: the page instances share, read
     /// without mapping it or taking a lock.
     static func isShared(_ layout: Layout) -> Bool {
-        guard case .success(let fd) = layout.directory.open(layout.root + "/" + fileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) else { return false }
-        let file = SharedDescriptor(fd)
+        guard case .success(let file) = layout.directory.open(layout.root + "/" + fileName, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) else { return false }
         guard case .success(let info) = Syscall.fstat(file.fd), Int(info.st_size) >= size else { return false }
         var header = [UInt8](repeating: 0, count: 16)
         guard case .success(16) = header.withUnsafeMutableBytes({ Syscall.preadAll(file.fd, $0, at: 0) }) else { return false }

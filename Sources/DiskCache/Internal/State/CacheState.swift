@@ -320,8 +320,8 @@ extension CacheState {
             region[.generation] = UInt64(truncatingIfNeeded: generation)
             region.nameJournal(info)
             region[.writtenAhead] = 0  // it described the old file
-            if case .success(let fd) = shared.layout.directory.open(shared.layout.journal, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) {
-                _ = OpenFile(fd).withFD { Syscall.fsync($0) }
+            if case .success(let journal) = shared.layout.directory.open(shared.layout.journal, O_RDONLY | O_NOFOLLOW | O_NONBLOCK) {
+                _ = Syscall.fsync(journal.fd)
             }
             _ = shared.layout.directory.fsyncDirectory(shared.layout.root)
         }
@@ -390,8 +390,8 @@ extension CacheState {
         if let failsSwitch = shared.failsSwitch, failsSwitch() { return false }
         #endif
         let path = shared.layout.journal
-        guard case .success(let fd) = shared.layout.directory.open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK) else { return false }
-        let file = SharedDescriptor(fd)
+        guard case .success(let opened) = shared.layout.directory.open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK) else { return false }
+        let file = SharedDescriptor(opened)
         if generation == journalGeneration &+ 1 {
             if case .success(let info) = Syscall.fstat(journal.fd), Int64(info.st_size) > journalLength {
                 applyRecords(through: Int64(info.st_size))
@@ -402,7 +402,7 @@ extension CacheState {
             journalLength = Int64(base)
             journalRecords = records
         } else {
-            guard case .success(let bytes?) = FileIO.readAll(fd: fd, limit: Int.max),
+            guard case .success(let bytes?) = FileIO.readAll(fd: file.fd, limit: Int.max),
                   bytes.withUnsafeBytes({ Journal.checkHeader($0) }) == .valid else { return false }
             let summary: Journal.ReplaySummary
             (index, summary) = Index.replaying(bytes, blockSize: index.blockSize, policy: index.policy)

@@ -57,10 +57,10 @@ extension DiskCache {
     }
 }
 
-extension Result where Failure == SyscallError {
+extension Result where Success: ~Copyable, Failure == SyscallError {
     /// The value, or a ``DiskCacheError`` saying what could not be done.
-    func get(orThrow action: String, path: String?) throws(DiskCacheError) -> Success {
-        switch self {
+    consuming func get(orThrow action: String, path: String?) throws(DiskCacheError) -> Success {
+        switch consume self {
         case .success(let value): return value
         case .failure(let error): throw DiskCacheError.io(error, action, path: path)
         }

@@ -64,16 +64,16 @@ final class CacheDirectory: Sendable {
     }
 
     /// Opens a file or directory inside the cache; never follows a link.
-    func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<Int32, SyscallError> {
+    func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600) -> Result<OpenFile, SyscallError> {
         let relative = relative(path)
-        if relative.isEmpty { return Syscall.open(self.path, flags, mode) }
-        return Syscall.openBeneath(fd, relative, flags, mode, reportingAs: path)
+        if relative.isEmpty { return OpenFile.owning(Syscall.open(self.path, flags, mode)) }
+        return OpenFile.owning(Syscall.openBeneath(fd, relative, flags, mode, reportingAs: path))
     }
 
     /// ``open(_:_:_:)`` of a path given relative to the cache directory as a C string (no
     /// `String` made); `fullPath` is asked for only when an observer is told of the open.
-    func open(relative: UnsafePointer<CChar>, _ flags: Int32, fullPath: () -> String) -> Result<Int32, SyscallError> {
-        Syscall.openBeneath(fd, relative, flags, 0, reportingAs: fullPath)
+    func open(relative: UnsafePointer<CChar>, _ flags: Int32, fullPath: () -> String) -> Result<OpenFile, SyscallError> {
+        OpenFile.owning(Syscall.openBeneath(fd, relative, flags, 0, reportingAs: fullPath))
     }
 
     /// Runs `body` with a descriptor of `path`'s parent directory (reached without links) and
@@ -138,7 +138,10 @@ final class CacheDirectory: Sendable {
 
     /// Changes the mode of the directory or file itself (through its descriptor: never a link's target).
     func chmod(_ path: String, _ mode: mode_t) -> Result<Void, SyscallError> {
-        open(path, O_RDONLY | O_NONBLOCK).flatMap { OpenFile($0).withFD { Syscall.fchmod($0, mode, reportingAs: path) } }
+        switch open(path, O_RDONLY | O_NONBLOCK) {
+        case .success(let file): return Syscall.fchmod(file.fd, mode, reportingAs: path)
+        case .failure(let error): return .failure(error)
+        }
     }
 
     /// Names in a directory inside the cache, with their types; a link is listed, never entered.
@@ -152,7 +155,10 @@ final class CacheDirectory: Sendable {
     /// Fsyncs a directory inside the cache (or the cache directory itself).
     func fsyncDirectory(_ path: String) -> Result<Void, SyscallError> {
         if relative(path).isEmpty { return Syscall.fsync(fd) }
-        return open(path, O_RDONLY | O_DIRECTORY).flatMap { OpenFile($0).withFD { Syscall.fsync($0) } }
+        switch open(path, O_RDONLY | O_DIRECTORY) {
+        case .success(let directory): return Syscall.fsync(directory.fd)
+        case .failure(let error): return .failure(error)
+        }
     }
 
     /// Whether a file or directory is there (not following a link: a link is there).

@@ -12,9 +12,9 @@ import Darwin
 /// followed at any component); elsewhere (`directory` nil) no link is followed at the last one.
 enum FileIO {
     /// Opens `path` through `directory` when there is one.
-    private static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600, in directory: CacheDirectory?) -> Result<Int32, SyscallError> {
+    private static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0o600, in directory: CacheDirectory?) -> Result<OpenFile, SyscallError> {
         if let directory { return directory.open(path, flags, mode) }
-        return Syscall.open(path, flags, mode)
+        return OpenFile.owning(Syscall.open(path, flags, mode))
     }
 
     private static func unlink(_ path: String, in directory: CacheDirectory?) {
@@ -26,7 +26,7 @@ enum FileIO {
     static func writeNewFile(_ path: String, _ bytes: UnsafeRawBufferPointer, sync: Bool,
                              in directory: CacheDirectory?) -> Result<Void, SyscallError> {
         switch open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600, in: directory) {
-        case .success(let fd): return write(OpenFile(fd), [bytes], at: path, sync: sync, in: directory)
+        case .success(let file): return write(file, [bytes], at: path, sync: sync, in: directory)
         case .failure(let error): return .failure(error)
         }
     }
@@ -47,13 +47,14 @@ enum FileIO {
             _ = directory.unlink(retired)
         }
         let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW
-        var opened = directory.open(path, flags, 0o600)
-        if case .failure(.fileExists) = opened {
+        switch directory.open(path, flags, 0o600) {
+        case .success(let file): return write(file, parts, at: path, sync: sync, in: directory)
+        case .failure(.fileExists):
             _ = directory.removeEntryFile(path)
-            opened = directory.open(path, flags, 0o600)
-        }
-        switch opened {
-        case .success(let fd): return write(OpenFile(fd), parts, at: path, sync: sync, in: directory)
+            switch directory.open(path, flags, 0o600) {
+            case .success(let file): return write(file, parts, at: path, sync: sync, in: directory)
+            case .failure(let error): return .failure(error)
+            }
         case .failure(let error): return .failure(error)
         }
     }
@@ -78,11 +79,13 @@ enum FileIO {
     private static func openRetired(_ retired: String, movedTo path: String, atMost size: Int,
                                     in directory: CacheDirectory) -> OpenFile? {
         guard case .success = directory.rename(retired, path) else { return nil }
-        guard case .success(let fd) = directory.open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK, 0) else {
+        let file: OpenFile
+        switch directory.open(path, O_WRONLY | O_NOFOLLOW | O_NONBLOCK, 0) {
+        case .success(let opened): file = opened
+        case .failure:
             _ = directory.unlink(path)
             return nil
         }
-        let file = OpenFile(fd)
         guard case .success(let info) = Syscall.fstat(file.fd), info.st_mode & S_IFMT == S_IFREG, info.st_nlink == 1,
               info.st_size <= size else {
             _ = consume file
@@ -132,7 +135,7 @@ enum FileIO {
                                           _ body: (Int32) -> Result<T, SyscallError>) -> Result<T, SyscallError> {
         let file: OpenFile
         switch open(path, readFlags, in: directory) {
-        case .success(let opened): file = OpenFile(opened)
+        case .success(let opened): file = opened
         case .failure(let error): return .failure(error)
         }
         return file.withFD(body)

@@ -7,6 +7,14 @@ package struct OpenFile: ~Copyable, Sendable {
 
     init(_ fd: Int32) { self.fd = fd }
 
+    /// What an open returned, the descriptor owned from here.
+    static func owning(_ opened: Result<Int32, SyscallError>) -> Result<OpenFile, SyscallError> {
+        switch opened {
+        case .success(let fd): .success(OpenFile(fd))
+        case .failure(let error): .failure(error)
+        }
+    }
+
     /// Runs `body` with the descriptor, which stays open while it runs.
     borrowing func withFD<R: ~Copyable>(_ body: (Int32) throws -> R) rethrows -> R { try body(fd) }
 

@@ -5,5 +5,7 @@
 final class SharedDescriptor: Sendable {
     let fd: Int32
     init(_ fd: Int32) { self.fd = fd }
+    /// Shares `file`, which this owns from here.
+    convenience init(_ file: consuming OpenFile) { self.init(file.release()) }
     deinit { Syscall.close(fd) }
 }
