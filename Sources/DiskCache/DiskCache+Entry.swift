@@ -35,8 +35,18 @@ extension Date {
     }
 
     /// Milliseconds since 1970, clamped to ±10^15 (about 31,000 years) so no date traps.
-    var milliseconds: Int64 {
-        let value = (timeIntervalSince1970 * 1000).rounded(.down)
+    var milliseconds: Int64 { Self.clampedMilliseconds((timeIntervalSince1970 * 1000).rounded(.down)) }
+
+    /// The millisecond a lower bound of stamps falls in (what `removeEntries(modifiedSince:)`
+    /// compares with): ``milliseconds``, except that a date less than 10 µs into a millisecond
+    /// counts in the one before. A date's seconds are a `Double` converted from 2001 to 1970 and
+    /// multiplied by 1,000, which can carry a time just before a millisecond's edge past it:
+    /// `Date()` then gives a millisecond after the one the clock (`Configuration.clock`) reads
+    /// a moment later, about once in 11,000, and a store made just after the date would be
+    /// stamped before the bound.
+    var millisecondsAsLowerBound: Int64 { Self.clampedMilliseconds((timeIntervalSince1970 * 1000 - 0.01).rounded(.down)) }
+
+    private static func clampedMilliseconds(_ value: Double) -> Int64 {
         guard value.isFinite else { return value > 0 ? 1_000_000_000_000_000 : (value < 0 ? -1_000_000_000_000_000 : 0) }
         return Int64(min(max(value, -1e15), 1e15))
     }

@@ -462,9 +462,10 @@ public final class DiskCache: Sendable {
     }
 
     /// Removes the entries stored at or after `date` (`NSURLCache`'s
-    /// `removeCachedResponsesSinceDate:`).
+    /// `removeCachedResponsesSinceDate:`). Stamps go by the millisecond: what was stored in
+    /// `date`'s millisecond goes, even just before it.
     public func removeEntries(modifiedSince date: Date) throws {
-        let since = date.milliseconds
+        let since = date.millisecondsAsLowerBound
         let hashes = try state.withLock { state throws(DiskCacheError) in
             guard !state.isClosed else { throw DiskCacheError.closed() }
             return state.index.entries.compactMap { $0.value.created >= since ? $0.key : nil }

@@ -394,7 +394,7 @@ public final class TieredCache: Sendable {
     /// Removes what was stored at or after `date`, from both tiers. Both go by the millisecond:
     /// what was stored in `date`'s millisecond goes, even just before it.
     public func removeEntries(modifiedSince date: Date) throws {
-        let since = Date(milliseconds: date.milliseconds)
+        let since = Date(milliseconds: date.millisecondsAsLowerBound)
         try withAllStripes {
             let keys = shared.state.withLock { state in state.memoryKeys.filter { $0.value >= since }.map(\.key) }
             for key in keys { removeFromMemory(key) }

@@ -105,6 +105,20 @@ struct StoreTests {
         #expect(cache.count == 1)
     }
 
+    /// A date taken just before a store, in the millisecond the store is stamped with, whose
+    /// `Double` seconds round up across the millisecond's edge (as `Date()` gives about once in
+    /// 11,000): the store still counts as at or after it.
+    @Test func aStoreInTheSameMillisecondAsTheCutGoesWhateverItsRounding() throws {
+        let dir = TemporaryDirectory()
+        let edge = Date(timeIntervalSince1970: 1_796_675_231.782_999_992)
+        #expect(edge.milliseconds == 1_796_675_231_783)  // the rounding this test is about
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_796_675_231.782))
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing(clock: clock))
+        try cache.store(bytes("same millisecond"), for: "k")
+        try cache.removeEntries(modifiedSince: edge)
+        #expect(cache.data(for: "k") == nil)
+    }
+
     @Test func everythingSurvivesReopen() throws {
         let dir = TemporaryDirectory()
         var expected: [String: Data] = [:]

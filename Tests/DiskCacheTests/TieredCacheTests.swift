@@ -99,6 +99,19 @@ struct TieredCacheTests {
         #expect(cache.data(for: "new-disk") == nil)
     }
 
+    /// The millisecond edge of ``StoreTests``' test of the same name, in both tiers.
+    @Test func aStoreInTheSameMillisecondAsTheCutGoesWhateverItsRounding() throws {
+        let dir = TemporaryDirectory()
+        let edge = Date(timeIntervalSince1970: 1_796_675_231.782_999_992)
+        let clock = ManualClock(Date(timeIntervalSince1970: 1_796_675_231.782))
+        let cache = try makeCache(dir, clock: clock)
+        try cache.store(bytes("memory"), for: "memory", policy: .allowedInMemoryOnly)
+        try cache.store(bytes("disk"), for: "disk")
+        try cache.removeEntries(modifiedSince: edge)
+        #expect(cache.data(for: "memory") == nil)
+        #expect(cache.data(for: "disk") == nil)
+    }
+
     @Test func memoryOnlyCacheWorksWithoutADirectory() throws {
         let cache = try TieredCache(memoryCapacity: 1000, diskCapacity: 0, directory: nil)
         try cache.store(bytes("v"), for: "k")
