@@ -4,6 +4,7 @@ import FoundationNetworking
 #endif
 import Testing
 @testable import HTTPCache
+import TestSupport
 
 struct HTTPURLCacheTests {
     private let url = URL(string: "https://example.com/items?page=2#top")!
@@ -58,7 +59,10 @@ struct HTTPURLCacheTests {
     @Test func removalsCapacitiesAndUsage() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let cache = try HTTPURLCache(memoryCapacity: 1 << 20, diskCapacity: 4 << 20, directory: directory.cacheDirectory)
+        // Stamps go by the millisecond: the clock moves by hand between `other` and the cut.
+        let clock = ManualClock.startingNow()
+        let cache = HTTPURLCache(store: try HTTPResponseStore(memoryCapacity: 1 << 20, diskCapacity: 4 << 20,
+                                                              directory: directory.cacheDirectory, diskConfiguration: clock.configuration))
         let other = URLRequest(url: URL(string: "https://example.com/other")!)
         #expect(cache.memoryCapacity == 1 << 20)
         #expect(cache.diskCapacity == 4 << 20)
@@ -73,7 +77,9 @@ struct HTTPURLCacheTests {
         #expect(cache.cachedResponse(for: URLRequest(url: url)) == nil)
         #expect(cache.cachedResponse(for: other) != nil)
 
-        let before = Date()
+        clock.advance(milliseconds: 10)
+        let before = clock.date
+        clock.advance(milliseconds: 10)
         cache.storeCachedResponse(cachedResponse(body: "late"), for: URLRequest(url: url))
         cache.removeCachedResponses(since: before)
         #expect(cache.cachedResponse(for: URLRequest(url: url)) == nil)
