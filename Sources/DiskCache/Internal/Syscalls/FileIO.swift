@@ -47,14 +47,16 @@ enum FileIO {
             _ = directory.unlink(retired)
         }
         let flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW
+        let created: Result<OpenFile, SyscallError>
         switch directory.open(path, flags, 0o600) {
-        case .success(let file): return write(file, parts, at: path, sync: sync, in: directory)
         case .failure(.fileExists):
             _ = directory.removeEntryFile(path)
-            switch directory.open(path, flags, 0o600) {
-            case .success(let file): return write(file, parts, at: path, sync: sync, in: directory)
-            case .failure(let error): return .failure(error)
-            }
+            created = directory.open(path, flags, 0o600)
+        case let opened:
+            created = opened
+        }
+        switch consume created {
+        case .success(let file): return write(file, parts, at: path, sync: sync, in: directory)
         case .failure(let error): return .failure(error)
         }
     }
