@@ -116,12 +116,17 @@ extension DiskCache {
 
         /// How many entry files the cache keeps open after reading them, so that reading an
         /// entry again reads through the open descriptor instead of opening its path (nginx's
-        /// `open_file_cache`); those read least lately are closed first, and an entry's are
-        /// closed when it is replaced or removed and when the cache closes. 256 by default,
-        /// which leaves most of a 1,024-descriptor limit to the rest of a process (a server's
-        /// sockets); 0 keeps none. An entry takes one (two with a body file of its own, see
-        /// ``inlineThreshold``). Fixed at open.
-        public var keptOpenFiles: Int = 256
+        /// `open_file_cache`). An entry's are kept from its second read on; at the limit, those
+        /// not read lately are closed first (CLOCK), and an entry's are closed when it is
+        /// replaced or removed and when the cache closes. An entry takes one (two with a body
+        /// file of its own, see ``inlineThreshold``); 0 keeps none. Fixed at open.
+        ///
+        /// By default a quarter of the process's soft limit on open descriptors
+        /// (`ulimit -n`) when the configuration is made, at most 16,384: 256 under a limit of
+        /// 1,024, which leaves three quarters to the rest of the process (a server's sockets).
+        /// All the caches of a process together keep no more than that quarter, whatever each
+        /// one's setting.
+        public var keptOpenFiles: Int = KeptFiles.processLimit
 
         /// Which stores are written: ``Admission/everyStore`` (the default) or
         /// ``Admission/minimumUses(_:window:)``. `HTTPURLCache` and the integrations built on it

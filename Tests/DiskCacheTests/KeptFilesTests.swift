@@ -7,8 +7,8 @@ import TestSupport
 /// Entry files kept open after a read (`Configuration.keptOpenFiles`, ``KeptFiles``): kept
 /// from an entry's second read on, read again through the descriptor, at most the limit kept,
 /// and let go when their entry changes and when the cache closes, so that no file the cache
-/// unlinked stays held open.
-struct KeptFilesTests {
+/// unlinked stays held open. One at a time: the process's budget is shared, and one test fills it.
+@Suite(.serialized) struct KeptFilesTests {
     /// The entry files of the cache in `dir` that this process holds open (a removed one's
     /// target ends " (deleted)").
     func openEntryFiles(_ dir: TemporaryDirectory) -> [String] {
@@ -98,6 +98,52 @@ struct KeptFilesTests {
         try keepingNone.store(bytes("v"), for: "k")
         #expect(keepingNone.data(for: "k") == bytes("v") && keepingNone.data(for: "k") == bytes("v"))
         #expect(openEntryFiles(none).isEmpty)
+    }
+
+    /// At the limit, keeping one more lets go of an entry not read lately (CLOCK): an entry
+    /// read between every other read stays kept while the rest come and go.
+    @Test func anEntryReadOftenStaysKeptAtTheLimit() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: configuration(keeping: 4))
+        for n in 0..<30 { try cache.store(bytes("v\(n)"), for: "k\(n)") }
+        _ = cache.data(for: "k0")
+        _ = cache.data(for: "k0")
+        let hot = EntryFiles(cache, key: "k0").meta
+        #expect(openEntryFiles(dir) == [hot])
+        for n in 1..<30 {
+            for _ in 0..<2 {
+                #expect(cache.data(for: "k\(n)") == bytes("v\(n)"))
+                #expect(cache.data(for: "k0") == bytes("v0"))
+            }
+            #expect(openEntryFiles(dir).contains(hot) && openEntryFiles(dir).count <= 4)
+        }
+        #expect(cache.keptFiles.count == 4)
+    }
+
+    /// The default is a quarter of the soft limit on descriptors, at most 16,384, and all the
+    /// caches of a process together keep no more than that, whatever each one's setting.
+    @Test func theCachesOfAProcessKeepAQuarterOfItsDescriptorsAtMost() throws {
+        var limits = rlimit()
+        #expect(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limits) == 0)
+        let quarter = Int(min(limits.rlim_cur / 4, 16_384))
+        #expect(DiskCache.Configuration().keptOpenFiles == quarter)
+        let dirs = [TemporaryDirectory(), TemporaryDirectory()]
+        let caches = try dirs.map { try DiskCache(directory: $0.cache, configuration: configuration(keeping: 2 * quarter)) }
+        // Each cache alone may keep more than the other leaves: together they reach the budget.
+        let perCache = quarter / 2 + 64
+        for cache in caches {
+            for n in 0..<perCache { try cache.store(bytes("v\(n)"), for: "k\(n)") }
+        }
+        for cache in caches {
+            for n in 0..<perCache {
+                for _ in 0..<2 { #expect(cache.data(for: "k\(n)") == bytes("v\(n)")) }
+            }
+        }
+        let kept = caches.map(\.keptFiles.count)
+        #expect(kept.reduce(0, +) <= quarter && kept.allSatisfy { $0 > 0 })
+        #expect(dirs.map { openEntryFiles($0).count } == kept)
+        for cache in caches { try cache.close() }
+        #expect(dirs.allSatisfy { openEntryFiles($0).isEmpty })
     }
 
     /// A file the sweeper evicts is not held open: its space goes as it would unread.

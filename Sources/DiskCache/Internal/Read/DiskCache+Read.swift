@@ -78,9 +78,9 @@ extension DiskCache {
     /// the entry that lets its kept files go; `released` gets the descriptors let go, to
     /// release once the lock is left.
     private func keepIfCurrent(_ state: inout CacheState, _ hash: KeyHash, _ expected: IndexEntry, body: Bool,
-                               _ opened: inout OpenFile?, released: inout [SharedDescriptor]) -> Bool {
+                               _ opened: inout OpenFile?, released: inout KeptFiles.LetGo) -> Bool {
         let current = !state.isBehind && state.index[hash]?.isSameCommit(as: expected) == true
-        if current, !state.isClosed, opened != nil { released = keptFiles.keep(&opened, for: hash, entry: expected, body: body) }
+        if current, !state.isClosed, opened != nil { keptFiles.keep(&opened, for: hash, entry: expected, body: body, letGo: &released) }
         return current
     }
 
@@ -244,7 +244,7 @@ extension DiskCache {
         let outcome = readEntryFile(hash, expected: expected, body: false, count: Int(expected.metaSize),
                                     checksum: &unhashed, pageCacheOnly: pageCacheOnly, opened: &opened)
         // A file read whole that is to be kept is kept in the same visit.
-        var released: [SharedDescriptor] = []
+        var released = KeptFiles.LetGo()
         let current = state.withLock { keepIfCurrent(&$0, hash, expected, body: false, &opened, released: &released) }
         switch consume outcome {
         case .found(let bytes): return current ? .found(bytes) : .replaced
@@ -318,7 +318,7 @@ extension DiskCache {
         case .found(let file):
             if hashing, checksum != meta.checksum { return .damaged }
             if opened != nil {
-                var released: [SharedDescriptor] = []
+                var released = KeptFiles.LetGo()
                 _ = state.withLock { keepIfCurrent(&$0, hash, expected, body: true, &opened, released: &released) }
             }
             return .found((meta, file.data(0..<Int(meta.size))))

@@ -1,17 +1,23 @@
 import DiskCacheLocking
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Entry files kept open after a read, so that the next read of the entry reads through the
 /// descriptor instead of walking and opening its path again (nginx's `open_file_cache`): at
-/// most `Configuration.keptOpenFiles` descriptors.
+/// most `Configuration.keptOpenFiles` descriptors, and at most ``processLimit`` for all the
+/// caches of the process together.
 ///
-/// A table of `limit` places, each key's place fixed by its hash (a direct-mapped cache: a
-/// key kept takes its place from the key there). An entry's `.meta` file is kept on its
-/// second read among the reads that kept nothing lately (a second table of 4 × `limit` keys
-/// read, by the same rule), its `.body` file with it while there is room (a `.meta` file kept
-/// at the limit takes the place of another entry's `.body` file): a file read once is
-/// not worth a descriptor, and a working set larger than the table, read uniformly, would
-/// otherwise swap one descriptor for another on every read. A read that keeps nothing costs
-/// one visit to this lock, with no hashing or allocation.
+/// An entry's `.meta` file is kept on its second read among the reads that kept nothing lately
+/// (a table of fingerprints of 4 × `limit` keys read, each key's place fixed by its hash), its
+/// `.body` file with it: a file read once is not worth a descriptor. At the limit, keeping one
+/// more lets go of an entry's files chosen by CLOCK (second chance): the hand passes over the
+/// entries read since it last passed and takes the first one that was not.
 ///
 /// A descriptor is kept for one committed entry (``IndexEntry/isSameCommit(as:)``, which
 /// includes its slot) and handed out only for a read of that same entry. It is kept only while
@@ -28,31 +34,68 @@ import DiskCacheLocking
 /// Its own lock, taken alone by a read, and inside the state lock by what keeps and lets go.
 final class KeptFiles: Sendable {
     private struct Kept {
-        var hash: KeyHash
         var entry: IndexEntry
         var meta: SharedDescriptor?
         var body: SharedDescriptor?
+        /// Read since the clock's hand last passed.
+        var referenced = false
+        /// Where its key is in `Files.ring`.
+        var ringIndex: Int
         var count: Int { (meta == nil ? 0 : 1) + (body == nil ? 0 : 1) }
     }
 
     private struct Files {
-        var places: [Kept?]
-        /// Keys read lately whose files were not kept.
-        var recent: [KeyHash?]
+        var kept: [KeyHash: Kept] = [:]
+        /// The keys in `kept`, in the order the clock's hand visits them.
+        var ring: [KeyHash] = []
+        var hand = 0
+        /// Fingerprints of keys read lately whose files were not kept (0: none); made on first use.
+        var recent: [UInt32] = []
         var descriptors = 0
     }
 
     /// The most descriptors kept (0: none).
     let limit: Int
-    private let files: PthreadMutex<Files>
+    private let files = PthreadMutex(Files())
 
     init(limit: Int) {
         self.limit = max(0, limit)
-        files = PthreadMutex(Files(places: Array(repeating: nil, count: self.limit),
-                                   recent: Array(repeating: nil, count: 4 * self.limit)))
+        Self.budget.store(Self.processLimit, ordering: .relaxed)
     }
 
-    private func slot(_ hash: KeyHash, among count: Int) -> Int { Int(truncatingIfNeeded: hash.high % UInt64(count)) }
+    deinit { dropAll() }
+
+    /// The most descriptors the caches of this process keep together, and the default of
+    /// `Configuration.keptOpenFiles`: a quarter of the soft limit on open descriptors
+    /// (`RLIMIT_NOFILE`), at most 16,384. Under a limit of 1,024 that is 256, which leaves
+    /// three quarters to the rest of the process (a server's sockets); a process that raises its
+    /// limit before opening a cache keeps more.
+    static var processLimit: Int {
+        var limits = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limits) == 0 else { return 256 }
+        return Int(min(rlim_t(maximumProcessLimit), limits.rlim_cur / 4))
+    }
+
+    static let maximumProcessLimit = 16_384
+    /// ``processLimit`` when the last cache opened.
+    private static let budget = Atomic<Int>(256)
+    /// Descriptors kept by every cache of the process.
+    private static let keptInProcess = Atomic<Int>(0)
+
+    /// Descriptors let go under a lock, to close once it is left: usually one entry's (at most
+    /// two), held without allocating.
+    struct LetGo {
+        private var first: SharedDescriptor?
+        private var second: SharedDescriptor?
+        private var more: [SharedDescriptor] = []
+
+        init() {}
+
+        mutating func append(_ descriptor: SharedDescriptor?) {
+            guard let descriptor else { return }
+            if first == nil { first = descriptor } else if second == nil { second = descriptor } else { more.append(descriptor) }
+        }
+    }
 
     /// What a read of an entry file does with this table.
     enum Lookup {
@@ -69,57 +112,90 @@ final class KeptFiles: Sendable {
     /// nothing lately (this counts the read), a `.body` file while its `.meta` file is kept.
     func lookUp(_ hash: KeyHash, entry: IndexEntry, body: Bool) -> Lookup {
         guard limit > 0 else { return .none }
-        let place = slot(hash, among: limit), recentPlace = slot(hash, among: 4 * limit)
         return files.withLock { files in
-            if let kept = files.places[place], kept.hash == hash, kept.entry.isSameCommit(as: entry) {
+            if let index = files.kept.index(forKey: hash), files.kept.values[index].entry.isSameCommit(as: entry) {
+                files.kept.values[index].referenced = true
+                let kept = files.kept.values[index]
                 if let descriptor = body ? kept.body : kept.meta { return .kept(descriptor) }
                 return .keepAfterRead
             }
             guard !body else { return .none }
-            guard files.recent[recentPlace] == hash else {
-                files.recent[recentPlace] = hash
+            if files.recent.isEmpty { files.recent = Array(repeating: 0, count: 4 * limit) }
+            let place = Int(truncatingIfNeeded: hash.high % UInt64(files.recent.count))
+            let mark = UInt32(truncatingIfNeeded: hash.low) | 1
+            guard files.recent[place] == mark else {
+                files.recent[place] = mark
                 return .none
             }
-            files.recent[recentPlace] = nil
+            files.recent[place] = 0
             return .keepAfterRead
         }
     }
 
     /// Keeps the file in `opened` (taking it), read whole for `entry` after ``lookUp(_:entry:body:)``
-    /// said to, if the index still holds the entry. Call under the state lock; returns the
+    /// said to, if the index still holds the entry. Call under the state lock; `released` gets the
     /// descriptors let go, for the caller to release once it has left the lock (a file left in
     /// `opened` is the caller's to close too).
-    func keep(_ opened: inout OpenFile?, for hash: KeyHash, entry: IndexEntry, body: Bool) -> [SharedDescriptor] {
-        guard limit > 0, opened != nil else { return [] }
-        let place = slot(hash, among: limit)
-        return files.withLock { files in
-            if var kept = files.places[place], kept.hash == hash, kept.entry.isSameCommit(as: entry) {
-                // The entry's other file, while there is room.
-                guard files.descriptors < limit, (body ? kept.body : kept.meta) == nil, let file = opened.take() else { return [] }
-                let descriptor = SharedDescriptor(file.release())
-                if body { kept.body = descriptor } else { kept.meta = descriptor }
-                files.places[place] = kept
-                files.descriptors += 1
-                return []
+    func keep(_ opened: inout OpenFile?, for hash: KeyHash, entry: IndexEntry, body: Bool, letGo released: inout LetGo) {
+        guard limit > 0, opened != nil else { return }
+        files.withLock { files in
+            if let kept = files.kept[hash] {
+                if !kept.entry.isSameCommit(as: entry) {
+                    Self.remove(hash, from: &files, into: &released)
+                } else if (body ? kept.body : kept.meta) != nil {
+                    return // kept by a read that raced this one
+                }
             }
-            guard !body else { return [] }
-            var released: [SharedDescriptor] = []
-            if let old = files.places[place] {
-                files.descriptors -= old.count
-                if let meta = old.meta { released.append(meta) }
-                if let body = old.body { released.append(body) }
-                files.places[place] = nil
+            // A `.body` file only beside its entry's `.meta` file.
+            guard !body || files.kept[hash] != nil else { return }
+            while files.descriptors >= limit || Self.keptInProcess.load(ordering: .relaxed) >= Self.budget.load(ordering: .relaxed) {
+                guard Self.evictOne(from: &files, sparing: hash, into: &released) else { return }
             }
-            // At the limit with this place empty, some place holds a body file too: it goes.
-            if files.descriptors >= limit, let other = files.places.firstIndex(where: { $0?.body != nil }) {
-                released.append(files.places[other]!.body!)
-                files.places[other]!.body = nil
-                files.descriptors -= 1
+            guard let file = opened.take() else { return }
+            let descriptor = SharedDescriptor(file)
+            if body {
+                files.kept[hash]!.body = descriptor
+            } else if files.kept[hash] != nil {
+                files.kept[hash]!.meta = descriptor
+            } else {
+                files.kept[hash] = Kept(entry: entry, meta: descriptor, ringIndex: files.ring.count)
+                files.ring.append(hash)
             }
-            guard files.descriptors < limit, let file = opened.take() else { return released }
-            files.places[place] = Kept(hash: hash, entry: entry, meta: SharedDescriptor(file.release()))
             files.descriptors += 1
-            return released
+            Self.keptInProcess.add(1, ordering: .relaxed)
+        }
+    }
+
+    /// Removes `hash`'s entry from `files`, adding its descriptors to `released`.
+    private static func remove(_ hash: KeyHash, from files: inout Files, into released: inout LetGo) {
+        guard let kept = files.kept.removeValue(forKey: hash) else { return }
+        let last = files.ring.removeLast()
+        if kept.ringIndex < files.ring.count {
+            files.ring[kept.ringIndex] = last
+            files.kept[last]!.ringIndex = kept.ringIndex
+        }
+        files.descriptors -= kept.count
+        keptInProcess.subtract(kept.count, ordering: .relaxed)
+        released.append(kept.meta)
+        released.append(kept.body)
+    }
+
+    /// Lets go of the first entry past the clock's hand not read since the hand last passed
+    /// (clearing the mark of those that were), other than `spared`; false when there is none.
+    private static func evictOne(from files: inout Files, sparing spared: KeyHash,
+                                 into released: inout LetGo) -> Bool {
+        guard files.ring.count > (files.kept[spared] == nil ? 0 : 1) else { return false }
+        while true {
+            if files.hand >= files.ring.count { files.hand = 0 }
+            let key = files.ring[files.hand]
+            if key != spared {
+                if !files.kept[key]!.referenced {
+                    remove(key, from: &files, into: &released)
+                    return true
+                }
+                files.kept[key]!.referenced = false
+            }
+            files.hand += 1
         }
     }
 
@@ -127,25 +203,18 @@ final class KeptFiles: Sendable {
     /// close as this returns.
     func drop(_ hash: KeyHash) {
         guard limit > 0 else { return }
-        let place = slot(hash, among: limit)
-        let released = files.withLock { files -> Kept? in
-            guard let kept = files.places[place], kept.hash == hash else { return nil }
-            files.places[place] = nil
-            files.descriptors -= kept.count
-            return kept
-        }
+        var released = LetGo()
+        files.withLock { Self.remove(hash, from: &$0, into: &released) }
         _ = released
     }
 
     /// Lets go of everything (the cache was emptied or closed).
     func dropAll() {
         guard limit > 0 else { return }
-        let released = files.withLock { files -> [Kept?] in
-            defer {
-                files.places = Array(repeating: nil, count: limit)
-                files.descriptors = 0
-            }
-            return files.places
+        let released = files.withLock { files -> [KeyHash: Kept] in
+            Self.keptInProcess.subtract(files.descriptors, ordering: .relaxed)
+            defer { files = Files(recent: files.recent) }
+            return files.kept
         }
         _ = released
     }
