@@ -22,8 +22,10 @@ extension ProxyHandler {
                 var whole = entry
                 whole.body = body
                 try await BlockingIOPool.shared.run { [whole] in _ = try cache.storeThrowing(whole, for: request) }
-            case .file(let url):
-                try await BlockingIOPool.shared.run { _ = try cache.storeThrowing(entry, for: request, bodyFile: (url, .move)) }
+            case .file(let url, let written):
+                try await BlockingIOPool.shared.run {
+                    _ = try cache.storeThrowing(entry, for: request, bodyFile: (url, .move, written))
+                }
             }
             note(.stores)
         } catch {

@@ -38,6 +38,19 @@ extension DiskCache {
         case move
     }
 
+    /// The size and XXH3-64 of a body file, computed by whoever wrote it as it was written (a
+    /// server's spool): a file moved into the cache with them is not read again to hash it.
+    /// The store still checks the size; a checksum that does not match the bytes makes the
+    /// entry's reads damage (misses), never wrong bytes.
+    package struct WrittenBody: Sendable, Hashable {
+        package var size: Int64
+        package var checksum: UInt64
+        package init(size: Int64, checksum: UInt64) {
+            self.size = size
+            self.checksum = checksum
+        }
+    }
+
     /// A stored body handed out as a file by ``withFile(for:_:)``.
     public struct File: Sendable {
         /// A name for the file that stays valid until the closure returns, even if the entry is
@@ -77,6 +90,13 @@ extension DiskCache {
     /// mapped while a smaller file is hashed, counted in the resident size).
     public func store(contentsOf url: URL, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
                       transfer: FileTransfer = .copy) throws {
+        try store(contentsOf: url, for: key, metadata: metadata, expires: expires, transfer: transfer, written: nil)
+    }
+
+    /// ``store(contentsOf:for:metadata:expires:transfer:)-5h4kl``; `written`, for a file linked
+    /// in (`.move` on the cache's filesystem) whose size it gives, stands for the hash.
+    package func store(contentsOf url: URL, for key: String, metadata: [String: String], expires: Date?,
+                       transfer: FileTransfer, written: WrittenBody?) throws {
         guard url.isFileURL else {
             throw DiskCacheError(code: .invalidArgument, message: "Only a file URL can be stored from: \(url)")
         }
@@ -115,7 +135,7 @@ extension DiskCache {
             throw error
         }
         do throws(DiskCacheError) {
-            let (size, checksum) = try Self.hashFile(file.fd, path: temp)
+            let (size, checksum) = try Self.sizeAndChecksum(file.fd, path: temp, written: linked ? written : nil)
             try commitBodyFile(temp, fd: file.fd, size: size, checksum: checksum, key: key, metadata: metadata, expires: expires)
         } catch {
             // Not committed (the file is still in tmp/), or committed and then not made durable
@@ -363,6 +383,14 @@ extension DiskCache {
 
     /// The size of the file open as `fd` and the XXH3-64 of its bytes, read to its end
     /// (``FileIO/hash(fd:count:)``).
+    /// `written` when the file's size is the one it gives, else the file hashed.
+    private static func sizeAndChecksum(_ fd: Int32, path: String, written: WrittenBody?) throws(DiskCacheError) -> (size: Int64, checksum: UInt64) {
+        if let written, case .success(let info) = Syscall.fstat(fd), Int64(info.st_size) == written.size {
+            return (written.size, written.checksum)
+        }
+        return try hashFile(fd, path: path)
+    }
+
     static func hashFile(_ fd: Int32, path: String) throws(DiskCacheError) -> (size: Int64, checksum: UInt64) {
         switch FileIO.hash(fd: fd, count: .max) {
         case .success(let hashed): return (Int64(hashed.count), hashed.checksum)

@@ -18,6 +18,13 @@ extension TieredCache {
     /// `transfer` says (the memory tier may not keep it).
     public func store(contentsOf url: URL, for key: String, metadata: [String: String] = [:], expires: Date? = nil,
                       transfer: DiskCache.FileTransfer = .copy, policy: StoragePolicy = .allowed) throws {
+        try store(contentsOf: url, for: key, metadata: metadata, expires: expires, transfer: transfer, policy: policy, written: nil)
+    }
+
+    /// ``store(contentsOf:for:metadata:expires:transfer:policy:)-5brdm``, with the
+    /// disk tier's `written` (``DiskCache/WrittenBody``).
+    package func store(contentsOf url: URL, for key: String, metadata: [String: String], expires: Date?,
+                       transfer: DiskCache.FileTransfer, policy: StoragePolicy, written: DiskCache.WrittenBody?) throws {
         guard policy == .allowed, let disk else {
             let data = policy == .notAllowed ? Data() : try Self.readWholeFile(url)
             try stripe(key).mutex.withLock { _ in
@@ -30,7 +37,7 @@ extension TieredCache {
         // value meanwhile does not keep it.
         stripe(key).mutex.withLock { _ in removeFromMemory(key) }
         defer { stripe(key).mutex.withLock { _ in removeFromMemory(key) } }
-        try disk.store(contentsOf: url, for: key, metadata: metadata, expires: expires, transfer: transfer)
+        try disk.store(contentsOf: url, for: key, metadata: metadata, expires: expires, transfer: transfer, written: written)
     }
 
     /// Stores the chunks `chunks` yields as `key`'s value (see

@@ -68,17 +68,18 @@ package final class HTTPResponseStore: Sendable {
     @discardableResult
     package func store(_ entry: CachedHTTPResponse, for request: URLRequest, refreshing: Date? = nil,
                        bodyFile: URL? = nil, onlyMetadata: Bool = false) -> CachedHTTPResponse? {
-        try? storeThrowing(entry, for: request, refreshing: refreshing, bodyFile: bodyFile.map { ($0, .move) },
+        try? storeThrowing(entry, for: request, refreshing: refreshing, bodyFile: bodyFile.map { ($0, .move, nil) },
                            onlyMetadata: onlyMetadata)
     }
 
     /// ``store(_:for:refreshing:bodyFile:onlyMetadata:)``, throwing what the store throws; nil
     /// when `entry` or what ``willStore`` makes of it may not be stored. Every response stored
     /// goes through here. `bodyFile` with `.move`: taken into the cache (linked, no bytes
-    /// copied, when on the cache's filesystem).
+    /// copied, when on the cache's filesystem), and not read to hash it when its
+    /// ``DiskCache/WrittenBody`` is given.
     @discardableResult
     package func storeThrowing(_ entry: CachedHTTPResponse, for request: URLRequest, refreshing: Date? = nil,
-                               bodyFile: (URL, DiskCache.FileTransfer)? = nil,
+                               bodyFile: (url: URL, transfer: DiskCache.FileTransfer, written: DiskCache.WrittenBody?)? = nil,
                                onlyMetadata: Bool = false) throws -> CachedHTTPResponse? {
         guard entry.storagePolicy != .notAllowed, let key = keyProvider.key(for: request) else { return nil }
         guard let final = willStore.map({ $0(entry, request) }) ?? entry, final.storagePolicy != .notAllowed else { return nil }

@@ -39,7 +39,7 @@ extension HTTPURLCache {
         let now = Date()
         let cached = CachedURLResponse(response: response, data: Data(), userInfo: userInfo, storagePolicy: storagePolicy)
         try responseStore.storeThrowing(Self.entry(from: cached, for: cacheRequest, requestTime: now, responseTime: now),
-                          for: request, bodyFile: (bodyFile, transfer))
+                          for: request, bodyFile: (bodyFile, transfer, nil))
     }
 
     /// The stored response for `request` (chosen as ``cachedResponse(for:)-7d07k`` chooses it),

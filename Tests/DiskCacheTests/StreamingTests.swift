@@ -72,6 +72,29 @@ struct StreamingTests {
         #expect((stored[.posixPermissions] as? Int) == 0o600)
     }
 
+    /// A file moved in with the size and checksum its writer computed is not hashed again: what
+    /// it says is stored. A size that is not the file's is ignored (the file is hashed); a
+    /// checksum that is not the bytes' makes the entry's reads misses, never wrong bytes.
+    @Test func aWrittenBodysChecksumStandsForTheHashWhenItsSizeIsRight() throws {
+        let dir = TemporaryDirectory()
+        let cache = try DiskCache(directory: dir.cache, configuration: .testing())
+        let body = randomData(count: 300_000, seed: 4)
+        let checksum = body.withUnsafeBytes { cdiskcache_xxh3_64($0.baseAddress, $0.count) }
+        func moveIn(_ key: String, _ written: DiskCache.WrittenBody) throws {
+            let source = dir.url.appendingPathComponent("\(key).bin")
+            try body.write(to: source)
+            try cache.store(contentsOf: source, for: key, metadata: [:], expires: nil, transfer: .move, written: written)
+            #expect(!fileExists(source.path))
+        }
+        try moveIn("right", .init(size: Int64(body.count), checksum: checksum))
+        #expect(cache.data(for: "right") == body)
+        try moveIn("wrong size", .init(size: Int64(body.count) + 1, checksum: checksum ^ 1))
+        #expect(cache.data(for: "wrong size") == body)
+        try moveIn("wrong checksum", .init(size: Int64(body.count), checksum: checksum ^ 1))
+        #expect(cache.data(for: "wrong checksum") == nil)
+        #expect(cache.data(for: "right") == body && cache.data(for: "wrong size") == body)
+    }
+
     /// A file with a second name is copied, so that nobody can change what the cache holds
     /// through the other name; the given name is removed as a move promises.
     @Test func aFileWithAnotherNameIsCopiedNotMoved() throws {

@@ -181,14 +181,14 @@ final class VariantRecords: Sendable {
     /// policy is the entry's), instead of being rewritten.
     ///
     /// With `bodyFile` the body is the contents of that file, brought in as `transfer` says
-    /// (``TieredCache/store(contentsOf:for:metadata:expires:transfer:policy:)-5brdm``), and
-    /// `entry.body` is ignored.
+    /// (``TieredCache/store(contentsOf:for:metadata:expires:transfer:policy:)-5brdm``), with its
+    /// size and checksum when `written` gives them, and `entry.body` is ignored.
     ///
     /// With `onlyMetadata` (a caller that does not hold the body), nothing but the metadata is
     /// ever written: when the record cannot be updated in place, nothing is stored.
     func store(_ entry: CachedHTTPResponse, forKey primaryKey: String, refreshing: Date? = nil,
                bodyUnchanged: Bool = false, onlyMetadata: Bool = false,
-               bodyFile: (url: URL, transfer: DiskCache.FileTransfer)? = nil) throws {
+               bodyFile: (url: URL, transfer: DiskCache.FileTransfer, written: DiskCache.WrittenBody?)? = nil) throws {
         guard entry.storagePolicy != .notAllowed else { return }
         let id = entry.variantID
         // After the records changed, whatever happened (a failed store may have changed some).
@@ -228,7 +228,8 @@ final class VariantRecords: Sendable {
             if onlyMetadata { return }
             if let bodyFile {
                 try records.store(contentsOf: bodyFile.url, for: key, metadata: entry.encodedMetadata(),
-                                  transfer: bodyFile.transfer, policy: entry.storagePolicy.tiered)
+                                  expires: nil, transfer: bodyFile.transfer, policy: entry.storagePolicy.tiered,
+                                  written: bodyFile.written)
             } else {
                 try records.store(entry.body, for: key, metadata: entry.encodedMetadata(), policy: entry.storagePolicy.tiered)
             }

@@ -76,20 +76,20 @@ enum Checksum {
 
 /// XXH3-64 computed piece by piece (libxxhash's streaming state). Not thread-safe: each user
 /// keeps it under its own lock.
-final class StreamingChecksum: @unchecked Sendable {
+package final class StreamingChecksum: @unchecked Sendable {
     private let state: UnsafeMutableRawPointer
 
-    init?() {
+    package init?() {
         guard let state = cdiskcache_xxh3_state_create() else { return nil }
         self.state = state
     }
 
     deinit { cdiskcache_xxh3_state_free(state) }
 
-    func update(_ bytes: UnsafeRawBufferPointer) {
+    package func update(_ bytes: UnsafeRawBufferPointer) {
         cdiskcache_xxh3_update(state, bytes.baseAddress, bytes.count)
     }
 
     /// The checksum of everything given so far (more may still be given).
-    var digest: UInt64 { cdiskcache_xxh3_digest(state) }
+    package var digest: UInt64 { cdiskcache_xxh3_digest(state) }
 }
