@@ -239,6 +239,8 @@ extension DiskCache {
         /// Milliseconds since 1970.
         var clock: @Sendable () -> Int64 = { DiskCache.systemMilliseconds() }
         var keyHasher: KeyHasher = .xxh3
+        /// What the kept files share with other caches: the process's budget, or a group's own.
+        var keptFilesBudget: KeptFiles.Budget = .shared
         /// How often the background thread looks for work (access-time batches, group commit,
         /// compaction). Idle ticks touch no file.
         var maintenanceInterval: Duration = .seconds(1)

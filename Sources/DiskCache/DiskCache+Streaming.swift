@@ -41,7 +41,8 @@ extension DiskCache {
     /// The size and XXH3-64 of a body file, computed by whoever wrote it as it was written (a
     /// server's spool): a file moved into the cache with them is not read again to hash it.
     /// The store still checks the size; a checksum that does not match the bytes makes the
-    /// entry's reads damage (misses), never wrong bytes.
+    /// entry's reads damage (misses) while `verifiesChecksums` is on (the default), never wrong
+    /// bytes.
     package struct WrittenBody: Sendable, Hashable {
         package var size: Int64
         package var checksum: UInt64
@@ -381,8 +382,6 @@ extension DiskCache {
         return output
     }
 
-    /// The size of the file open as `fd` and the XXH3-64 of its bytes, read to its end
-    /// (``FileIO/hash(fd:count:)``).
     /// `written` when the file's size is the one it gives, else the file hashed.
     private static func sizeAndChecksum(_ fd: Int32, path: String, written: WrittenBody?) throws(DiskCacheError) -> (size: Int64, checksum: UInt64) {
         if let written, case .success(let info) = Syscall.fstat(fd), Int64(info.st_size) == written.size {
@@ -391,6 +390,8 @@ extension DiskCache {
         return try hashFile(fd, path: path)
     }
 
+    /// The size of the file open as `fd` and the XXH3-64 of its bytes, read to its end
+    /// (``FileIO/hash(fd:count:)``).
     static func hashFile(_ fd: Int32, path: String) throws(DiskCacheError) -> (size: Int64, checksum: UInt64) {
         switch FileIO.hash(fd: fd, count: .max) {
         case .success(let hashed): return (Int64(hashed.count), hashed.checksum)

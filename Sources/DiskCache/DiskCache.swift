@@ -120,7 +120,7 @@ public final class DiskCache: Sendable {
         self.blockSize = opened.blockSize
         self.locks = PthreadMutex(opened.locks)
         var state = opened.state
-        self.keptFiles = KeptFiles(limit: configuration.keptOpenFiles)
+        self.keptFiles = KeptFiles(limit: configuration.keptOpenFiles, budget: configuration.keptFilesBudget)
         state.keptFiles = keptFiles
         self.state = StateLock(state)
         self.sharedRegion = opened.state.shared?.region

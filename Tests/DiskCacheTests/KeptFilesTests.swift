@@ -7,8 +7,8 @@ import TestSupport
 /// Entry files kept open after a read (`Configuration.keptOpenFiles`, ``KeptFiles``): kept
 /// from an entry's second read on, read again through the descriptor, at most the limit kept,
 /// and let go when their entry changes and when the cache closes, so that no file the cache
-/// unlinked stays held open. One at a time: the process's budget is shared, and one test fills it.
-@Suite(.serialized) struct KeptFilesTests {
+/// unlinked stays held open.
+struct KeptFilesTests {
     /// The entry files of the cache in `dir` that this process holds open (a removed one's
     /// target ends " (deleted)").
     func openEntryFiles(_ dir: TemporaryDirectory) -> [String] {
@@ -25,6 +25,8 @@ import TestSupport
     func configuration(keeping limit: Int = 256) -> DiskCache.Configuration {
         var configuration = DiskCache.Configuration.testing(inlineThreshold: 100)
         configuration.keptOpenFiles = limit
+        // A budget of its own, so that the process's other caches take nothing from it.
+        configuration.keptFilesBudget = KeptFiles.Budget(limit: 1 << 20)
         return configuration
     }
 
@@ -120,29 +122,36 @@ import TestSupport
         #expect(cache.keptFiles.count == 4)
     }
 
-    /// The default is a quarter of the soft limit on descriptors, at most 16,384, and all the
-    /// caches of a process together keep no more than that, whatever each one's setting.
-    @Test func theCachesOfAProcessKeepAQuarterOfItsDescriptorsAtMost() throws {
+    /// The default is a quarter of the soft limit on descriptors, at most 16,384; caches that
+    /// share a budget (by default every cache of the process) keep no more than it together,
+    /// whatever each one's setting.
+    @Test func cachesThatShareABudgetKeepNoMoreThanItTogether() throws {
         var limits = rlimit()
         #expect(getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limits) == 0)
-        let quarter = Int(min(limits.rlim_cur / 4, 16_384))
-        #expect(DiskCache.Configuration().keptOpenFiles == quarter)
+        #expect(DiskCache.Configuration().keptOpenFiles == Int(min(limits.rlim_cur / 4, 16_384)))
+        let budget = KeptFiles.Budget(limit: 40)
         let dirs = [TemporaryDirectory(), TemporaryDirectory()]
-        let caches = try dirs.map { try DiskCache(directory: $0.cache, configuration: configuration(keeping: 2 * quarter)) }
-        // Each cache alone may keep more than the other leaves: together they reach the budget.
-        let perCache = quarter / 2 + 64
-        for cache in caches {
-            for n in 0..<perCache { try cache.store(bytes("v\(n)"), for: "k\(n)") }
+        let caches = try dirs.map { dir in
+            var configuration = configuration(keeping: 100)
+            configuration.keptFilesBudget = budget
+            return try DiskCache(directory: dir.cache, configuration: configuration)
         }
         for cache in caches {
-            for n in 0..<perCache {
+            for n in 0..<30 { try cache.store(bytes("v\(n)"), for: "k\(n)") }
+        }
+        for cache in caches {
+            for n in 0..<30 {
                 for _ in 0..<2 { #expect(cache.data(for: "k\(n)") == bytes("v\(n)")) }
             }
         }
+        // The first took 30; the second got the 10 left, then makes room from its own.
         let kept = caches.map(\.keptFiles.count)
-        #expect(kept.reduce(0, +) <= quarter && kept.allSatisfy { $0 > 0 })
+        #expect(kept == [30, 10])
         #expect(dirs.map { openEntryFiles($0).count } == kept)
-        for cache in caches { try cache.close() }
+        try caches[0].close()
+        for n in 0..<30 { for _ in 0..<2 { _ = caches[1].data(for: "k\(n)") } }
+        #expect(caches[1].keptFiles.count == 30 && openEntryFiles(dirs[1]).count == 30)
+        try caches[1].close()
         #expect(dirs.allSatisfy { openEntryFiles($0).isEmpty })
     }
 

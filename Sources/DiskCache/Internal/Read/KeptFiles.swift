@@ -11,7 +11,7 @@ import Darwin
 /// Entry files kept open after a read, so that the next read of the entry reads through the
 /// descriptor instead of walking and opening its path again (nginx's `open_file_cache`): at
 /// most `Configuration.keptOpenFiles` descriptors, and at most ``processLimit`` for all the
-/// caches of the process together.
+/// caches of the process together (``Budget``).
 ///
 /// An entry's `.meta` file is kept on its second read among the reads that kept nothing lately
 /// (a table of fingerprints of 4 × `limit` keys read, each key's place fixed by its hash), its
@@ -21,7 +21,7 @@ import Darwin
 ///
 /// A descriptor is kept for one committed entry (``IndexEntry/isSameCommit(as:)``, which
 /// includes its slot) and handed out only for a read of that same entry. It is kept only while
-/// the index holds the entry (``keep(_:for:entry:body:)`` is called under the state lock, after
+/// the index holds the entry (``keep(_:for:entry:body:letGo:)`` is called under the state lock, after
 /// the check every read makes), and let go under the same lock when the entry is replaced or
 /// removed, by this instance or (followed in the journal) another, when the cache is emptied
 /// and when it closes: a file the cache unlinks is not held open past that. What a kept `.meta`
@@ -56,11 +56,15 @@ final class KeptFiles: Sendable {
 
     /// The most descriptors kept (0: none).
     let limit: Int
+    private let budget: Budget
     private let files = PthreadMutex(Files())
 
-    init(limit: Int) {
+    /// `budget`: what this table shares with others, by default every cache of the process
+    /// (its limit then becomes ``processLimit`` as it is now).
+    init(limit: Int, budget: Budget = .shared) {
         self.limit = max(0, limit)
-        Self.budget.store(Self.processLimit, ordering: .relaxed)
+        self.budget = budget
+        if budget === Budget.shared { budget.limit.store(Self.processLimit, ordering: .relaxed) }
     }
 
     deinit { dropAll() }
@@ -77,10 +81,26 @@ final class KeptFiles: Sendable {
     }
 
     static let maximumProcessLimit = 16_384
-    /// ``processLimit`` when the last cache opened.
-    private static let budget = Atomic<Int>(256)
-    /// Descriptors kept by every cache of the process.
-    private static let keptInProcess = Atomic<Int>(0)
+
+    /// The descriptors a group of tables keeps together: at most `limit`.
+    final class Budget: Sendable {
+        let limit: Atomic<Int>
+        private let kept = Atomic<Int>(0)
+
+        /// Every cache of the process; its limit is ``KeptFiles/processLimit`` when the last cache opened.
+        static let shared = Budget(limit: 256)
+
+        init(limit: Int) { self.limit = Atomic(limit) }
+
+        /// Takes one descriptor from the budget; false (nothing taken) when it is spent.
+        func take() -> Bool {
+            guard kept.add(1, ordering: .relaxed).newValue > limit.load(ordering: .relaxed) else { return true }
+            kept.subtract(1, ordering: .relaxed)
+            return false
+        }
+
+        func give(_ count: Int) { kept.subtract(count, ordering: .relaxed) }
+    }
 
     /// Descriptors let go under a lock, to close once it is left: usually one entry's (at most
     /// two), held without allocating.
@@ -101,7 +121,7 @@ final class KeptFiles: Sendable {
     enum Lookup {
         /// Reads through the descriptor kept.
         case kept(SharedDescriptor)
-        /// Opens the file, and offers it to ``keep(_:for:entry:body:)`` once read.
+        /// Opens the file, and offers it to ``keep(_:for:entry:body:letGo:)`` once read.
         case keepAfterRead
         /// Opens the file and closes it.
         case none
@@ -120,7 +140,7 @@ final class KeptFiles: Sendable {
                 return .keepAfterRead
             }
             guard !body else { return .none }
-            if files.recent.isEmpty { files.recent = Array(repeating: 0, count: 4 * limit) }
+            if files.recent.isEmpty { files.recent = Array(repeating: 0, count: 4 * min(limit, Self.maximumProcessLimit)) }
             let place = Int(truncatingIfNeeded: hash.high % UInt64(files.recent.count))
             let mark = UInt32(truncatingIfNeeded: hash.low) | 1
             guard files.recent[place] == mark else {
@@ -141,15 +161,19 @@ final class KeptFiles: Sendable {
         files.withLock { files in
             if let kept = files.kept[hash] {
                 if !kept.entry.isSameCommit(as: entry) {
-                    Self.remove(hash, from: &files, into: &released)
+                    remove(hash, from: &files, into: &released)
                 } else if (body ? kept.body : kept.meta) != nil {
                     return // kept by a read that raced this one
                 }
             }
             // A `.body` file only beside its entry's `.meta` file.
             guard !body || files.kept[hash] != nil else { return }
-            while files.descriptors >= limit || Self.keptInProcess.load(ordering: .relaxed) >= Self.budget.load(ordering: .relaxed) {
-                guard Self.evictOne(from: &files, sparing: hash, into: &released) else { return }
+            while files.descriptors >= limit {
+                guard evictOne(from: &files, sparing: hash, into: &released) else { return }
+            }
+            // Another table may hold the rest of the budget: this one makes room from its own.
+            while !budget.take() {
+                guard evictOne(from: &files, sparing: hash, into: &released) else { return }
             }
             guard let file = opened.take() else { return }
             let descriptor = SharedDescriptor(file)
@@ -162,12 +186,11 @@ final class KeptFiles: Sendable {
                 files.ring.append(hash)
             }
             files.descriptors += 1
-            Self.keptInProcess.add(1, ordering: .relaxed)
         }
     }
 
     /// Removes `hash`'s entry from `files`, adding its descriptors to `released`.
-    private static func remove(_ hash: KeyHash, from files: inout Files, into released: inout LetGo) {
+    private func remove(_ hash: KeyHash, from files: inout Files, into released: inout LetGo) {
         guard let kept = files.kept.removeValue(forKey: hash) else { return }
         let last = files.ring.removeLast()
         if kept.ringIndex < files.ring.count {
@@ -175,14 +198,14 @@ final class KeptFiles: Sendable {
             files.kept[last]!.ringIndex = kept.ringIndex
         }
         files.descriptors -= kept.count
-        keptInProcess.subtract(kept.count, ordering: .relaxed)
+        budget.give(kept.count)
         released.append(kept.meta)
         released.append(kept.body)
     }
 
     /// Lets go of the first entry past the clock's hand not read since the hand last passed
     /// (clearing the mark of those that were), other than `spared`; false when there is none.
-    private static func evictOne(from files: inout Files, sparing spared: KeyHash,
+    private func evictOne(from files: inout Files, sparing spared: KeyHash,
                                  into released: inout LetGo) -> Bool {
         guard files.ring.count > (files.kept[spared] == nil ? 0 : 1) else { return false }
         while true {
@@ -204,7 +227,7 @@ final class KeptFiles: Sendable {
     func drop(_ hash: KeyHash) {
         guard limit > 0 else { return }
         var released = LetGo()
-        files.withLock { Self.remove(hash, from: &$0, into: &released) }
+        files.withLock { remove(hash, from: &$0, into: &released) }
         _ = released
     }
 
@@ -212,7 +235,7 @@ final class KeptFiles: Sendable {
     func dropAll() {
         guard limit > 0 else { return }
         let released = files.withLock { files -> [KeyHash: Kept] in
-            Self.keptInProcess.subtract(files.descriptors, ordering: .relaxed)
+            budget.give(files.descriptors)
             defer { files = Files(recent: files.recent) }
             return files.kept
         }
