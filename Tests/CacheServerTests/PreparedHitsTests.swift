@@ -107,7 +107,8 @@ struct PreparedHitsTests {
         let version = Counter()
         fixture.origin.respond { request in
             if request.method == "POST" { return ScriptedResponse(status: 204) }
-            let maxAge = request.path.hasPrefix("/short") ? 1 : 60
+            // Fresh for 4 s: three requests on a loaded machine must fit in it (at 1 s they did not).
+            let maxAge = request.path.hasPrefix("/short") ? 4 : 60
             return ScriptedResponse(status: 200, [("Cache-Control", "max-age=\(maxAge)")], body: "v\(version.next())")
         }
         func twice(_ path: String) async throws -> String {
@@ -128,7 +129,7 @@ struct PreparedHitsTests {
         // Past its freshness: fetched again (no validator).
         #expect(try await fixture.get("/short").text == "v4")
         #expect(try await twice("/short") == "v4")
-        try await Task.sleep(for: .milliseconds(1_200))
+        try await Task.sleep(for: .milliseconds(4_200))
         let expired = try await fixture.get("/short")
         #expect(expired.text == "v5" && expired.header("X-Cache") == "MISS")
         #expect(fixture.server.statistics.hitsPrepared == 4)
